@@ -1,0 +1,298 @@
+// Package pgserver starts a private PostgreSQL server from the server
+// binaries installed on the machine (initdb, postgres). Tests use it for a
+// throwaway database and `gaffer dev` uses it so that nothing but Go and
+// PostgreSQL's binaries is needed to run Gaffer.
+//
+// PostgreSQL refuses to run as root. When the calling process is root, the
+// data directory is given to the "postgres" system user and the server runs
+// with that user's credentials.
+package pgserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrNoBinaries is returned when initdb and postgres cannot be found.
+var ErrNoBinaries = errors.New("PostgreSQL server binaries (initdb, postgres) not found on PATH or under /usr/lib/postgresql/*/bin: install PostgreSQL's server package, or set DATABASE_URL to use an existing server")
+
+// Config says where and how to run the server. Zero values mean defaults.
+type Config struct {
+	// Dir is the data directory. Empty means a new temporary directory that
+	// Stop removes. An existing, initialised directory is reused as is.
+	Dir string
+	// Port to listen on at 127.0.0.1. Zero picks a free port.
+	Port int
+	// Durable keeps fsync and synchronous_commit on. Tests leave it off:
+	// a throwaway server does not need crash safety and runs much faster.
+	Durable bool
+	// Settings are extra server settings (name → value), e.g. shared_buffers.
+	Settings map[string]string
+	// LogPath receives the server's log. Empty means <Dir>/postgres.log.
+	LogPath string
+}
+
+// Server is a running PostgreSQL server.
+type Server struct {
+	dir     string
+	tempDir bool
+	port    int
+	cmd     *exec.Cmd
+	done    chan struct{}
+	waitErr error
+
+	stopOnce sync.Once
+}
+
+// Start initialises the data directory if needed and starts the server. It
+// returns once the server accepts connections, or with the reason it did
+// not. ctx bounds the start-up only; the server keeps running until Stop.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	bin, err := FindBinaries()
+	if err != nil {
+		return nil, err
+	}
+	cred, err := credential()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{dir: cfg.Dir, done: make(chan struct{})}
+	if s.dir == "" {
+		s.dir, err = os.MkdirTemp("", "gaffer-pg-")
+		if err != nil {
+			return nil, fmt.Errorf("create data directory: %w", err)
+		}
+		s.tempDir = true
+	} else if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	if s.dir, err = filepath.Abs(s.dir); err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Server, error) {
+		if s.tempDir {
+			os.RemoveAll(s.dir)
+		}
+		return nil, err
+	}
+	if err := chownForServer(s.dir, cred); err != nil {
+		return fail(err)
+	}
+	if _, err := os.Stat(filepath.Join(s.dir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+		initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"),
+			"-D", s.dir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
+		initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		if out, err := initdb.CombinedOutput(); err != nil {
+			return fail(fmt.Errorf("initdb: %w: %s", err, strings.TrimSpace(string(out))))
+		}
+	}
+	s.port = cfg.Port
+	if s.port == 0 {
+		if s.port, err = freePort(); err != nil {
+			return fail(err)
+		}
+	}
+	settings := map[string]string{
+		"listen_addresses":          "127.0.0.1",
+		"port":                      strconv.Itoa(s.port),
+		"unix_socket_directories":   "",
+		"max_connections":           "300",
+		"shared_buffers":            "128MB",
+		"log_min_messages":          "warning",
+		"log_line_prefix":           "%m [%p] ",
+		"max_locks_per_transaction": "256",
+	}
+	if !cfg.Durable {
+		settings["fsync"] = "off"
+		settings["synchronous_commit"] = "off"
+		settings["full_page_writes"] = "off"
+	}
+	for k, v := range cfg.Settings {
+		settings[k] = v
+	}
+	args := []string{"-D", s.dir}
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "-c", k+"="+settings[k])
+	}
+	logPath := cfg.LogPath
+	if logPath == "" {
+		logPath = filepath.Join(s.dir, "postgres.log")
+	}
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fail(fmt.Errorf("open server log: %w", err))
+	}
+	s.cmd = exec.Command(filepath.Join(bin, "postgres"), args...)
+	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
+	// Pdeathsig: if this process dies without stopping the server, the
+	// server gets SIGQUIT (immediate shutdown) instead of being orphaned.
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
+	if err := s.cmd.Start(); err != nil {
+		logFile.Close()
+		return fail(fmt.Errorf("start postgres: %w", err))
+	}
+	go func() {
+		s.waitErr = s.cmd.Wait()
+		logFile.Close()
+		close(s.done)
+	}()
+	if err := s.waitReady(ctx, logPath); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// URL is a connection string for the "postgres" superuser and database.
+func (s *Server) URL() string { return s.DatabaseURL("postgres") }
+
+// DatabaseURL is a connection string for the named database.
+func (s *Server) DatabaseURL(db string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.port, db)
+}
+
+// Port is the TCP port the server listens on.
+func (s *Server) Port() int { return s.port }
+
+// Dir is the data directory.
+func (s *Server) Dir() string { return s.dir }
+
+// Stop shuts the server down (fast mode: sessions are disconnected) and
+// waits for it to exit. A temporary data directory is removed. Stop is
+// idempotent.
+func (s *Server) Stop() error {
+	var err error
+	s.stopOnce.Do(func() {
+		_ = s.cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-s.done:
+		case <-time.After(20 * time.Second):
+			_ = s.cmd.Process.Kill()
+			<-s.done
+			err = errors.New("postgres did not stop within 20s; killed")
+		}
+		if s.tempDir {
+			os.RemoveAll(s.dir)
+		}
+	})
+	return err
+}
+
+func (s *Server) waitReady(ctx context.Context, logPath string) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		conn, err := pgx.Connect(ctx, s.URL())
+		if err == nil {
+			conn.Close(ctx)
+			return nil
+		}
+		select {
+		case <-s.done:
+			log, _ := os.ReadFile(logPath)
+			return fmt.Errorf("postgres exited during start-up (%v): %s", s.waitErr, tail(string(log), 2000))
+		case <-ctx.Done():
+			return fmt.Errorf("postgres did not accept connections: %w", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binErr  error
+)
+
+// FindBinaries returns the directory holding initdb and postgres: the PATH
+// first, then the newest /usr/lib/postgresql/<version>/bin.
+func FindBinaries() (string, error) {
+	binOnce.Do(func() {
+		if p, err := exec.LookPath("initdb"); err == nil {
+			if _, err := exec.LookPath("postgres"); err == nil {
+				binDir = filepath.Dir(p)
+				return
+			}
+		}
+		dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+		sort.Slice(dirs, func(i, j int) bool { return versionOf(dirs[i]) > versionOf(dirs[j]) })
+		for _, d := range dirs {
+			if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
+				binDir = d
+				return
+			}
+		}
+		binErr = ErrNoBinaries
+	})
+	return binDir, binErr
+}
+
+func versionOf(binDir string) int {
+	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
+	return v
+}
+
+// credential returns the credentials to run the server with: nil (the
+// current user) unless we are root, in which case the postgres user.
+func credential() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("running as root, and PostgreSQL refuses to: need a \"postgres\" system user to run the server as: %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+func chownForServer(dir string, cred *syscall.Credential) error {
+	if cred == nil {
+		return nil
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return err
+	}
+	return filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, int(cred.Uid), int(cred.Gid))
+	})
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}

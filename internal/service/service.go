@@ -1,0 +1,54 @@
+// Package service is the start/stop plumbing shared by Gaffer's long-running
+// loops: Start is non-blocking and idempotent, Stop cancels the loop and
+// waits for it to return.
+package service
+
+import (
+	"context"
+	"sync"
+)
+
+// Runner runs one loop function in a goroutine. The zero value is ready.
+type Runner struct {
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Start runs loop in a new goroutine with a context that Stop cancels (and
+// that ends with ctx). It does nothing if the loop is already running.
+func (r *Runner) Start(ctx context.Context, loop func(ctx context.Context)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done != nil {
+		return
+	}
+	ctx, r.cancel = context.WithCancel(ctx)
+	done := make(chan struct{})
+	r.done = done
+	go func() {
+		defer close(done)
+		loop(ctx)
+	}()
+}
+
+// Stop cancels the loop and waits for it to return. Stop is idempotent;
+// the runner can be started again afterwards.
+func (r *Runner) Stop() {
+	r.mu.Lock()
+	cancel, done := r.cancel, r.done
+	r.cancel, r.done = nil, nil
+	r.mu.Unlock()
+	if done == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+// Running reports whether the loop is running.
+func (r *Runner) Running() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.done != nil
+}

@@ -1,0 +1,341 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Job is one row of gaffer.jobs.
+type Job struct {
+	ID              int64
+	Tenant          string
+	Kind            string
+	Queue           string
+	State           string
+	Priority        int
+	Attempt         int
+	MaxAttempts     int
+	Timeout         time.Duration
+	RunAt           time.Time
+	CreatedAt       time.Time
+	AttemptedAt     *time.Time
+	FinalizedAt     *time.Time
+	LeaseToken      int64
+	LeaseExpiresAt  *time.Time
+	CancelRequested bool
+	Node            string
+	UniqueKey       string
+	ReplayOf        int64
+	Args            json.RawMessage
+	Result          json.RawMessage
+	Errors          json.RawMessage
+}
+
+// Lease names one attempt of one job: the compare-and-set key of every
+// write made on behalf of a running attempt.
+type Lease struct {
+	ID      int64
+	Attempt int
+	Token   int64
+}
+
+// InsertParams is a validated job to insert.
+type InsertParams struct {
+	Tenant      string
+	Kind        string
+	Queue       string
+	Priority    int
+	MaxAttempts int
+	Timeout     time.Duration
+	// RunAt, when non-zero, is when the job becomes due; zero means the
+	// database's now(). Delay is added to it.
+	RunAt     time.Time
+	Delay     time.Duration
+	UniqueKey string
+	Args      json.RawMessage
+}
+
+// InsertResult is the job an insert made, or the unfinished job that
+// already held its unique key (Existing true).
+type InsertResult struct {
+	Job      Job
+	Existing bool
+}
+
+var (
+	sqlInsertJob            = query("insert_job")
+	sqlGetByUniqueKey       = query("get_unfinished_by_unique_key")
+	sqlNotifyQueues         = query("notify_queues")
+	sqlInsertJobsUnnest     = query("insert_jobs_unnest")
+	sqlClaimJobs            = query("claim_jobs")
+	sqlCompleteJobs         = query("complete_jobs")
+	sqlFailJob              = query("fail_job")
+	sqlSnoozeJob            = query("snooze_job")
+	sqlCancelRunningJob     = query("cancel_running_job")
+	sqlHeartbeatJobs        = query("heartbeat_jobs")
+	sqlReleaseJobs          = query("release_jobs")
+	sqlCancelRequestedAmong = query("cancel_requested_among")
+	sqlRescueJobs           = query("rescue_jobs")
+	sqlRequestCancel        = query("request_cancel")
+	sqlGetJob               = query("get_job")
+	sqlDeleteFinishedJobs   = query("delete_finished_jobs")
+)
+
+func scanJob(row pgx.Row, extra ...any) (Job, error) {
+	var j Job
+	var (
+		priority        int16
+		timeoutMS       int64
+		token, replayOf *int64
+		node, uniqueKey *string
+	)
+	dest := []any{&j.ID, &j.Tenant, &j.Kind, &j.Queue, &j.State, &priority, &j.Attempt, &j.MaxAttempts,
+		&timeoutMS, &j.RunAt, &j.CreatedAt, &j.AttemptedAt, &j.FinalizedAt, &token,
+		&j.LeaseExpiresAt, &j.CancelRequested, &node, &uniqueKey, &replayOf, &j.Args, &j.Result, &j.Errors}
+	if err := row.Scan(append(dest, extra...)...); err != nil {
+		return Job{}, err
+	}
+	j.Priority = int(priority)
+	j.Timeout = time.Duration(timeoutMS) * time.Millisecond
+	if token != nil {
+		j.LeaseToken = *token
+	}
+	if replayOf != nil {
+		j.ReplayOf = *replayOf
+	}
+	if node != nil {
+		j.Node = *node
+	}
+	if uniqueKey != nil {
+		j.UniqueKey = *uniqueKey
+	}
+	return j, nil
+}
+
+func collectJobs(rows pgx.Rows, err error) ([]Job, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// InsertJob inserts one job through q (the caller's transaction, or the
+// pool when q is nil) and wakes the queue's workers when the job is due.
+// With a unique key held by an unfinished job, nothing is inserted and
+// that job is returned with Existing set.
+func (s *Store) InsertJob(ctx context.Context, q DB, p InsertParams) (InsertResult, error) {
+	db := s.db(q)
+	for range 10 {
+		var woke int64
+		j, err := scanJob(db.QueryRow(ctx, sqlInsertJob, p.Tenant, p.Kind, p.Queue, int16(p.Priority),
+			p.MaxAttempts, p.Timeout.Milliseconds(), nullTime(p.RunAt), p.Delay.Milliseconds(),
+			nullString(p.UniqueKey), p.Args), &woke)
+		if err == nil {
+			return InsertResult{Job: j}, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return InsertResult{}, fmt.Errorf("insert job: %w", err)
+		}
+		// The unique key is taken. Find the holder; if it finished in the
+		// meantime, the key is free again and the insert is retried.
+		j, err = scanJob(db.QueryRow(ctx, sqlGetByUniqueKey, p.Tenant, p.UniqueKey))
+		if err == nil {
+			return InsertResult{Job: j, Existing: true}, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return InsertResult{}, fmt.Errorf("find job holding unique key: %w", err)
+		}
+	}
+	return InsertResult{}, fmt.Errorf("insert job: unique key %q kept changing hands", p.UniqueKey)
+}
+
+// InsertJobs inserts many jobs through q (or the pool) and returns their
+// ids in order. Without unique keys it uses COPY; with any, a single
+// multi-row insert in which a job whose key is held gets the holder's id.
+// Workers of every queue with a due job are woken on commit.
+func (s *Store) InsertJobs(ctx context.Context, q DB, ps []InsertParams) ([]int64, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	db := s.db(q)
+	// COPY and the notify must commit together; a pool gives us neither, so
+	// open a transaction (a savepoint when q is the caller's).
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	hasUnique := false
+	queues := map[string]bool{}
+	for _, p := range ps {
+		if p.UniqueKey != "" {
+			hasUnique = true
+		}
+		if p.RunAt.IsZero() || !p.RunAt.After(time.Now()) {
+			queues[p.Queue] = true
+		}
+	}
+	var ids []int64
+	if hasUnique {
+		ids, err = s.insertJobsUnnest(ctx, tx, ps)
+	} else {
+		ids, err = s.insertJobsCopy(ctx, tx, ps)
+	}
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(queues))
+	for q := range queues {
+		names = append(names, q)
+	}
+	if _, err := tx.Exec(ctx, sqlNotifyQueues, names); err != nil {
+		return nil, fmt.Errorf("insert jobs: notify: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("insert jobs: commit: %w", err)
+	}
+	return ids, nil
+}
+
+var copyColumns = []string{"tenant", "kind", "queue", "priority", "max_attempts", "timeout_ms", "run_at", "args"}
+
+func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams) ([]int64, error) {
+	// COPY returns no ids, so take them from the identity sequence first
+	// and copy them in with the rows.
+	var now time.Time
+	if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	rows := make([][]any, len(ps))
+	for i, p := range ps {
+		runAt := p.RunAt
+		if runAt.IsZero() {
+			runAt = now
+		}
+		rows[i] = []any{p.Tenant, p.Kind, p.Queue, int16(p.Priority), p.MaxAttempts,
+			p.Timeout.Milliseconds(), runAt.Add(p.Delay), []byte(p.Args)}
+	}
+	ids, err := reserveJobIDs(ctx, tx, len(ps))
+	if err != nil {
+		return nil, err
+	}
+	for i := range rows {
+		rows[i] = append([]any{ids[i]}, rows[i]...)
+	}
+	n, err := tx.CopyFrom(ctx, pgx.Identifier{"gaffer", "jobs"}, append([]string{"id"}, copyColumns...), pgx.CopyFromRows(rows))
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: copy: %w", err)
+	}
+	if int(n) != len(ps) {
+		return nil, fmt.Errorf("insert jobs: copied %d of %d rows", n, len(ps))
+	}
+	return ids, nil
+}
+
+func (s *Store) insertJobsUnnest(ctx context.Context, tx pgx.Tx, ps []InsertParams) ([]int64, error) {
+	n := len(ps)
+	var (
+		tenants, kinds, queues, keys = make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
+		priorities                   = make([]int16, n)
+		maxAttempts                  = make([]int32, n)
+		timeouts, delays             = make([]int64, n), make([]int64, n)
+		runAts                       = make([]*time.Time, n)
+		args                         = make([][]byte, n)
+	)
+	for i, p := range ps {
+		tenants[i], kinds[i], queues[i], keys[i] = p.Tenant, p.Kind, p.Queue, nullString(p.UniqueKey)
+		priorities[i], maxAttempts[i] = int16(p.Priority), int32(p.MaxAttempts)
+		timeouts[i], delays[i] = p.Timeout.Milliseconds(), p.Delay.Milliseconds()
+		runAts[i], args[i] = nullTime(p.RunAt), p.Args
+	}
+	rows, err := tx.Query(ctx, sqlInsertJobsUnnest, tenants, kinds, queues, priorities, maxAttempts, timeouts, runAts, delays, keys, args)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	inserted := map[[2]string]int64{}
+	var order []int64
+	for rows.Next() {
+		var id int64
+		var tenant string
+		var key *string
+		if err := rows.Scan(&id, &tenant, &key); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("insert jobs: %w", err)
+		}
+		order = append(order, id)
+		if key != nil {
+			inserted[[2]string{tenant, *key}] = id
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	slices.Sort(order)
+	// Identity values are drawn in insertion order, which is ordinal order,
+	// so sorted ids line up with the inserted requests. Rows skipped for a held
+	// key get the holder's id, which may be a job inserted by this batch.
+	ids := make([]int64, n)
+	next := 0
+	for i, p := range ps {
+		if p.UniqueKey != "" {
+			if id, ok := inserted[[2]string{p.Tenant, p.UniqueKey}]; ok {
+				ids[i] = id
+				if next < len(order) && order[next] == id {
+					next++
+				}
+				continue
+			}
+			j, err := scanJob(tx.QueryRow(ctx, sqlGetByUniqueKey, p.Tenant, p.UniqueKey))
+			if err != nil {
+				return nil, fmt.Errorf("insert jobs: find job holding unique key %q: %w", p.UniqueKey, err)
+			}
+			ids[i] = j.ID
+			inserted[[2]string{p.Tenant, p.UniqueKey}] = j.ID
+			continue
+		}
+		if next >= len(order) {
+			return nil, errors.New("insert jobs: fewer rows inserted than expected")
+		}
+		ids[i] = order[next]
+		next++
+	}
+	return ids, nil
+}
+
+func reserveJobIDs(ctx context.Context, tx pgx.Tx, n int) ([]int64, error) {
+	var ids []int64
+	err := tx.QueryRow(ctx, `SELECT array_agg(nextval(pg_get_serial_sequence('gaffer.jobs', 'id'))) FROM generate_series(1, $1)`, n).Scan(&ids)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: take ids: %w", err)
+	}
+	return ids, nil
+}

@@ -1,0 +1,3 @@
+DROP TABLE gaffer.dlq;
+DROP TABLE gaffer.queues;
+DROP TABLE gaffer.jobs;

@@ -1,0 +1,195 @@
+-- Job queries. Each query starts with a "-- name: <name>" line; {{job}}
+-- expands to every job column and {{job:x}} to the same columns of alias x.
+-- Every write that acts for a running attempt is compare-and-set on
+-- (id, attempt, lease_token, state = 'running'): a stale worker changes
+-- nothing.
+
+-- name: insert_job
+-- $1 tenant, $2 kind, $3 queue, $4 priority, $5 max_attempts,
+-- $6 timeout_ms, $7 run_at (NULL = now), $8 delay_ms, $9 unique_key, $10 args
+WITH ins AS (
+    INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, unique_key, args)
+    VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, now()) + $8 * interval '1 millisecond', $9, $10)
+    ON CONFLICT (tenant, unique_key) WHERE unique_key IS NOT NULL AND state IN ('pending', 'running', 'retrying')
+    DO NOTHING
+    RETURNING {{job}}
+), wake AS (
+    SELECT pg_notify('gaffer_jobs', queue) FROM ins WHERE run_at <= now()
+)
+SELECT {{job:ins}}, (SELECT count(*) FROM wake) FROM ins;
+
+-- name: get_unfinished_by_unique_key
+SELECT {{job}} FROM gaffer.jobs
+WHERE tenant = $1 AND unique_key = $2 AND state IN ('pending', 'running', 'retrying');
+
+-- name: notify_queues
+SELECT pg_notify('gaffer_jobs', q) FROM unnest($1::text[]) AS q;
+
+-- name: insert_jobs_unnest
+-- Many jobs in one statement, for batches that carry unique keys (COPY
+-- cannot skip conflicts). Returns the ordinal of each inserted row.
+INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, unique_key, args)
+SELECT tenant, kind, queue, priority, max_attempts, timeout_ms, coalesce(run_at, now()) + delay_ms * interval '1 millisecond', unique_key, args
+FROM unnest($1::text[], $2::text[], $3::text[], $4::smallint[], $5::integer[], $6::bigint[], $7::timestamptz[], $8::bigint[], $9::text[], $10::jsonb[])
+    WITH ORDINALITY AS r(tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, delay_ms, unique_key, args, ord)
+ORDER BY ord
+ON CONFLICT (tenant, unique_key) WHERE unique_key IS NOT NULL AND state IN ('pending', 'running', 'retrying')
+DO NOTHING
+RETURNING id, tenant, unique_key;
+
+-- name: claim_jobs
+-- $1 queue, $2 limit, $3 lease token, $4 lease ms, $5 node
+WITH picked AS (
+    SELECT id FROM gaffer.jobs
+    WHERE state IN ('pending', 'retrying') AND queue = $1 AND run_at <= now()
+      AND NOT EXISTS (SELECT 1 FROM gaffer.queues q WHERE q.name = $1 AND q.paused)
+    ORDER BY priority, run_at, id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE gaffer.jobs j
+SET state = 'running', attempt = j.attempt + 1, lease_token = $3,
+    lease_expires_at = now() + $4 * interval '1 millisecond', node = $5, attempted_at = now()
+FROM picked
+WHERE j.id = picked.id
+RETURNING {{job:j}};
+
+-- name: complete_jobs
+-- $1 ids, $2 attempts, $3 tokens, $4 results (NULL for none)
+UPDATE gaffer.jobs j
+SET state = 'completed', finalized_at = now(), result = c.result, lease_expires_at = NULL
+FROM unnest($1::bigint[], $2::integer[], $3::bigint[], $4::jsonb[]) AS c(id, attempt, token, result)
+WHERE j.id = c.id AND j.attempt = c.attempt AND j.lease_token = c.token AND j.state = 'running'
+RETURNING j.id;
+
+-- name: fail_job
+-- $1 id, $2 attempt, $3 token, $4 retry delay ms, $5 permanent,
+-- $6 error message, $7 error kind, $8 stack (NULL for none)
+-- A job whose cancellation was requested ends cancelled instead.
+WITH upd AS (
+    UPDATE gaffer.jobs
+    SET state = CASE WHEN cancel_requested THEN 'cancelled'
+                     WHEN $5 OR attempt >= max_attempts THEN 'failed'
+                     ELSE 'retrying' END,
+        run_at = CASE WHEN cancel_requested OR $5 OR attempt >= max_attempts THEN run_at
+                      ELSE now() + $4 * interval '1 millisecond' END,
+        finalized_at = CASE WHEN cancel_requested OR $5 OR attempt >= max_attempts THEN now() END,
+        lease_expires_at = NULL,
+        errors = errors || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
+            'attempt', attempt, 'at', now(), 'error', $6::text, 'kind', $7::text, 'node', node, 'stack', $8::text)))
+    WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state = 'running'
+    RETURNING *
+), dead AS (
+    INSERT INTO gaffer.dlq (tenant, job_id, kind, queue, priority, max_attempts, attempts, timeout_ms, args, errors, reason)
+    SELECT tenant, id, kind, queue, priority, max_attempts, attempt, timeout_ms, args, errors,
+           CASE WHEN $5 THEN 'permanent' ELSE 'exhausted' END
+    FROM upd WHERE state = 'failed'
+)
+SELECT state, run_at FROM upd;
+
+-- name: snooze_job
+-- $1 id, $2 attempt, $3 token, $4 delay ms. A snooze does not use up an
+-- attempt: max_attempts grows by one.
+UPDATE gaffer.jobs
+SET state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'pending' END,
+    finalized_at = CASE WHEN cancel_requested THEN now() END,
+    run_at = now() + $4 * interval '1 millisecond',
+    max_attempts = max_attempts + 1,
+    lease_expires_at = NULL
+WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state = 'running'
+RETURNING state, run_at;
+
+-- name: cancel_running_job
+-- The job's own attempt ends it cancelled: $1 id, $2 attempt, $3 token, $4 reason.
+UPDATE gaffer.jobs
+SET state = 'cancelled', finalized_at = now(), lease_expires_at = NULL,
+    errors = errors || jsonb_build_array(jsonb_build_object(
+        'attempt', attempt, 'at', now(), 'error', $4::text, 'kind', 'cancelled', 'node', node))
+WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state = 'running'
+RETURNING id;
+
+-- name: heartbeat_jobs
+-- $1 ids, $2 attempts, $3 tokens, $4 lease ms. Touches only the lease, so
+-- it is a HOT update.
+UPDATE gaffer.jobs j
+SET lease_expires_at = now() + $4 * interval '1 millisecond'
+FROM unnest($1::bigint[], $2::integer[], $3::bigint[]) AS h(id, attempt, token)
+WHERE j.id = h.id AND j.attempt = h.attempt AND j.lease_token = h.token AND j.state = 'running'
+RETURNING j.id, j.cancel_requested;
+
+-- name: release_jobs
+-- Give running attempts back without using them up: the job is claimable
+-- again at once. $1 ids, $2 attempts, $3 tokens, $4 reason.
+UPDATE gaffer.jobs j
+SET state = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'pending' END,
+    finalized_at = CASE WHEN j.cancel_requested THEN now() END,
+    run_at = now(), max_attempts = j.max_attempts + 1, lease_expires_at = NULL,
+    errors = j.errors || jsonb_build_array(jsonb_build_object(
+        'attempt', j.attempt, 'at', now(), 'error', $4::text, 'kind', 'released', 'node', j.node))
+FROM unnest($1::bigint[], $2::integer[], $3::bigint[]) AS r(id, attempt, token)
+WHERE j.id = r.id AND j.attempt = r.attempt AND j.lease_token = r.token AND j.state = 'running'
+RETURNING j.id;
+
+-- name: cancel_requested_among
+SELECT id FROM gaffer.jobs WHERE id = ANY($1::bigint[]) AND cancel_requested;
+
+-- name: rescue_jobs
+-- Running attempts whose lease expired (or, when $2 is set, that ran on
+-- node $2) are ended as lost: the job retries at once, or goes to the DLQ
+-- on its last attempt, or is cancelled if that was requested.
+-- $1 limit, $2 node (NULL: lease expiry only), $3 reason.
+WITH lost AS (
+    SELECT id FROM gaffer.jobs
+    WHERE state = 'running' AND (lease_expires_at < now() OR node = $2)
+    ORDER BY id
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), upd AS (
+    UPDATE gaffer.jobs j
+    SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
+                     WHEN j.attempt >= j.max_attempts THEN 'failed'
+                     ELSE 'retrying' END,
+        finalized_at = CASE WHEN j.cancel_requested OR j.attempt >= j.max_attempts THEN now() END,
+        run_at = CASE WHEN j.cancel_requested OR j.attempt >= j.max_attempts THEN j.run_at ELSE now() END,
+        lease_expires_at = NULL,
+        errors = j.errors || jsonb_build_array(jsonb_build_object(
+            'attempt', j.attempt, 'at', now(), 'error', $3::text, 'kind', 'lost', 'node', j.node))
+    FROM lost
+    WHERE j.id = lost.id
+    RETURNING j.*
+), dead AS (
+    INSERT INTO gaffer.dlq (tenant, job_id, kind, queue, priority, max_attempts, attempts, timeout_ms, args, errors, reason)
+    SELECT tenant, id, kind, queue, priority, max_attempts, attempt, timeout_ms, args, errors, 'lost'
+    FROM upd WHERE state = 'failed'
+)
+SELECT id, queue, kind, state, node FROM upd;
+
+-- name: request_cancel
+-- A pending or retrying job is cancelled at once; a running one is marked
+-- and its node told. Returns the state after the request.
+WITH upd AS (
+    UPDATE gaffer.jobs
+    SET state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
+        finalized_at = CASE WHEN state = 'running' THEN finalized_at ELSE now() END,
+        cancel_requested = true
+    WHERE id = $1 AND ($2::text IS NULL OR tenant = $2) AND state IN ('pending', 'retrying', 'running')
+    RETURNING id, state, node
+), tell AS (
+    SELECT pg_notify('gaffer_control', json_build_object('op', 'cancel', 'id', id, 'node', node)::text)
+    FROM upd WHERE state = 'running'
+)
+SELECT state, (SELECT count(*) FROM tell) FROM upd;
+
+-- name: get_job
+SELECT {{job}} FROM gaffer.jobs WHERE id = $1 AND ($2::text IS NULL OR tenant = $2);
+
+-- name: delete_finished_jobs
+-- Retention: $1 age ms, $2 batch size.
+WITH doomed AS (
+    SELECT id FROM gaffer.jobs
+    WHERE state IN ('completed', 'failed', 'cancelled') AND finalized_at < now() - $1 * interval '1 millisecond'
+    ORDER BY finalized_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM gaffer.jobs j USING doomed WHERE j.id = doomed.id;

@@ -1,0 +1,150 @@
+package store
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrNotFound is returned when a row the caller named does not exist (or
+// belongs to another tenant).
+var ErrNotFound = errors.New("not found")
+
+// DB is what the store needs from a connection: a pool or a transaction.
+// Passing the caller's pgx.Tx makes a write part of that transaction.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Store is Gaffer's PostgreSQL access layer. All SQL lives here. A Store
+// is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// New wraps an existing pool. The caller keeps ownership of the pool.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Open connects a new pool to databaseURL and checks that it answers.
+func Open(ctx context.Context, databaseURL string, maxConns int32) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database URL: %w", err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Pool returns the underlying connection pool.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close closes the pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// db returns the caller's transaction, or the pool when it is nil.
+func (s *Store) db(q DB) DB {
+	if q == nil {
+		return s.pool
+	}
+	return q
+}
+
+//go:embed queries/*.sql
+var queryFiles embed.FS
+
+var (
+	queryHeader = regexp.MustCompile(`(?m)^-- name: ([a-z0-9_]+)\s*$`)
+	queryMacro  = regexp.MustCompile(`\{\{job(?::([a-z_]+))?\}\}`)
+	queries     = mustLoadQueries()
+)
+
+// jobColumns are the columns scanJob reads, in its order.
+var jobColumns = []string{
+	"id", "tenant", "kind", "queue", "state", "priority", "attempt", "max_attempts",
+	"timeout_ms", "run_at", "created_at", "attempted_at", "finalized_at", "lease_token",
+	"lease_expires_at", "cancel_requested", "node", "unique_key", "replay_of", "args", "result", "errors",
+}
+
+func mustLoadQueries() map[string]string {
+	out := map[string]string{}
+	err := fs.WalkDir(queryFiles, "queries", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		body, err := queryFiles.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		text := string(body)
+		idx := queryHeader.FindAllStringSubmatchIndex(text, -1)
+		for i, m := range idx {
+			end := len(text)
+			if i+1 < len(idx) {
+				end = idx[i+1][0]
+			}
+			name := text[m[2]:m[3]]
+			if _, dup := out[name]; dup {
+				return fmt.Errorf("query %q defined twice", name)
+			}
+			out[name] = expandJobColumns(strings.TrimSpace(text[m[1]:end]))
+		}
+		return nil
+	})
+	if err != nil {
+		panic("store: load queries: " + err.Error())
+	}
+	return out
+}
+
+func expandJobColumns(sql string) string {
+	return queryMacro.ReplaceAllStringFunc(sql, func(m string) string {
+		alias := queryMacro.FindStringSubmatch(m)[1]
+		if alias == "" {
+			return strings.Join(jobColumns, ", ")
+		}
+		cols := make([]string, len(jobColumns))
+		for i, c := range jobColumns {
+			cols[i] = alias + "." + c
+		}
+		return strings.Join(cols, ", ")
+	})
+}
+
+// query returns the named query; a missing name panics at package init,
+// because every use is a package-level variable.
+func query(name string) string {
+	q, ok := queries[name]
+	if !ok {
+		panic("store: no query named " + name)
+	}
+	return q
+}
+
+func notFound(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	return err
+}

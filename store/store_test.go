@@ -1,0 +1,240 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gafferhq/gaffer/internal/pgtest"
+	"github.com/gafferhq/gaffer/store"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func params(kind string) store.InsertParams {
+	return store.InsertParams{Tenant: "default", Kind: kind, Queue: "default", MaxAttempts: 3, Args: json.RawMessage(`{}`)}
+}
+
+func claimOne(t *testing.T, st *store.Store, token int64) store.Job {
+	t.Helper()
+	jobs, err := st.ClaimJobs(context.Background(), store.ClaimParams{Queue: "default", Limit: 1, Token: token, LeaseTTL: time.Minute, Node: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 1 {
+		t.Fatalf("claimed %d jobs, want 1", len(jobs))
+	}
+	return jobs[0]
+}
+
+func lease(j store.Job) store.Lease { return store.Lease{ID: j.ID, Attempt: j.Attempt, Token: j.LeaseToken} }
+
+func TestMigrateUpDownStatus(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := store.Open(ctx, pgtest.NewEmptyDatabase(t), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.CheckSchema(ctx); !errors.Is(err, store.ErrSchemaBehind) {
+		t.Fatalf("CheckSchema on empty database = %v, want ErrSchemaBehind", err)
+	}
+	applied, err := st.MigrateUp(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(applied) != store.LatestVersion() {
+		t.Fatalf("applied %v, want %d migrations", applied, store.LatestVersion())
+	}
+	if err := st.CheckSchema(ctx); err != nil {
+		t.Fatalf("CheckSchema after up: %v", err)
+	}
+	if again, err := st.MigrateUp(ctx); err != nil || len(again) != 0 {
+		t.Fatalf("second up applied %v, %v; want nothing", again, err)
+	}
+	reverted, err := st.MigrateDown(ctx, store.LatestVersion())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reverted) != store.LatestVersion() {
+		t.Fatalf("reverted %v", reverted)
+	}
+	statuses, err := st.MigrationStatuses(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range statuses {
+		if s.AppliedAt != nil {
+			t.Fatalf("migration %d still applied after down", s.Version)
+		}
+	}
+	if _, err := st.MigrateUp(ctx); err != nil {
+		t.Fatalf("up after down: %v", err)
+	}
+}
+
+func TestConcurrentMigrateUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewEmptyDatabase(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := store.Open(ctx, url, 2)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer st.Close()
+			_, err = st.MigrateUp(ctx)
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestStaleWritesAreRejected(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.NewStore(t)
+	res, err := st.InsertJob(ctx, nil, params("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := claimOne(t, st, 111)
+	if first.ID != res.Job.ID || first.Attempt != 1 || first.State != "running" {
+		t.Fatalf("claimed %+v", first)
+	}
+	// The first attempt is lost and a second claims the job.
+	if _, err := st.ReleaseJobs(ctx, []store.Lease{lease(first)}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	second := claimOne(t, st, 222)
+	if second.Attempt != 2 {
+		t.Fatalf("second attempt = %d", second.Attempt)
+	}
+	stale := lease(first)
+	if ok, err := st.CompleteJobs(ctx, []store.Completion{{Lease: stale}}); err != nil || len(ok) != 0 {
+		t.Fatalf("stale complete accepted %v (%v)", ok, err)
+	}
+	if _, err := st.FailJob(ctx, store.Failure{Lease: stale, Message: "x", Kind: "error"}); !errors.Is(err, store.ErrStale) {
+		t.Fatalf("stale fail = %v", err)
+	}
+	if _, err := st.SnoozeJob(ctx, stale, time.Second); !errors.Is(err, store.ErrStale) {
+		t.Fatalf("stale snooze = %v", err)
+	}
+	if hb, err := st.HeartbeatJobs(ctx, []store.Lease{stale}, time.Minute); err != nil || len(hb) != 0 {
+		t.Fatalf("stale heartbeat accepted %v (%v)", hb, err)
+	}
+	if err := st.CancelRunningJob(ctx, stale, "x"); !errors.Is(err, store.ErrStale) {
+		t.Fatalf("stale cancel = %v", err)
+	}
+	// Same id and attempt but a forged token is stale too.
+	forged := lease(second)
+	forged.Token++
+	if ok, _ := st.CompleteJobs(ctx, []store.Completion{{Lease: forged}}); len(ok) != 0 {
+		t.Fatal("completion with wrong token accepted")
+	}
+	if ok, err := st.CompleteJobs(ctx, []store.Completion{{Lease: lease(second), Result: json.RawMessage(`{"by":"second"}`)}}); err != nil || len(ok) != 1 {
+		t.Fatalf("current complete = %v, %v", ok, err)
+	}
+	got, err := st.GetJob(ctx, "", first.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != "completed" || string(got.Result) != `{"by": "second"}` {
+		t.Fatalf("final job %s %s", got.State, got.Result)
+	}
+}
+
+func TestFailRetriesThenDeadLetters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.NewStore(t)
+	p := params("k")
+	p.MaxAttempts = 2
+	res, _ := st.InsertJob(ctx, nil, p)
+	j := claimOne(t, st, 1)
+	state, err := st.FailJob(ctx, store.Failure{Lease: lease(j), Message: "boom", Kind: "error"})
+	if err != nil || state != "retrying" {
+		t.Fatalf("first failure: %s %v", state, err)
+	}
+	// Due at once (delay 0), so claimable again.
+	j = claimOne(t, st, 2)
+	state, err = st.FailJob(ctx, store.Failure{Lease: lease(j), Message: "boom again", Kind: "error", Stack: "trace"})
+	if err != nil || state != "failed" {
+		t.Fatalf("last failure: %s %v", state, err)
+	}
+	entries, err := st.ListDLQ(ctx, store.DLQFilter{})
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("DLQ = %v %v", entries, err)
+	}
+	e := entries[0]
+	var errs []map[string]any
+	json.Unmarshal(e.Errors, &errs)
+	if e.JobID != res.Job.ID || e.Attempts != 2 || len(errs) != 2 || e.Reason != "exhausted" {
+		t.Fatalf("DLQ entry %+v errors %v", e, errs)
+	}
+	r, err := st.ReplayDLQEntry(ctx, "", e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ReplayDLQEntry(ctx, "", e.ID); !errors.Is(err, store.ErrAlreadyReplayed) {
+		t.Fatalf("second replay = %v", err)
+	}
+	nj, err := st.GetJob(ctx, "", r.JobID)
+	if err != nil || nj.ReplayOf != e.ID || nj.State != "pending" {
+		t.Fatalf("replayed job %+v %v", nj, err)
+	}
+}
+
+func TestInsertJobsCopyAndUnique(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.NewStore(t)
+	var ps []store.InsertParams
+	for range 500 {
+		ps = append(ps, params("bulk"))
+	}
+	ids, err := st.InsertJobs(ctx, nil, ps)
+	if err != nil || len(ids) != 500 {
+		t.Fatalf("copy insert: %d ids, %v", len(ids), err)
+	}
+	for _, id := range ids[:3] {
+		if j, err := st.GetJob(ctx, "", id); err != nil || j.Kind != "bulk" {
+			t.Fatalf("job %d: %v", id, err)
+		}
+	}
+	a, b := params("u"), params("u")
+	a.UniqueKey, b.UniqueKey = "key-1", "key-1"
+	c := params("plain")
+	held, err := st.InsertJob(ctx, nil, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err = st.InsertJobs(ctx, nil, []store.InsertParams{c, b, c, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids[1] != held.Job.ID || ids[3] != held.Job.ID || ids[0] == ids[2] || slices.Contains([]int64{ids[0], ids[2]}, held.Job.ID) {
+		t.Fatalf("ids %v, holder %d", ids, held.Job.ID)
+	}
+	again, err := st.InsertJob(ctx, nil, a)
+	if err != nil || !again.Existing || again.Job.ID != held.Job.ID {
+		t.Fatalf("second unique insert = %+v, %v", again, err)
+	}
+}
