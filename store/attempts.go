@@ -151,7 +151,14 @@ func (s *Store) HeartbeatJobs(ctx context.Context, leases []Lease, ttl time.Dura
 func (s *Store) ReleaseJobs(ctx context.Context, leases []Lease, reason string) ([]int64, error) {
 	ids, attempts, tokens := leaseArrays(leases)
 	rows, err := s.pool.Query(ctx, sqlReleaseJobs, ids, attempts, tokens, reason)
-	released, err := collectIDs(rows, err)
+	if err != nil {
+		return nil, fmt.Errorf("release jobs: %w", err)
+	}
+	released, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (int64, error) {
+		var id, woke int64
+		err := row.Scan(&id, &woke)
+		return id, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("release jobs: %w", err)
 	}
@@ -192,7 +199,8 @@ func (s *Store) RescueJobs(ctx context.Context, node string, limit int, reason s
 	for rows.Next() {
 		var r Rescued
 		var n *string
-		if err := rows.Scan(&r.ID, &r.Queue, &r.Kind, &r.NewState, &n); err != nil {
+		var woke int64
+		if err := rows.Scan(&r.ID, &r.Queue, &r.Kind, &r.NewState, &n, &woke); err != nil {
 			return nil, fmt.Errorf("rescue jobs: %w", err)
 		}
 		if n != nil {

@@ -119,16 +119,22 @@ RETURNING j.id, j.cancel_requested;
 
 -- name: release_jobs
 -- Give running attempts back without using them up: the job is claimable
--- again at once. $1 ids, $2 attempts, $3 tokens, $4 reason.
-UPDATE gaffer.jobs j
-SET state = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'pending' END,
-    finalized_at = CASE WHEN j.cancel_requested THEN now() END,
-    run_at = now(), max_attempts = j.max_attempts + 1, lease_expires_at = NULL,
-    errors = j.errors || jsonb_build_array(jsonb_build_object(
-        'attempt', j.attempt, 'at', now(), 'error', $4::text, 'kind', 'released', 'node', j.node))
-FROM unnest($1::bigint[], $2::integer[], $3::bigint[]) AS r(id, attempt, token)
-WHERE j.id = r.id AND j.attempt = r.attempt AND j.lease_token = r.token AND j.state = 'running'
-RETURNING j.id;
+-- again at once, and the queue's workers are woken. $1 ids, $2 attempts,
+-- $3 tokens, $4 reason.
+WITH upd AS (
+    UPDATE gaffer.jobs j
+    SET state = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'pending' END,
+        finalized_at = CASE WHEN j.cancel_requested THEN now() END,
+        run_at = now(), max_attempts = j.max_attempts + 1, lease_expires_at = NULL,
+        errors = j.errors || jsonb_build_array(jsonb_build_object(
+            'attempt', j.attempt, 'at', now(), 'error', $4::text, 'kind', 'released', 'node', j.node))
+    FROM unnest($1::bigint[], $2::integer[], $3::bigint[]) AS r(id, attempt, token)
+    WHERE j.id = r.id AND j.attempt = r.attempt AND j.lease_token = r.token AND j.state = 'running'
+    RETURNING j.id, j.queue, j.state
+), wake AS (
+    SELECT pg_notify('gaffer_jobs', q) FROM (SELECT DISTINCT queue AS q FROM upd WHERE state = 'pending') qs
+)
+SELECT id, (SELECT count(*) FROM wake) FROM upd;
 
 -- name: cancel_requested_among
 SELECT id FROM gaffer.jobs WHERE id = ANY($1::bigint[]) AND cancel_requested;
@@ -161,8 +167,10 @@ WITH lost AS (
     INSERT INTO gaffer.dlq (tenant, job_id, kind, queue, priority, max_attempts, attempts, timeout_ms, args, errors, reason)
     SELECT tenant, id, kind, queue, priority, max_attempts, attempt, timeout_ms, args, errors, 'lost'
     FROM upd WHERE state = 'failed'
+), wake AS (
+    SELECT pg_notify('gaffer_jobs', q) FROM (SELECT DISTINCT queue AS q FROM upd WHERE state = 'retrying') qs
 )
-SELECT id, queue, kind, state, node FROM upd;
+SELECT id, queue, kind, state, node, (SELECT count(*) FROM wake) FROM upd;
 
 -- name: request_cancel
 -- A pending or retrying job is cancelled at once; a running one is marked

@@ -1,0 +1,190 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gafferhq/gaffer/store"
+)
+
+// Client enqueues, inspects and cancels jobs. It needs only PostgreSQL and
+// is safe for concurrent use.
+type Client struct {
+	store   *store.Store
+	metrics *Metrics
+}
+
+// NewClient returns a client on st. m may be nil.
+func NewClient(st *store.Store, m *Metrics) *Client {
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	return &Client{store: st, metrics: m}
+}
+
+// Result is the outcome of an enqueue.
+type Result struct {
+	Job *Job
+	// Existing is true when the request's unique key was held by an
+	// unfinished job: nothing was inserted and Job is that job.
+	Existing bool
+}
+
+// Enqueue validates r and inserts it. When it returns without error the
+// job is committed. Errors: *ValidationError for bad input.
+func (c *Client) Enqueue(ctx context.Context, r Request) (Result, error) {
+	return c.enqueue(ctx, nil, r)
+}
+
+// EnqueueTx inserts r within the caller's transaction: the job exists if
+// and only if tx commits, and workers are woken on commit.
+func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, r Request) (Result, error) {
+	if tx == nil {
+		return Result{}, errors.New("enqueue: nil transaction")
+	}
+	return c.enqueue(ctx, tx, r)
+}
+
+func (c *Client) enqueue(ctx context.Context, tx pgx.Tx, r Request) (Result, error) {
+	p, err := r.Params()
+	if err != nil {
+		return Result{}, err
+	}
+	var db store.DB
+	if tx != nil {
+		db = tx
+	}
+	res, err := c.store.InsertJob(ctx, db, p)
+	if err != nil {
+		return Result{}, fmt.Errorf("enqueue %s: %w", r.Kind, err)
+	}
+	if !res.Existing {
+		c.metrics.enqueued.WithLabelValues(p.Queue, p.Kind).Inc()
+	}
+	return Result{Job: FromRow(res.Job), Existing: res.Existing}, nil
+}
+
+// EnqueueMany validates every request, then inserts them all in one
+// transaction (COPY when none has a unique key) and returns their ids in
+// order; a request whose unique key is held gets the holder's id. Nothing
+// is inserted if any request is invalid: the error names its index.
+func (c *Client) EnqueueMany(ctx context.Context, rs []Request) ([]int64, error) {
+	return c.enqueueMany(ctx, nil, rs)
+}
+
+// EnqueueManyTx is EnqueueMany within the caller's transaction.
+func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, rs []Request) ([]int64, error) {
+	if tx == nil {
+		return nil, errors.New("enqueue: nil transaction")
+	}
+	return c.enqueueMany(ctx, tx, rs)
+}
+
+func (c *Client) enqueueMany(ctx context.Context, tx pgx.Tx, rs []Request) ([]int64, error) {
+	ps := make([]store.InsertParams, len(rs))
+	for i, r := range rs {
+		p, err := r.Params()
+		if err != nil {
+			var ve *ValidationError
+			if errors.As(err, &ve) {
+				return nil, &ValidationError{Field: fmt.Sprintf("jobs[%d].%s", i, ve.Field), Message: ve.Message}
+			}
+			return nil, err
+		}
+		ps[i] = p
+	}
+	var db store.DB
+	if tx != nil {
+		db = tx
+	}
+	ids, err := c.store.InsertJobs(ctx, db, ps)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue %d jobs: %w", len(rs), err)
+	}
+	for _, p := range ps {
+		c.metrics.enqueued.WithLabelValues(p.Queue, p.Kind).Inc()
+	}
+	return ids, nil
+}
+
+// Get returns a job. tenant, when not empty, must own it. Errors:
+// ErrNotFound.
+func (c *Client) Get(ctx context.Context, tenant string, id int64) (*Job, error) {
+	row, err := c.store.GetJob(ctx, tenant, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return FromRow(row), nil
+}
+
+// Filter selects jobs to list; zero fields do not filter.
+type Filter struct {
+	Tenant   string
+	States   []State
+	Queue    string
+	Kind     string
+	BeforeID int64 // pagination cursor: jobs with smaller ids
+	Limit    int   // default 100, at most 1000
+}
+
+// List returns jobs matching f, newest first.
+func (c *Client) List(ctx context.Context, f Filter) ([]*Job, error) {
+	states := make([]string, len(f.States))
+	for i, s := range f.States {
+		states[i] = string(s)
+	}
+	rows, err := c.store.ListJobs(ctx, store.JobFilter{Tenant: f.Tenant, States: states, Queue: f.Queue, Kind: f.Kind, BeforeID: f.BeforeID, Limit: f.Limit})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Job, len(rows))
+	for i, r := range rows {
+		out[i] = FromRow(r)
+	}
+	return out, nil
+}
+
+// Cancel cancels a job: at once if it is pending or retrying; if it is
+// running, its node cancels the handler's context (within a second) and
+// the job ends cancelled. It returns the job's state after the request.
+// Errors: ErrNotFound, ErrFinished.
+func (c *Client) Cancel(ctx context.Context, tenant string, id int64) (State, error) {
+	state, err := c.store.RequestCancel(ctx, tenant, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "", ErrNotFound
+	case errors.Is(err, store.ErrFinished):
+		return "", ErrFinished
+	case err != nil:
+		return "", err
+	}
+	return State(state), nil
+}
+
+// PauseQueue stops every node claiming from queue until ResumeQueue.
+// Running jobs finish.
+func (c *Client) PauseQueue(ctx context.Context, queue string) error {
+	if err := ValidateName("queue", queue); err != nil {
+		return err
+	}
+	return c.store.SetQueuePaused(ctx, queue, true)
+}
+
+// ResumeQueue lets nodes claim from queue again.
+func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
+	if err := ValidateName("queue", queue); err != nil {
+		return err
+	}
+	return c.store.SetQueuePaused(ctx, queue, false)
+}
+
+// Queues lists known queues with their counts.
+func (c *Client) Queues(ctx context.Context) ([]store.Queue, error) {
+	return c.store.ListQueues(ctx)
+}

@@ -1,0 +1,140 @@
+package job
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/gafferhq/gaffer/store"
+)
+
+// completer batches completions: while one batch is being written, the
+// next accumulates, so a busy node writes many completions per statement
+// and an idle one writes each at once.
+type completer struct {
+	store    *store.Store
+	metrics  *Metrics
+	log      hclog.Logger
+	maxBatch int
+
+	mu     sync.Mutex
+	closed bool
+	in     chan completion
+	done   chan struct{}
+}
+
+type completion struct {
+	c     store.Completion
+	queue string
+	kind  string
+}
+
+func newCompleter(st *store.Store, m *Metrics, log hclog.Logger, maxBatch int) *completer {
+	c := &completer{store: st, metrics: m, log: log, maxBatch: maxBatch,
+		in: make(chan completion, 4*maxBatch), done: make(chan struct{})}
+	go c.loop()
+	return c
+}
+
+// add queues a completion. After close it writes the completion itself.
+func (c *completer) add(x completion) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		c.flush([]completion{x})
+		return
+	}
+	// Sending under the lock keeps close from racing a send; the channel
+	// drains continuously, so the wait is short.
+	c.in <- x
+	c.mu.Unlock()
+}
+
+// close flushes what is queued and stops the loop.
+func (c *completer) close() {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.in)
+	}
+	c.mu.Unlock()
+	<-c.done
+}
+
+func (c *completer) loop() {
+	defer close(c.done)
+	batch := make([]completion, 0, c.maxBatch)
+	for x := range c.in {
+		batch = append(batch[:0], x)
+	drain:
+		for len(batch) < c.maxBatch {
+			select {
+			case y, ok := <-c.in:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, y)
+			default:
+				break drain
+			}
+		}
+		c.flush(batch)
+	}
+}
+
+// flush writes one batch, retrying while the database is unreachable. If
+// it never gets through, the leases expire and the jobs run again: that is
+// the at-least-once contract, not a loss.
+func (c *completer) flush(batch []completion) {
+	cs := make([]store.Completion, len(batch))
+	for i, x := range batch {
+		cs[i] = x.c
+	}
+	var accepted []int64
+	err := retryWrite(func(ctx context.Context) error {
+		var err error
+		accepted, err = c.store.CompleteJobs(ctx, cs)
+		return err
+	})
+	if err != nil {
+		c.log.Error("record completions; their jobs will run again after their leases expire", "jobs", len(batch), "error", err)
+		return
+	}
+	ok := make(map[int64]bool, len(accepted))
+	for _, id := range accepted {
+		ok[id] = true
+	}
+	for _, x := range batch {
+		if ok[x.c.ID] {
+			c.metrics.completed.WithLabelValues(x.queue, x.kind).Inc()
+		} else {
+			c.metrics.stale.WithLabelValues(x.queue, x.kind, "complete").Inc()
+			c.log.Warn("completion refused: the attempt no longer owns the job", "job_id", x.c.ID, "attempt", x.c.Attempt)
+		}
+	}
+}
+
+// retryWrite runs fn with a fresh timeout, retrying with backoff for up to
+// about half a minute. Outcomes must be written even while the node stops,
+// so fn's context does not derive from any caller's.
+func retryWrite(fn func(ctx context.Context) error) error {
+	delay := 50 * time.Millisecond
+	var err error
+	for attempt := 0; attempt < 8; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = fn(ctx)
+		cancel()
+		if err == nil || isFinal(err) {
+			return err
+		}
+		time.Sleep(delay)
+		delay = min(delay*2, 5*time.Second)
+	}
+	return err
+}
+
+func isFinal(err error) bool {
+	return err == store.ErrStale || err == store.ErrNotFound
+}

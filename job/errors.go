@@ -1,0 +1,80 @@
+package job
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Causes set on a running handler's context (read them with
+// context.Cause) when Gaffer ends the attempt.
+var (
+	// ErrCancelled: someone asked for the job to be cancelled.
+	ErrCancelled = errors.New("job cancelled")
+	// ErrLeaseLost: the attempt's lease was refused (it expired and the job
+	// moved on, or the node was declared dead). Nothing the handler does
+	// from now on is recorded.
+	ErrLeaseLost = errors.New("lease lost: another attempt owns the job")
+	// ErrTimeout: the job ran past its timeout.
+	ErrTimeout = errors.New("job timed out")
+	// ErrStopping: the node stopped and its drain deadline passed; the job
+	// is released for another node.
+	ErrStopping = errors.New("node stopping: job released")
+)
+
+// SnoozeError asks for the job to run again after Delay without counting
+// a failed attempt. Return Snooze(d) from a handler.
+type SnoozeError struct{ Delay time.Duration }
+
+func (e *SnoozeError) Error() string { return fmt.Sprintf("snooze for %s", e.Delay) }
+
+// Snooze returns an error that, returned by a handler, puts the job back
+// to pending for d. The attempt does not count against max_attempts.
+func Snooze(d time.Duration) error { return &SnoozeError{Delay: max(d, 0)} }
+
+// PermanentError fails the job at once, whatever attempts remain: it goes
+// straight to the DLQ.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent wraps err so that, returned by a handler, the job fails for
+// good without further retries.
+func Permanent(err error) error {
+	if err == nil {
+		err = errors.New("permanent failure")
+	}
+	return &PermanentError{Err: err}
+}
+
+// CancelError ends the job cancelled, from inside its handler.
+type CancelError struct{ Err error }
+
+func (e *CancelError) Error() string { return "cancelled: " + e.Err.Error() }
+func (e *CancelError) Unwrap() error { return e.Err }
+
+// Cancel wraps err so that, returned by a handler, the job ends cancelled
+// and is not retried.
+func Cancel(err error) error {
+	if err == nil {
+		err = errors.New("cancelled by handler")
+	}
+	return &CancelError{Err: err}
+}
+
+// ValidationError says which field of a request is wrong and why.
+type ValidationError struct {
+	Field   string
+	Message string
+}
+
+func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
+
+// Errors for operations on existing jobs.
+var (
+	// ErrNotFound: no such job (or it belongs to another tenant).
+	ErrNotFound = errors.New("job not found")
+	// ErrFinished: the job is already completed, failed or cancelled.
+	ErrFinished = errors.New("job already finished")
+)

@@ -1,0 +1,120 @@
+package job
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/gafferhq/gaffer/store"
+)
+
+// State is where a job is in its life. See the package documentation for
+// the transitions.
+type State string
+
+// Job states.
+const (
+	// Pending: waiting for its run_at or for a worker.
+	Pending State = "pending"
+	// Running: claimed by an attempt that holds a lease.
+	Running State = "running"
+	// Retrying: an attempt failed; waiting out the backoff.
+	Retrying State = "retrying"
+	// Completed: an attempt succeeded. Final.
+	Completed State = "completed"
+	// Failed: attempts exhausted or a permanent error; the job has a DLQ
+	// entry. Final.
+	Failed State = "failed"
+	// Cancelled: cancelled before or while running. Final.
+	Cancelled State = "cancelled"
+)
+
+// Finished reports whether s is final.
+func (s State) Finished() bool { return s == Completed || s == Failed || s == Cancelled }
+
+// Valid reports whether s is one of the job states.
+func (s State) Valid() bool {
+	switch s {
+	case Pending, Running, Retrying, Completed, Failed, Cancelled:
+		return true
+	}
+	return false
+}
+
+// AttemptError records why one attempt did not succeed.
+type AttemptError struct {
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	Error   string    `json:"error"`
+	// Kind is "error", "panic", "timeout", "unknown_kind", "lost" (the
+	// lease expired or the node died), "released" (the node stopped) or
+	// "cancelled".
+	Kind  string `json:"kind"`
+	Node  string `json:"node,omitempty"`
+	Stack string `json:"stack,omitempty"`
+}
+
+// Job is a job as stored. Handlers receive the running attempt's job.
+type Job struct {
+	ID          int64           `json:"id"`
+	Tenant      string          `json:"tenant"`
+	Kind        string          `json:"kind"`
+	Queue       string          `json:"queue"`
+	State       State           `json:"state"`
+	Priority    int             `json:"priority"`
+	Attempt     int             `json:"attempt"`
+	MaxAttempts int             `json:"max_attempts"`
+	Timeout     time.Duration   `json:"-"`
+	RunAt       time.Time       `json:"run_at"`
+	CreatedAt   time.Time       `json:"created_at"`
+	AttemptedAt *time.Time      `json:"attempted_at,omitempty"`
+	FinalizedAt *time.Time      `json:"finalized_at,omitempty"`
+	Node        string          `json:"node,omitempty"`
+	UniqueKey   string          `json:"unique_key,omitempty"`
+	ReplayOf    int64           `json:"replay_of,omitempty"`
+	Args        json.RawMessage `json:"args"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	Errors      []AttemptError  `json:"errors"`
+	// CancelRequested is set once cancellation was asked for.
+	CancelRequested bool `json:"cancel_requested"`
+
+	result json.RawMessage
+}
+
+// UnmarshalArgs decodes the job's JSON args into v.
+func (j *Job) UnmarshalArgs(v any) error {
+	if err := json.Unmarshal(j.Args, v); err != nil {
+		return fmt.Errorf("job %d: decode args: %w", j.ID, err)
+	}
+	return nil
+}
+
+// SetResult records v, encoded as JSON, as the job's result. It is saved
+// when the attempt completes; a later call replaces an earlier one.
+func (j *Job) SetResult(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("job %d: encode result: %w", j.ID, err)
+	}
+	j.result = b
+	return nil
+}
+
+// FromRow converts a stored row.
+func FromRow(r store.Job) *Job {
+	j := &Job{
+		ID: r.ID, Tenant: r.Tenant, Kind: r.Kind, Queue: r.Queue, State: State(r.State),
+		Priority: r.Priority, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Timeout: r.Timeout,
+		RunAt: r.RunAt, CreatedAt: r.CreatedAt, AttemptedAt: r.AttemptedAt, FinalizedAt: r.FinalizedAt,
+		Node: r.Node, UniqueKey: r.UniqueKey, ReplayOf: r.ReplayOf, Args: r.Args, Result: r.Result,
+		CancelRequested: r.CancelRequested,
+	}
+	if len(r.Errors) > 0 {
+		// Written only by the store, so always a JSON array.
+		_ = json.Unmarshal(r.Errors, &j.Errors)
+	}
+	if j.Errors == nil {
+		j.Errors = []AttemptError{}
+	}
+	return j
+}

@@ -1,0 +1,118 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/gafferhq/gaffer/internal/service"
+	"github.com/gafferhq/gaffer/store"
+)
+
+// LeaseRescuerConfig configures a LeaseRescuer.
+type LeaseRescuerConfig struct {
+	Store   *store.Store // required
+	Metrics *Metrics
+	Logger  hclog.Logger
+	// Interval between sweeps. Default 5s: a job whose node vanished runs
+	// again at most LeaseTTL + Interval after its last heartbeat.
+	Interval time.Duration
+	// BatchSize caps the attempts one statement rescues. Default 1000.
+	BatchSize int
+}
+
+// LeaseRescuer ends running attempts whose lease expired by the database
+// clock: each job retries at once, goes to the DLQ if that was its last
+// attempt, or ends cancelled if that was requested. It is safe to run on
+// several nodes at once (rows are locked SKIP LOCKED and every write is
+// compare-and-set), but the cluster runs it on the leader only.
+type LeaseRescuer struct {
+	cfg    LeaseRescuerConfig
+	log    hclog.Logger
+	runner service.Runner
+}
+
+// NewLeaseRescuer validates cfg and returns a stopped rescuer.
+func NewLeaseRescuer(cfg LeaseRescuerConfig) (*LeaseRescuer, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("LeaseRescuerConfig.Store is required")
+	}
+	if cfg.Interval < 0 || cfg.BatchSize < 0 {
+		return nil, errors.New("LeaseRescuerConfig: Interval and BatchSize must not be negative")
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = 5 * time.Second
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = 1000
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	return &LeaseRescuer{cfg: cfg, log: cfg.Logger.Named("lease_rescuer")}, nil
+}
+
+// Start begins sweeping in the background; non-blocking and idempotent.
+func (r *LeaseRescuer) Start(ctx context.Context) error {
+	r.runner.Start(ctx, func(ctx context.Context) {
+		every(ctx, r.cfg.Interval, func() {
+			if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+				r.log.Error("rescue expired leases", "error", err)
+			}
+		})
+	})
+	return nil
+}
+
+// Stop ends the loop and waits for it.
+func (r *LeaseRescuer) Stop() { r.runner.Stop() }
+
+// RunOnce rescues every attempt whose lease has expired now and returns
+// how many it rescued.
+func (r *LeaseRescuer) RunOnce(ctx context.Context) (int, error) {
+	return RescueNode(ctx, r.cfg.Store, r.cfg.Metrics, r.log, "", r.cfg.BatchSize)
+}
+
+// RescueNode ends lost attempts: those whose lease expired and, when node
+// is not empty, every attempt running on that node (which the cluster
+// knows is gone). It returns how many it ended.
+func RescueNode(ctx context.Context, st *store.Store, m *Metrics, log hclog.Logger, node string, batch int) (int, error) {
+	reason := "lost: lease expired"
+	if node != "" {
+		reason = "lost: node " + node + " left the cluster"
+	}
+	total := 0
+	for {
+		rescued, err := st.RescueJobs(ctx, node, batch, reason)
+		if err != nil {
+			return total, err
+		}
+		for _, x := range rescued {
+			m.rescued.WithLabelValues(x.Queue, x.Kind, x.NewState).Inc()
+			if x.NewState == string(Failed) {
+				m.failed.WithLabelValues(x.Queue, x.Kind).Inc()
+			}
+			log.Info("rescued lost attempt", "job_id", x.ID, "node", x.Node, "state", x.NewState)
+		}
+		total += len(rescued)
+		if len(rescued) < batch {
+			return total, nil
+		}
+	}
+}
+
+// every calls fn at once and then every interval (jittered ±10%) until ctx
+// ends.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	for {
+		fn()
+		if !sleepCtx(ctx, jitter(interval, 0.1)) {
+			return
+		}
+	}
+}

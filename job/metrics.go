@@ -1,0 +1,54 @@
+package job
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the job subsystem's Prometheus collectors. Build one per
+// process with NewMetrics and share it between the client and the worker.
+type Metrics struct {
+	enqueued    *prometheus.CounterVec
+	completed   *prometheus.CounterVec
+	retried     *prometheus.CounterVec
+	failed      *prometheus.CounterVec
+	cancelled   *prometheus.CounterVec
+	snoozed     *prometheus.CounterVec
+	rescued     *prometheus.CounterVec
+	stale       *prometheus.CounterVec
+	queueWait   *prometheus.HistogramVec
+	runDuration *prometheus.HistogramVec
+	depth       *prometheus.GaugeVec
+	oldestDue   *prometheus.GaugeVec
+}
+
+// NewMetrics builds the collectors and registers them on reg. A nil reg
+// leaves them unregistered (still counting, for tests).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "gaffer", Subsystem: "job", Name: name, Help: help}, labels)
+	}
+	buckets := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 1800}
+	m := &Metrics{
+		enqueued:  counter("enqueued_total", "Jobs inserted (a caller's transaction may still roll back).", "queue", "kind"),
+		completed: counter("completed_total", "Attempts that completed and were accepted.", "queue", "kind"),
+		retried:   counter("retried_total", "Attempts that failed and will be retried.", "queue", "kind"),
+		failed:    counter("failed_total", "Jobs that failed for good into the DLQ.", "queue", "kind"),
+		cancelled: counter("cancelled_total", "Running jobs ended cancelled.", "queue", "kind"),
+		snoozed:   counter("snoozed_total", "Attempts that snoozed.", "queue", "kind"),
+		rescued:   counter("rescued_total", "Running attempts ended as lost (lease expired or node dead), by the job's new state.", "queue", "kind", "state"),
+		stale:     counter("stale_rejected_total", "Writes from an attempt that no longer owned its job, refused and discarded.", "queue", "kind", "op"),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "gaffer", Subsystem: "job", Name: "queue_wait_seconds",
+			Help: "Time from a job being due to being claimed.", Buckets: buckets}, []string{"queue"}),
+		runDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "gaffer", Subsystem: "job", Name: "run_duration_seconds",
+			Help: "Handler run time per attempt.", Buckets: buckets}, []string{"queue", "kind"}),
+		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "gaffer", Subsystem: "queue", Name: "jobs",
+			Help: "Unfinished jobs per queue and state (cluster-wide)."}, []string{"queue", "state"}),
+		oldestDue: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "gaffer", Subsystem: "queue", Name: "oldest_due_age_seconds",
+			Help: "How long the oldest due, unclaimed job of each queue has waited: the falling-behind gauge."}, []string{"queue"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.enqueued, m.completed, m.retried, m.failed, m.cancelled, m.snoozed, m.rescued, m.stale,
+			m.queueWait, m.runDuration, m.depth, m.oldestDue)
+	}
+	return m
+}

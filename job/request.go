@@ -1,0 +1,165 @@
+package job
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gafferhq/gaffer/store"
+)
+
+// Limits and defaults for a Request.
+const (
+	DefaultTenant      = "default"
+	DefaultQueue       = "default"
+	DefaultMaxAttempts = 25
+	MaxMaxAttempts     = 1000
+	MinPriority        = 0 // runs first
+	MaxPriority        = 9 // runs last
+	MaxTimeout         = 7 * 24 * time.Hour
+	MaxDelay           = 10 * 365 * 24 * time.Hour
+	MaxArgsBytes       = 1 << 20
+	MaxUniqueKeyLen    = 255
+	MaxKindLen         = 128
+)
+
+var (
+	namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+	kindPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]*$`)
+)
+
+// Request is a job to enqueue. Only Kind is required.
+type Request struct {
+	// Kind selects the handler. Letters, digits and _ . : / -, at most 128.
+	Kind string
+	// Args are the handler's input, encoded as JSON. json.RawMessage and
+	// []byte are taken as already-encoded JSON; nil means {}.
+	Args any
+	// Tenant owns the job. Default "default".
+	Tenant string
+	// Queue the job waits in. Lowercase letters, digits and _ . -, at most
+	// 64. Default "default".
+	Queue string
+	// Priority from 0 (runs first) to 9 (runs last). Default 0.
+	Priority int
+	// RunAt makes the job due at that instant; Delay makes it due that long
+	// after it is enqueued (by the database clock). Set one, not both.
+	RunAt time.Time
+	Delay time.Duration
+	// MaxAttempts before the job fails into the DLQ. Default 25, at most
+	// 1000.
+	MaxAttempts int
+	// Timeout bounds one attempt; the handler's context ends when it
+	// passes. Zero means the handler's own default, or none.
+	Timeout time.Duration
+	// UniqueKey, when set, makes the enqueue a no-op that returns the
+	// existing job while an unfinished job of the same tenant holds the key.
+	UniqueKey string
+}
+
+// ValidateName checks a queue or tenant name.
+func ValidateName(field, name string) error {
+	if !namePattern.MatchString(name) {
+		return &ValidationError{Field: field, Message: fmt.Sprintf("%q is not a valid name: use 1-64 lowercase letters, digits, '_', '.' or '-', starting with a letter or digit", name)}
+	}
+	return nil
+}
+
+// ValidateKind checks a job kind.
+func ValidateKind(kind string) error {
+	if kind == "" {
+		return &ValidationError{Field: "kind", Message: "is required"}
+	}
+	if len(kind) > MaxKindLen || !kindPattern.MatchString(kind) {
+		return &ValidationError{Field: "kind", Message: fmt.Sprintf("%q is not a valid kind: use up to %d letters, digits, '_', '.', ':', '/' or '-'", kind, MaxKindLen)}
+	}
+	return nil
+}
+
+// Params validates r, fills in defaults, and returns what the store
+// inserts. The error is a *ValidationError naming the field.
+func (r Request) Params() (store.InsertParams, error) {
+	p := store.InsertParams{
+		Tenant: r.Tenant, Kind: r.Kind, Queue: r.Queue, Priority: r.Priority,
+		MaxAttempts: r.MaxAttempts, Timeout: r.Timeout, RunAt: r.RunAt, Delay: r.Delay, UniqueKey: r.UniqueKey,
+	}
+	if p.Tenant == "" {
+		p.Tenant = DefaultTenant
+	}
+	if p.Queue == "" {
+		p.Queue = DefaultQueue
+	}
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = DefaultMaxAttempts
+	}
+	if err := ValidateKind(p.Kind); err != nil {
+		return p, err
+	}
+	if err := ValidateName("tenant", p.Tenant); err != nil {
+		return p, err
+	}
+	if err := ValidateName("queue", p.Queue); err != nil {
+		return p, err
+	}
+	switch {
+	case p.Priority < MinPriority || p.Priority > MaxPriority:
+		return p, &ValidationError{Field: "priority", Message: fmt.Sprintf("must be between %d and %d, got %d", MinPriority, MaxPriority, p.Priority)}
+	case p.MaxAttempts < 1 || p.MaxAttempts > MaxMaxAttempts:
+		return p, &ValidationError{Field: "max_attempts", Message: fmt.Sprintf("must be between 1 and %d, got %d", MaxMaxAttempts, p.MaxAttempts)}
+	case p.Timeout < 0 || p.Timeout > MaxTimeout:
+		return p, &ValidationError{Field: "timeout", Message: fmt.Sprintf("must be between 0 and %s, got %s", MaxTimeout, p.Timeout)}
+	case p.Timeout%time.Millisecond != 0:
+		return p, &ValidationError{Field: "timeout", Message: "must be a whole number of milliseconds"}
+	case p.Delay < 0:
+		return p, &ValidationError{Field: "delay", Message: fmt.Sprintf("must not be negative, got %s", p.Delay)}
+	case p.Delay > MaxDelay:
+		return p, &ValidationError{Field: "delay", Message: fmt.Sprintf("must be at most %s", MaxDelay)}
+	case !p.RunAt.IsZero() && p.Delay != 0:
+		return p, &ValidationError{Field: "run_at", Message: "set run_at or delay, not both"}
+	case len(p.UniqueKey) > MaxUniqueKeyLen:
+		return p, &ValidationError{Field: "unique_key", Message: fmt.Sprintf("must be at most %d bytes", MaxUniqueKeyLen)}
+	case !validText(p.UniqueKey):
+		return p, &ValidationError{Field: "unique_key", Message: "must be UTF-8 without NUL characters"}
+	}
+	args, err := EncodeArgs(r.Args)
+	if err != nil {
+		return p, err
+	}
+	p.Args = args
+	return p, nil
+}
+
+// EncodeArgs encodes and checks job args: valid JSON, at most
+// MaxArgsBytes, and no NUL characters (PostgreSQL's jsonb cannot hold them).
+func EncodeArgs(v any) (json.RawMessage, error) {
+	var b []byte
+	switch a := v.(type) {
+	case nil:
+		return json.RawMessage(`{}`), nil
+	case json.RawMessage:
+		b = a
+	case []byte:
+		b = a
+	default:
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			return nil, &ValidationError{Field: "args", Message: "cannot be encoded as JSON: " + err.Error()}
+		}
+	}
+	if len(b) > MaxArgsBytes {
+		return nil, &ValidationError{Field: "args", Message: fmt.Sprintf("must be at most %d bytes of JSON, got %d", MaxArgsBytes, len(b))}
+	}
+	if !json.Valid(b) {
+		return nil, &ValidationError{Field: "args", Message: "is not valid JSON"}
+	}
+	if bytes.Contains(b, []byte(`\u0000`)) || bytes.IndexByte(b, 0) >= 0 {
+		return nil, &ValidationError{Field: "args", Message: "must not contain NUL characters (\\u0000)"}
+	}
+	return json.RawMessage(b), nil
+}
+
+func validText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }

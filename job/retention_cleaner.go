@@ -1,0 +1,115 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/gafferhq/gaffer/internal/service"
+	"github.com/gafferhq/gaffer/store"
+)
+
+// Retention defaults.
+const (
+	DefaultJobRetention = 24 * time.Hour
+	DefaultDLQRetention = 14 * 24 * time.Hour
+)
+
+// RetentionCleanerConfig configures a RetentionCleaner.
+type RetentionCleanerConfig struct {
+	Store  *store.Store // required
+	Logger hclog.Logger
+	// JobRetention is how long finished (completed, failed, cancelled) jobs
+	// are kept. Default 24h.
+	JobRetention time.Duration
+	// DLQRetention is how long DLQ entries are kept. Default 14 days.
+	DLQRetention time.Duration
+	// Interval between sweeps. Default 1m.
+	Interval time.Duration
+	// BatchSize caps the rows one statement deletes. Default 5000.
+	BatchSize int
+}
+
+// RetentionCleaner deletes finished jobs and DLQ entries past their
+// retention, in small batches so that it never holds many locks.
+type RetentionCleaner struct {
+	cfg    RetentionCleanerConfig
+	log    hclog.Logger
+	runner service.Runner
+}
+
+// NewRetentionCleaner validates cfg and returns a stopped cleaner.
+func NewRetentionCleaner(cfg RetentionCleanerConfig) (*RetentionCleaner, error) {
+	switch {
+	case cfg.Store == nil:
+		return nil, errors.New("RetentionCleanerConfig.Store is required")
+	case cfg.JobRetention < 0:
+		return nil, errors.New("RetentionCleanerConfig.JobRetention must not be negative")
+	case cfg.DLQRetention < 0:
+		return nil, errors.New("RetentionCleanerConfig.DLQRetention must not be negative")
+	case cfg.Interval < 0 || cfg.BatchSize < 0:
+		return nil, errors.New("RetentionCleanerConfig: Interval and BatchSize must not be negative")
+	}
+	if cfg.JobRetention == 0 {
+		cfg.JobRetention = DefaultJobRetention
+	}
+	if cfg.DLQRetention == 0 {
+		cfg.DLQRetention = DefaultDLQRetention
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = time.Minute
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = 5000
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	return &RetentionCleaner{cfg: cfg, log: cfg.Logger.Named("retention")}, nil
+}
+
+// Start begins sweeping in the background; non-blocking and idempotent.
+func (c *RetentionCleaner) Start(ctx context.Context) error {
+	c.runner.Start(ctx, func(ctx context.Context) {
+		every(ctx, c.cfg.Interval, func() {
+			if _, _, err := c.RunOnce(ctx); err != nil && ctx.Err() == nil {
+				c.log.Error("delete expired rows", "error", err)
+			}
+		})
+	})
+	return nil
+}
+
+// Stop ends the loop and waits for it.
+func (c *RetentionCleaner) Stop() { c.runner.Stop() }
+
+// RunOnce deletes everything past retention now and returns how many jobs
+// and DLQ entries it deleted.
+func (c *RetentionCleaner) RunOnce(ctx context.Context) (jobs, entries int64, err error) {
+	jobs, err = drainBatches(func() (int64, error) {
+		return c.cfg.Store.DeleteFinishedJobs(ctx, c.cfg.JobRetention, c.cfg.BatchSize)
+	}, c.cfg.BatchSize)
+	if err != nil {
+		return jobs, 0, err
+	}
+	entries, err = drainBatches(func() (int64, error) {
+		return c.cfg.Store.DeleteOldDLQEntries(ctx, c.cfg.DLQRetention, c.cfg.BatchSize)
+	}, c.cfg.BatchSize)
+	if jobs+entries > 0 {
+		c.log.Debug("deleted expired rows", "jobs", jobs, "dlq_entries", entries)
+	}
+	return jobs, entries, err
+}
+
+func drainBatches(fn func() (int64, error), batch int) (int64, error) {
+	var total int64
+	for {
+		n, err := fn()
+		total += n
+		if err != nil || n < int64(batch) {
+			return total, err
+		}
+	}
+}

@@ -1,0 +1,674 @@
+package job
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gafferhq/gaffer/internal/service"
+	"github.com/gafferhq/gaffer/store"
+)
+
+// WorkerConfig configures a Worker. Zero values take the defaults shown.
+type WorkerConfig struct {
+	Store    *store.Store // required
+	Registry *Registry    // required
+	NodeID   string       // required: recorded on every job this node runs
+	Metrics  *Metrics
+	Logger   hclog.Logger
+	// Queues maps each queue this node works to the most jobs of it the
+	// node runs at once. Default {"default": 10}.
+	Queues map[string]int
+	// LeaseTTL is how long a claim holds a job without a heartbeat.
+	// Running jobs are heartbeated every LeaseTTL/3. Default 30s.
+	LeaseTTL time.Duration
+	// PollInterval is the fallback claim poll, jittered ±10%; inserts wake
+	// workers at once through LISTEN/NOTIFY. Default 1s.
+	PollInterval time.Duration
+	// FetchCooldown is the least time between two claims of one queue, so
+	// that slots freed together are filled by one claim. Default 2ms.
+	FetchCooldown time.Duration
+	// ClaimBatch caps the jobs one claim takes. Default 500.
+	ClaimBatch int
+	// CheckInterval is how often running jobs are checked for cancellation
+	// requests (a fallback to notifications) and heartbeated when due.
+	// Default 1s, and at most LeaseTTL/4.
+	CheckInterval time.Duration
+}
+
+func (c *WorkerConfig) setDefaults() error {
+	switch {
+	case c.Store == nil:
+		return errors.New("WorkerConfig.Store is required")
+	case c.Registry == nil:
+		return errors.New("WorkerConfig.Registry is required")
+	case c.NodeID == "":
+		return errors.New("WorkerConfig.NodeID is required")
+	case c.LeaseTTL < 0 || (c.LeaseTTL > 0 && c.LeaseTTL < 500*time.Millisecond):
+		return fmt.Errorf("WorkerConfig.LeaseTTL must be at least 500ms, got %s", c.LeaseTTL)
+	case c.PollInterval < 0 || c.FetchCooldown < 0 || c.ClaimBatch < 0 || c.CheckInterval < 0:
+		return errors.New("WorkerConfig: intervals and batch sizes must not be negative")
+	}
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(nil)
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if len(c.Queues) == 0 {
+		c.Queues = map[string]int{DefaultQueue: 10}
+	}
+	for q, n := range c.Queues {
+		if err := ValidateName("queue", q); err != nil {
+			return fmt.Errorf("WorkerConfig.Queues: %w", err)
+		}
+		if n < 1 {
+			return fmt.Errorf("WorkerConfig.Queues[%q]: concurrency must be at least 1, got %d", q, n)
+		}
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = 30 * time.Second
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = time.Second
+	}
+	if c.FetchCooldown == 0 {
+		c.FetchCooldown = 2 * time.Millisecond
+	}
+	if c.ClaimBatch == 0 {
+		c.ClaimBatch = 500
+	}
+	if c.CheckInterval == 0 {
+		c.CheckInterval = time.Second
+	}
+	c.CheckInterval = min(c.CheckInterval, c.LeaseTTL/4)
+	return nil
+}
+
+// Worker claims jobs of its queues and runs their handlers. See the
+// package documentation for the attempt life cycle.
+type Worker struct {
+	cfg     WorkerConfig
+	store   *store.Store
+	log     hclog.Logger
+	metrics *Metrics
+
+	producers map[string]*producer
+	claiming  atomic.Bool
+	watcher   service.Runner
+	handlers  sync.WaitGroup
+
+	mu        sync.Mutex
+	started   bool
+	stopped   bool
+	executing map[int64]*execution
+	completer *completer
+	// OnStale, when set, is called for every write refused because the
+	// attempt no longer owned its job. Tests use it.
+	onStale func(id int64, op string)
+}
+
+// execution is one running attempt on this node.
+type execution struct {
+	job      *Job
+	lease    store.Lease
+	cancel   context.CancelCauseFunc
+	started  time.Time
+	producer *producer
+
+	mu        sync.Mutex
+	renewedAt time.Time // monotonic: when the lease was last set
+	finished  bool      // the handler returned; its outcome is being written
+	released  bool      // the node gave the lease back; drop the outcome
+}
+
+// NewWorker validates cfg and returns a stopped worker.
+func NewWorker(cfg WorkerConfig) (*Worker, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	w := &Worker{
+		cfg: cfg, store: cfg.Store, log: cfg.Logger.Named("worker"), metrics: cfg.Metrics,
+		producers: map[string]*producer{}, executing: map[int64]*execution{},
+	}
+	for q, n := range cfg.Queues {
+		w.producers[q] = &producer{w: w, queue: q, limit: n, wakeCh: make(chan struct{}, 1)}
+	}
+	w.claiming.Store(true)
+	return w, nil
+}
+
+// Start begins claiming and running jobs. It does not block; it is
+// idempotent. ctx bounds the claim loops (cancelling it stops claiming),
+// not the running handlers: use Stop to end those.
+func (w *Worker) Start(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		return nil
+	}
+	if w.stopped {
+		return errors.New("worker: cannot restart a stopped worker")
+	}
+	w.started = true
+	w.completer = newCompleter(w.store, w.metrics, w.log, w.cfg.ClaimBatch)
+	for _, p := range w.producers {
+		p.runner.Start(ctx, p.loop)
+	}
+	w.watcher.Start(ctx, w.watch)
+	return nil
+}
+
+// SetClaiming turns claiming on or off without stopping running jobs:
+// drain turns it off, undrain back on. Effective before the next claim.
+func (w *Worker) SetClaiming(on bool) {
+	w.claiming.Store(on)
+	if on {
+		w.WakeAll()
+	}
+}
+
+// Claiming reports whether the worker claims new jobs.
+func (w *Worker) Claiming() bool { return w.claiming.Load() }
+
+// InFlight returns how many attempts are running on this node.
+func (w *Worker) InFlight() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.executing)
+}
+
+// Wake makes queue's claim loop look for work now.
+func (w *Worker) Wake(queue string) {
+	if p := w.producers[queue]; p != nil {
+		p.wake()
+	}
+}
+
+// WakeAll wakes every queue's claim loop, e.g. after notifications may
+// have been missed.
+func (w *Worker) WakeAll() {
+	for _, p := range w.producers {
+		p.wake()
+	}
+}
+
+// CancelLocal cancels the handler of job id if it runs here, with cause
+// ErrCancelled. It reports whether it did.
+func (w *Worker) CancelLocal(id int64) bool {
+	w.mu.Lock()
+	e := w.executing[id]
+	w.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	e.cancel(ErrCancelled)
+	return true
+}
+
+type controlMessage struct {
+	Op    string `json:"op"`
+	ID    int64  `json:"id"`
+	Queue string `json:"queue"`
+}
+
+// HandleNotification reacts to a NOTIFY on store.ChannelJobs or
+// store.ChannelControl. It does not block.
+func (w *Worker) HandleNotification(n store.Notification) {
+	switch n.Channel {
+	case store.ChannelJobs:
+		w.Wake(n.Payload)
+	case store.ChannelControl:
+		var m controlMessage
+		if err := json.Unmarshal([]byte(n.Payload), &m); err != nil {
+			w.log.Warn("ignoring malformed control message", "payload", n.Payload, "error", err)
+			return
+		}
+		switch m.Op {
+		case "cancel":
+			w.CancelLocal(m.ID)
+		case "resume":
+			w.Wake(m.Queue)
+		}
+	}
+}
+
+// Stop stops claiming, waits for running handlers until ctx ends, then
+// cancels the handlers still running (cause ErrStopping) and releases
+// their leases so that another node can claim those jobs at once, without
+// using up an attempt. Completions are flushed before Stop returns.
+func (w *Worker) Stop(ctx context.Context) error {
+	w.mu.Lock()
+	if !w.started || w.stopped {
+		w.stopped = true
+		w.mu.Unlock()
+		return nil
+	}
+	w.stopped = true
+	w.mu.Unlock()
+
+	w.claiming.Store(false)
+	for _, p := range w.producers {
+		p.runner.Stop()
+	}
+	drained := waitGroupDone(&w.handlers)
+	var releaseErr error
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		releaseErr = w.releaseRunning()
+		select {
+		case <-drained:
+		case <-time.After(5 * time.Second):
+			w.log.Warn("handlers still running after their jobs were released; not waiting for them")
+		}
+	}
+	w.watcher.Stop()
+	w.completer.close()
+	return releaseErr
+}
+
+// releaseRunning gives back the leases of every attempt still running.
+func (w *Worker) releaseRunning() error {
+	w.mu.Lock()
+	var leases []store.Lease
+	for _, e := range w.executing {
+		e.mu.Lock()
+		if !e.finished {
+			e.released = true
+			leases = append(leases, e.lease)
+			e.cancel(ErrStopping)
+		}
+		e.mu.Unlock()
+	}
+	w.mu.Unlock()
+	if len(leases) == 0 {
+		return nil
+	}
+	var released []int64
+	err := retryWrite(func(ctx context.Context) error {
+		var err error
+		released, err = w.store.ReleaseJobs(ctx, leases, "released: node "+w.cfg.NodeID+" stopped before the job finished")
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("release %d running jobs: %w", len(leases), err)
+	}
+	w.log.Info("released running jobs at the drain deadline", "released", len(released), "running", len(leases))
+	return nil
+}
+
+func waitGroupDone(wg *sync.WaitGroup) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(ch)
+	}()
+	return ch
+}
+
+// producer is one queue's claim loop.
+type producer struct {
+	w      *Worker
+	queue  string
+	limit  int
+	wakeCh chan struct{}
+	runner service.Runner
+
+	active    atomic.Int64
+	more      atomic.Bool // the last claim was full: there may be more work
+	lastClaim time.Time
+}
+
+func (p *producer) wake() {
+	select {
+	case p.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+func (p *producer) loop(ctx context.Context) {
+	poll := p.w.cfg.PollInterval
+	timer := time.NewTimer(0) // look for work at once
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wakeCh:
+		case <-timer.C:
+		}
+		timer.Reset(jitter(poll, 0.1))
+		p.fill(ctx)
+	}
+}
+
+// fill claims until the queue's slots are full or it runs dry.
+func (p *producer) fill(ctx context.Context) {
+	w := p.w
+	for ctx.Err() == nil && w.claiming.Load() {
+		free := p.limit - int(p.active.Load())
+		if free <= 0 {
+			return // a finishing job wakes the loop
+		}
+		if wait := w.cfg.FetchCooldown - time.Since(p.lastClaim); wait > 0 {
+			if !sleepCtx(ctx, wait) {
+				return
+			}
+			free = p.limit - int(p.active.Load())
+		}
+		n := min(free, w.cfg.ClaimBatch)
+		p.lastClaim = time.Now()
+		rows, err := w.store.ClaimJobs(ctx, store.ClaimParams{
+			Queue: p.queue, Limit: n, Token: rand.Int64(), LeaseTTL: w.cfg.LeaseTTL, Node: w.cfg.NodeID,
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log.Error("claim jobs", "queue", p.queue, "error", err)
+				sleepCtx(ctx, jitter(time.Second, 0.5))
+			}
+			return
+		}
+		p.more.Store(len(rows) == n)
+		for _, row := range rows {
+			p.active.Add(1)
+			w.launch(p, row, p.lastClaim)
+		}
+		if len(rows) < n {
+			return
+		}
+	}
+}
+
+// finished frees a slot; if the queue had more work, claim again.
+func (p *producer) finished() {
+	p.active.Add(-1)
+	if p.more.Load() {
+		p.wake()
+	}
+}
+
+func (w *Worker) launch(p *producer, row store.Job, claimedAt time.Time) {
+	j := FromRow(row)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	e := &execution{job: j, lease: store.Lease{ID: row.ID, Attempt: row.Attempt, Token: row.LeaseToken},
+		cancel: cancel, started: time.Now(), renewedAt: claimedAt, producer: p}
+	if j.AttemptedAt != nil {
+		w.metrics.queueWait.WithLabelValues(j.Queue).Observe(max(0, j.AttemptedAt.Sub(j.RunAt).Seconds()))
+	}
+	w.mu.Lock()
+	w.executing[j.ID] = e
+	w.mu.Unlock()
+	w.handlers.Add(1)
+	go func() {
+		defer w.handlers.Done()
+		defer p.finished()
+		defer cancel(nil)
+		w.run(ctx, e)
+	}()
+}
+
+// run executes one attempt and records its outcome.
+func (w *Worker) run(ctx context.Context, e *execution) {
+	j := e.job
+	reg, known := w.cfg.Registry.lookup(j.Kind)
+	timeout := j.Timeout
+	if timeout == 0 {
+		timeout = reg.opts.Timeout
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, ErrTimeout)
+		defer cancel()
+	}
+	var (
+		err     error
+		stack   string
+		errKind = "error"
+	)
+	start := time.Now()
+	if !known {
+		err, errKind = fmt.Errorf("no handler for kind %q on node %s", j.Kind, w.cfg.NodeID), "unknown_kind"
+	} else if err, stack = callHandler(ctx, reg.handler, j); stack != "" {
+		errKind = "panic"
+	}
+	w.metrics.runDuration.WithLabelValues(j.Queue, j.Kind).Observe(time.Since(start).Seconds())
+
+	e.mu.Lock()
+	released := e.released
+	e.finished = true
+	e.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		delete(w.executing, j.ID)
+		w.mu.Unlock()
+	}()
+	if released {
+		return // the lease went back at the drain deadline; another attempt owns the job
+	}
+	cause := context.Cause(ctx)
+	if errors.Is(cause, ErrLeaseLost) {
+		w.log.Debug("attempt ended after losing its lease; outcome discarded", "job_id", j.ID, "attempt", j.Attempt)
+		return
+	}
+	if err != nil && errors.Is(cause, ErrTimeout) && errKind == "error" {
+		errKind = "timeout"
+	}
+	w.record(e, err, errKind, stack, cause, backoffFor(reg, known))
+}
+
+func backoffFor(reg registration, known bool) Backoff {
+	if known && reg.opts.Backoff != nil {
+		return reg.opts.Backoff
+	}
+	return DefaultBackoff
+}
+
+// record writes an attempt's outcome, compare-and-set on its lease.
+func (w *Worker) record(e *execution, err error, errKind, stack string, cause error, backoff Backoff) {
+	j := e.job
+	var (
+		snooze *SnoozeError
+		cancel *CancelError
+		perm   *PermanentError
+	)
+	switch {
+	case err == nil:
+		w.completer.add(completion{c: store.Completion{Lease: e.lease, Result: j.result}, queue: j.Queue, kind: j.Kind})
+		return
+	case errors.As(err, &snooze):
+		w.write(e, "snooze", func(ctx context.Context) error {
+			_, err := w.store.SnoozeJob(ctx, e.lease, snooze.Delay)
+			return err
+		}, w.metrics.snoozed)
+		return
+	case errors.As(err, &cancel) || errors.Is(cause, ErrCancelled):
+		reason := "cancelled"
+		if cancel != nil {
+			reason = cancel.Error()
+		}
+		w.write(e, "cancel", func(ctx context.Context) error {
+			return w.store.CancelRunningJob(ctx, e.lease, reason)
+		}, w.metrics.cancelled)
+		return
+	}
+	f := store.Failure{Lease: e.lease, Message: err.Error(), Kind: errKind, Stack: stack, Permanent: errors.As(err, &perm)}
+	if !f.Permanent {
+		f.RetryDelay = backoff.Delay(j.Attempt)
+	}
+	var state string
+	w.write(e, "fail", func(ctx context.Context) error {
+		var err error
+		state, err = w.store.FailJob(ctx, f)
+		return err
+	}, nil)
+	switch state {
+	case string(Retrying):
+		w.metrics.retried.WithLabelValues(j.Queue, j.Kind).Inc()
+	case string(Failed):
+		w.metrics.failed.WithLabelValues(j.Queue, j.Kind).Inc()
+	case string(Cancelled):
+		w.metrics.cancelled.WithLabelValues(j.Queue, j.Kind).Inc()
+	}
+}
+
+// write runs one outcome write with retries, counting a refusal as stale.
+func (w *Worker) write(e *execution, op string, fn func(ctx context.Context) error, ok *prometheus.CounterVec) {
+	err := retryWrite(fn)
+	j := e.job
+	switch {
+	case errors.Is(err, store.ErrStale):
+		w.stale(j, op)
+	case err != nil:
+		w.log.Error("record outcome; the job will run again after its lease expires", "job_id", j.ID, "op", op, "error", err)
+	case ok != nil:
+		ok.WithLabelValues(j.Queue, j.Kind).Inc()
+	}
+}
+
+func (w *Worker) stale(j *Job, op string) {
+	w.metrics.stale.WithLabelValues(j.Queue, j.Kind, op).Inc()
+	w.log.Warn("write refused: the attempt no longer owns the job", "job_id", j.ID, "attempt", j.Attempt, "op", op)
+	if w.onStale != nil {
+		w.onStale(j.ID, op)
+	}
+}
+
+// callHandler runs the handler, turning a panic into an error and a stack.
+func callHandler(ctx context.Context, h Handler, j *Job) (err error, stack string) {
+	defer func() {
+		if r := recover(); r != nil {
+			err, stack = fmt.Errorf("panic: %v", r), string(debug.Stack())
+		}
+	}()
+	return h.Work(ctx, j), ""
+}
+
+// watch heartbeats running attempts whose lease is a third spent and
+// checks the others for cancellation requests.
+func (w *Worker) watch(ctx context.Context) {
+	ticker := time.NewTicker(w.cfg.CheckInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			w.checkRunning(ctx)
+		}
+	}
+}
+
+func (w *Worker) checkRunning(ctx context.Context) {
+	now := time.Now()
+	w.mu.Lock()
+	var renew, check []*execution
+	for _, e := range w.executing {
+		e.mu.Lock()
+		switch {
+		case e.finished || e.released:
+		case now.Sub(e.renewedAt) >= w.cfg.LeaseTTL/3:
+			renew = append(renew, e)
+		case now.Sub(e.started) >= w.cfg.CheckInterval:
+			check = append(check, e)
+		}
+		e.mu.Unlock()
+	}
+	w.mu.Unlock()
+	if len(renew) > 0 {
+		w.heartbeat(ctx, renew)
+	}
+	if len(check) > 0 {
+		ids := make([]int64, len(check))
+		for i, e := range check {
+			ids[i] = e.lease.ID
+		}
+		cancelled, err := w.store.CancelRequestedAmong(ctx, ids)
+		if err != nil {
+			w.log.Warn("check running jobs for cancellation", "error", err)
+			return
+		}
+		for _, id := range cancelled {
+			w.CancelLocal(id)
+		}
+	}
+}
+
+func (w *Worker) heartbeat(ctx context.Context, es []*execution) {
+	leases := make([]store.Lease, len(es))
+	for i, e := range es {
+		leases[i] = e.lease
+	}
+	sent := time.Now()
+	res, err := w.store.HeartbeatJobs(ctx, leases, w.cfg.LeaseTTL)
+	if err != nil {
+		// The lease still has two thirds of its time: try again next tick.
+		w.log.Warn("heartbeat running jobs", "jobs", len(es), "error", err)
+		return
+	}
+	got := make(map[int64]bool, len(res))
+	for _, r := range res {
+		got[r.ID] = true
+		if r.CancelRequested {
+			w.CancelLocal(r.ID)
+		}
+	}
+	for _, e := range es {
+		e.mu.Lock()
+		lost := !got[e.lease.ID] && !e.finished && !e.released
+		if got[e.lease.ID] {
+			e.renewedAt = sent
+		}
+		e.mu.Unlock()
+		if lost {
+			w.stale(e.job, "heartbeat")
+			e.cancel(ErrLeaseLost)
+		}
+	}
+}
+
+// RunningJobs lists the ids of attempts running on this node, sorted.
+func (w *Worker) RunningJobs() []int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ids := make([]int64, 0, len(w.executing))
+	for id := range w.executing {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
+
+func jitter(d time.Duration, frac float64) time.Duration {
+	return d + time.Duration((rand.Float64()*2-1)*frac*float64(d))
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// Queues returns the queues this worker claims from, with concurrency.
+func (w *Worker) Queues() map[string]int {
+	out := make(map[string]int, len(w.cfg.Queues))
+	for q, n := range w.cfg.Queues {
+		out[q] = n
+	}
+	return out
+}

@@ -1,0 +1,529 @@
+package job_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gafferhq/gaffer/job"
+)
+
+func TestEnqueueInTransaction(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ran := make(chan int64, 10)
+	e.reg.HandleFunc("tx", func(ctx context.Context, j *job.Job) error {
+		ran <- j.ID
+		return nil
+	})
+	ctx := context.Background()
+
+	// Rolled back: the job never exists, and nothing runs it.
+	tx, err := e.st.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rolled, err := e.client.EnqueueTx(ctx, tx, job.Request{Kind: "tx"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client.Get(ctx, "", rolled.Job.ID); !errors.Is(err, job.ErrNotFound) {
+		t.Fatalf("rolled-back job: Get = %v, want ErrNotFound", err)
+	}
+
+	// Committed: it exists and runs.
+	tx, _ = e.st.Pool().Begin(ctx)
+	committed, err := e.client.EnqueueTx(ctx, tx, job.Request{Kind: "tx"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not visible to others before commit.
+	if _, err := e.client.Get(ctx, "", committed.Job.ID); !errors.Is(err, job.ErrNotFound) {
+		t.Fatalf("uncommitted job visible: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.startWorker(job.WorkerConfig{})
+	e.waitState(committed.Job.ID, job.Completed)
+	if got := <-ran; got != committed.Job.ID {
+		t.Fatalf("ran job %d, want %d", got, committed.Job.ID)
+	}
+	select {
+	case id := <-ran:
+		t.Fatalf("job %d ran too", id)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+func TestResultAndArgs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	type add struct{ A, B int }
+	job.HandleArgs(e.reg, "add", func(ctx context.Context, j *job.Job, args add) error {
+		return j.SetResult(map[string]int{"sum": args.A + args.B, "attempt": j.Attempt})
+	})
+	e.startWorker(job.WorkerConfig{})
+	j := e.enqueue(job.Request{Kind: "add", Args: add{2, 3}})
+	done := e.waitState(j.ID, job.Completed)
+	if string(done.Result) != `{"sum": 5, "attempt": 1}` {
+		t.Fatalf("result %s", done.Result)
+	}
+	if done.Node != "node-a" || done.Attempt != 1 {
+		t.Fatalf("node %q attempt %d", done.Node, done.Attempt)
+	}
+	// Args that do not decode into the handler's type fail permanently.
+	bad := e.enqueue(job.Request{Kind: "add", Args: []int{1}})
+	failed := e.waitState(bad.ID, job.Failed)
+	if failed.Attempt != 1 {
+		t.Fatalf("undecodable args retried: attempt %d", failed.Attempt)
+	}
+}
+
+func TestRetryWithBackoffThenDLQ(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var calls atomic.Int32
+	e.reg.HandleFunc("flaky", func(ctx context.Context, j *job.Job) error {
+		calls.Add(1)
+		return fmt.Errorf("boom %d", j.Attempt)
+	}, job.KindOptions{Backoff: job.ConstantBackoff(time.Hour)})
+	e.startWorker(job.WorkerConfig{})
+	j := e.enqueue(job.Request{Kind: "flaky", MaxAttempts: 3})
+
+	// Attempt 1 fails and the job waits out a one-hour backoff, by the
+	// database clock.
+	r := e.waitState(j.ID, job.Retrying)
+	wait := r.RunAt.Sub(*r.AttemptedAt)
+	if wait < 59*time.Minute || wait > 61*time.Minute {
+		t.Fatalf("retry due %s after the attempt, want ~1h", wait)
+	}
+	if len(r.Errors) != 1 || r.Errors[0].Error != "boom 1" || r.Errors[0].Kind != "error" || r.Errors[0].Attempt != 1 {
+		t.Fatalf("errors %+v", r.Errors)
+	}
+	// Instead of sleeping an hour, move the retry's due time to now.
+	for attempt := 2; attempt <= 3; attempt++ {
+		e.exec(`UPDATE gaffer.jobs SET run_at = now() WHERE id = $1`, j.ID)
+		e.client.Enqueue(context.Background(), job.Request{Kind: "nudge", Queue: "other"}) // no-op; retries are found by the poll
+		want := job.Retrying
+		if attempt == 3 {
+			want = job.Failed
+		}
+		e.waitFor(j.ID, fmt.Sprintf("attempt %d %s", attempt, want), func(x *job.Job) bool {
+			return x.Attempt == attempt && x.State == want
+		})
+	}
+	if n := calls.Load(); n != 3 {
+		t.Fatalf("handler ran %d times, want 3", n)
+	}
+	entries, err := e.dlqEntries()
+	if err != nil || len(entries) != 1 || entries[0] != j.ID {
+		t.Fatalf("DLQ jobs %v, %v", entries, err)
+	}
+	if got := e.counter("gaffer_job_retried_total", "kind", "flaky"); got != 2 {
+		t.Fatalf("retried_total = %v, want 2", got)
+	}
+	if got := e.counter("gaffer_job_failed_total", "kind", "flaky"); got != 1 {
+		t.Fatalf("failed_total = %v, want 1", got)
+	}
+}
+
+func (e *env) dlqEntries() ([]int64, error) {
+	rows, err := e.st.Pool().Query(context.Background(), `SELECT job_id FROM gaffer.dlq ORDER BY id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		rows.Scan(&id)
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+func TestExponentialBackoff(t *testing.T) {
+	t.Parallel()
+	b := job.ExponentialBackoff{Base: time.Second, Max: time.Minute, Jitter: -1}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, time.Minute, time.Minute}
+	for i, w := range want {
+		if got := b.Delay(i + 1); got != w {
+			t.Errorf("Delay(%d) = %s, want %s", i+1, got, w)
+		}
+	}
+	if got := b.Delay(500); got != time.Minute {
+		t.Errorf("Delay(500) = %s, want the cap", got)
+	}
+	jittered := job.ExponentialBackoff{Base: 10 * time.Second, Jitter: 0.2}
+	seen := map[time.Duration]bool{}
+	for range 50 {
+		d := jittered.Delay(1)
+		if d < 8*time.Second || d > 12*time.Second {
+			t.Fatalf("jittered delay %s outside ±20%% of 10s", d)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 10 {
+		t.Fatalf("jitter produced only %d distinct delays", len(seen))
+	}
+}
+
+func TestPermanentErrorGoesStraightToDLQ(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.reg.HandleFunc("perm", func(ctx context.Context, j *job.Job) error {
+		return job.Permanent(errors.New("bad input"))
+	})
+	e.startWorker(job.WorkerConfig{})
+	j := e.enqueue(job.Request{Kind: "perm", MaxAttempts: 10})
+	f := e.waitState(j.ID, job.Failed)
+	if f.Attempt != 1 {
+		t.Fatalf("attempts %d, want 1", f.Attempt)
+	}
+	var reason string
+	e.st.Pool().QueryRow(context.Background(), `SELECT reason FROM gaffer.dlq WHERE job_id = $1`, j.ID).Scan(&reason)
+	if reason != "permanent" {
+		t.Fatalf("DLQ reason %q", reason)
+	}
+}
+
+func TestPanicIsAFailedAttemptWithStack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.reg.HandleFunc("panics", func(ctx context.Context, j *job.Job) error {
+		var m map[string]int
+		m["x"] = 1 // nil map write
+		return nil
+	})
+	e.startWorker(job.WorkerConfig{})
+	j := e.enqueue(job.Request{Kind: "panics", MaxAttempts: 1})
+	f := e.waitState(j.ID, job.Failed)
+	if len(f.Errors) != 1 || f.Errors[0].Kind != "panic" || !strings.Contains(f.Errors[0].Error, "nil map") ||
+		!strings.Contains(f.Errors[0].Stack, "worker_test.go") {
+		t.Fatalf("errors %+v", f.Errors)
+	}
+}
+
+func TestTimeoutCancelsHandlerContext(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	causes := make(chan error, 1)
+	e.reg.HandleFunc("slow", func(ctx context.Context, j *job.Job) error {
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return ctx.Err()
+	})
+	e.startWorker(job.WorkerConfig{})
+	j := e.enqueue(job.Request{Kind: "slow", Timeout: 100 * time.Millisecond, MaxAttempts: 1})
+	f := e.waitState(j.ID, job.Failed)
+	if cause := <-causes; !errors.Is(cause, job.ErrTimeout) {
+		t.Fatalf("cause %v", cause)
+	}
+	if f.Errors[0].Kind != "timeout" {
+		t.Fatalf("error kind %q", f.Errors[0].Kind)
+	}
+	// A kind's default timeout applies to jobs enqueued without one.
+	e.reg.HandleFunc("slow-default", func(ctx context.Context, j *job.Job) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}, job.KindOptions{Timeout: 50 * time.Millisecond})
+	j2 := e.enqueue(job.Request{Kind: "slow-default", MaxAttempts: 1})
+	if f := e.waitState(j2.ID, job.Failed); f.Errors[0].Kind != "timeout" {
+		t.Fatalf("kind default timeout: %+v", f.Errors)
+	}
+}
+
+func TestCancelPendingAndRunning(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	started := make(chan int64, 1)
+	causes := make(chan error, 1)
+	e.reg.HandleFunc("long", func(ctx context.Context, j *job.Job) error {
+		started <- j.ID
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return ctx.Err()
+	})
+	// Pending: cancelled at once, never runs.
+	pending := e.enqueue(job.Request{Kind: "long", Delay: time.Hour})
+	st, err := e.client.Cancel(ctx, "", pending.ID)
+	if err != nil || st != job.Cancelled {
+		t.Fatalf("cancel pending = %s, %v", st, err)
+	}
+	if _, err := e.client.Cancel(ctx, "", pending.ID); !errors.Is(err, job.ErrFinished) {
+		t.Fatalf("second cancel = %v, want ErrFinished", err)
+	}
+	if _, err := e.client.Cancel(ctx, "", 999999); !errors.Is(err, job.ErrNotFound) {
+		t.Fatalf("cancel unknown = %v", err)
+	}
+
+	// Running: the handler's context is cancelled within a second and the
+	// job ends cancelled.
+	e.startWorker(job.WorkerConfig{})
+	running := e.enqueue(job.Request{Kind: "long"})
+	<-started
+	asked := time.Now()
+	st, err = e.client.Cancel(ctx, "", running.ID)
+	if err != nil || st != job.Running {
+		t.Fatalf("cancel running = %s, %v", st, err)
+	}
+	select {
+	case cause := <-causes:
+		if !errors.Is(cause, job.ErrCancelled) {
+			t.Fatalf("cause %v", cause)
+		}
+		if d := time.Since(asked); d > time.Second {
+			t.Fatalf("handler cancelled after %s", d)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("running handler not cancelled")
+	}
+	e.waitState(running.ID, job.Cancelled)
+}
+
+func TestCancelRunningWithoutNotification(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	started := make(chan struct{}, 1)
+	e.reg.HandleFunc("long", func(ctx context.Context, j *job.Job) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	e.startWorker(job.WorkerConfig{})
+	j := e.enqueue(job.Request{Kind: "long"})
+	<-started
+	// Mark it as an API cancel would, but send no NOTIFY: the worker's
+	// periodic check must find it.
+	e.exec(`UPDATE gaffer.jobs SET cancel_requested = true WHERE id = $1`, j.ID)
+	e.waitState(j.ID, job.Cancelled)
+}
+
+func TestHandlerCancelAndSnooze(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.reg.HandleFunc("self-cancel", func(ctx context.Context, j *job.Job) error {
+		return job.Cancel(errors.New("not needed any more"))
+	})
+	var snoozes atomic.Int32
+	e.reg.HandleFunc("snoozer", func(ctx context.Context, j *job.Job) error {
+		if snoozes.Add(1) <= 3 {
+			return job.Snooze(0)
+		}
+		return nil
+	})
+	e.startWorker(job.WorkerConfig{})
+	c := e.enqueue(job.Request{Kind: "self-cancel", MaxAttempts: 5})
+	if got := e.waitState(c.ID, job.Cancelled); got.Attempt != 1 {
+		t.Fatalf("cancelled after %d attempts", got.Attempt)
+	}
+	// Snoozing three times with max_attempts 2 still completes: a snooze
+	// is not a failed attempt.
+	s := e.enqueue(job.Request{Kind: "snoozer", MaxAttempts: 2})
+	done := e.waitState(s.ID, job.Completed)
+	if done.Attempt != 4 || done.MaxAttempts != 5 || len(done.Errors) != 0 {
+		t.Fatalf("attempt %d max %d errors %v", done.Attempt, done.MaxAttempts, done.Errors)
+	}
+}
+
+func TestSnoozeDelaysByDatabaseClock(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.reg.HandleFunc("later", func(ctx context.Context, j *job.Job) error { return job.Snooze(time.Hour) })
+	e.startWorker(job.WorkerConfig{})
+	j := e.enqueue(job.Request{Kind: "later"})
+	p := e.waitFor(j.ID, "snoozed", func(x *job.Job) bool { return x.State == job.Pending && x.Attempt == 1 })
+	if d := p.RunAt.Sub(*p.AttemptedAt); d < 59*time.Minute || d > 61*time.Minute {
+		t.Fatalf("snoozed until %s after the attempt", d)
+	}
+}
+
+func TestUniqueKeys(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	first, err := e.client.Enqueue(ctx, job.Request{Kind: "u", UniqueKey: "report-42", Delay: time.Hour})
+	if err != nil || first.Existing {
+		t.Fatalf("first = %+v, %v", first, err)
+	}
+	second, err := e.client.Enqueue(ctx, job.Request{Kind: "u", UniqueKey: "report-42"})
+	if err != nil || !second.Existing || second.Job.ID != first.Job.ID {
+		t.Fatalf("second = %+v, %v", second, err)
+	}
+	// Another tenant has its own key space.
+	other, err := e.client.Enqueue(ctx, job.Request{Kind: "u", UniqueKey: "report-42", Tenant: "acme"})
+	if err != nil || other.Existing {
+		t.Fatalf("other tenant = %+v, %v", other, err)
+	}
+	// Concurrent enqueues of one key make exactly one job.
+	var wg sync.WaitGroup
+	ids := make(chan int64, 20)
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := e.client.Enqueue(ctx, job.Request{Kind: "u", UniqueKey: "race"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids <- r.Job.ID
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	distinct := map[int64]bool{}
+	for id := range ids {
+		distinct[id] = true
+	}
+	if len(distinct) != 1 {
+		t.Fatalf("concurrent unique enqueues made %d jobs", len(distinct))
+	}
+	// Once the holder finishes, the key is free again.
+	if _, err := e.client.Cancel(ctx, "", first.Job.ID); err != nil {
+		t.Fatal(err)
+	}
+	third, err := e.client.Enqueue(ctx, job.Request{Kind: "u", UniqueKey: "report-42"})
+	if err != nil || third.Existing || third.Job.ID == first.Job.ID {
+		t.Fatalf("after finish = %+v, %v", third, err)
+	}
+}
+
+func TestPriorityOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var mu sync.Mutex
+	var order []int
+	e.reg.HandleFunc("p", func(ctx context.Context, j *job.Job) error {
+		mu.Lock()
+		order = append(order, j.Priority)
+		mu.Unlock()
+		return nil
+	})
+	var last *job.Job
+	for _, p := range []int{5, 9, 0, 3, 0, 7} {
+		last = e.enqueue(job.Request{Kind: "p", Priority: p})
+	}
+	// One slot: jobs run one at a time, in priority order.
+	e.startWorker(job.WorkerConfig{Queues: map[string]int{"default": 1}})
+	e.waitState(last.ID, job.Completed)
+	e.waitFor(last.ID, "all done", func(*job.Job) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(order) == 6
+	})
+	if fmt.Sprint(order) != "[0 0 3 5 7 9]" {
+		t.Fatalf("ran in priority order %v", order)
+	}
+}
+
+func TestQueuePauseResume(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.reg.HandleFunc("q", func(ctx context.Context, j *job.Job) error { return nil })
+	if err := e.client.PauseQueue(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	e.startWorker(job.WorkerConfig{PollInterval: 50 * time.Millisecond})
+	j := e.enqueue(job.Request{Kind: "q"})
+	time.Sleep(300 * time.Millisecond) // several polls and the insert notification
+	if got, _ := e.client.Get(ctx, "", j.ID); got.State != job.Pending {
+		t.Fatalf("paused queue ran a job: %s", got.State)
+	}
+	qs, _ := e.client.Queues(ctx)
+	if len(qs) != 1 || !qs[0].Paused || qs[0].Pending != 1 {
+		t.Fatalf("queues %+v", qs)
+	}
+	if err := e.client.ResumeQueue(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(j.ID, job.Completed)
+	if err := e.client.PauseQueue(ctx, "Bad Name"); err == nil {
+		t.Fatal("pausing an invalid queue name succeeded")
+	}
+}
+
+func TestUnknownKindRetries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startWorker(job.WorkerConfig{})
+	j := e.enqueue(job.Request{Kind: "nobody-handles-this", MaxAttempts: 2})
+	r := e.waitState(j.ID, job.Retrying)
+	if r.Errors[0].Kind != "unknown_kind" {
+		t.Fatalf("error %+v", r.Errors[0])
+	}
+}
+
+func TestLowLatencyPickupThroughNotify(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	started := make(chan time.Time, 1)
+	e.reg.HandleFunc("fast", func(ctx context.Context, j *job.Job) error {
+		started <- time.Now()
+		return nil
+	})
+	// A poll interval of an hour: only the notification can wake the worker.
+	e.startWorker(job.WorkerConfig{PollInterval: time.Hour})
+	time.Sleep(200 * time.Millisecond) // the first, immediate poll has happened
+	at := time.Now()
+	e.enqueue(job.Request{Kind: "fast"})
+	select {
+	case s := <-started:
+		if d := s.Sub(at); d > 500*time.Millisecond {
+			t.Fatalf("picked up after %s", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("insert notification did not wake the worker")
+	}
+}
+
+func TestPollFindsJobsWithoutNotification(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.reg.HandleFunc("k", func(ctx context.Context, j *job.Job) error { return nil })
+	e.startWorker(job.WorkerConfig{PollInterval: 100 * time.Millisecond})
+	// Inserted behind Gaffer's back: no NOTIFY.
+	var id int64
+	e.st.Pool().QueryRow(context.Background(), `INSERT INTO gaffer.jobs (kind) VALUES ('k') RETURNING id`).Scan(&id)
+	e.waitState(id, job.Completed)
+}
+
+func TestConcurrencyLimitPerQueue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var running, peak atomic.Int32
+	e.reg.HandleFunc("c", func(ctx context.Context, j *job.Job) error {
+		n := running.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+		running.Add(-1)
+		return nil
+	})
+	var ids []int64
+	for range 30 {
+		ids = append(ids, e.enqueue(job.Request{Kind: "c"}).ID)
+	}
+	e.startWorker(job.WorkerConfig{Queues: map[string]int{"default": 3}})
+	for _, id := range ids {
+		e.waitState(id, job.Completed)
+	}
+	if p := peak.Load(); p != 3 {
+		t.Fatalf("peak concurrency %d, want 3", p)
+	}
+}

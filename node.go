@@ -1,0 +1,266 @@
+package gaffer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gafferhq/gaffer/dlq"
+	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
+)
+
+// Config configures a Node. Zero values take the defaults shown.
+type Config struct {
+	// Pool is the PostgreSQL pool to use; the caller keeps ownership.
+	// Either Pool or DatabaseURL is required.
+	Pool *pgxpool.Pool
+	// DatabaseURL opens a pool owned by the node when Pool is nil.
+	DatabaseURL string
+	// MaxConns caps the pool the node opens from DatabaseURL. Default: the
+	// total concurrency of Queues / 10, between 4 and 20.
+	MaxConns int32
+	// ID names the node in the cluster and on every job it runs. Default:
+	// hostname-<random>.
+	ID string
+	// Queues maps each queue this node works to how many of its jobs it runs
+	// at once. Default {"default": 10}.
+	Queues map[string]int
+	// LeaseTTL: how long a claimed job stays owned without a heartbeat.
+	// Default 30s.
+	LeaseTTL time.Duration
+	// PollInterval: the fallback claim poll. Default 1s.
+	PollInterval time.Duration
+	// ClaimBatch caps the jobs one claim takes. Default 500.
+	ClaimBatch int
+	// FetchCooldown is the least time between two claims of one queue.
+	// Default 2ms.
+	FetchCooldown time.Duration
+	// RescueInterval: how often expired leases are swept. Default 5s.
+	RescueInterval time.Duration
+	// JobRetention and DLQRetention: how long finished jobs and DLQ
+	// entries are kept. Defaults 24h and 14 days.
+	JobRetention time.Duration
+	DLQRetention time.Duration
+	// SkipSchemaCheck starts the node even if the schema is behind.
+	SkipSchemaCheck bool
+	Logger          hclog.Logger
+	// Registerer receives the node's Prometheus collectors. Default: none.
+	Registerer prometheus.Registerer
+}
+
+// Node runs job handlers for its queues and the background services that
+// keep jobs moving (lease rescue, retention, queue gauges). Register
+// handlers, then Start; Stop drains.
+type Node struct {
+	cfg      Config
+	id       string
+	log      hclog.Logger
+	store    *store.Store
+	ownPool  bool
+	registry *job.Registry
+	metrics  *job.Metrics
+	client   *job.Client
+	dlq      *dlq.Client
+
+	worker   *job.Worker
+	listener *store.Listener
+	services []backgroundService
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+}
+
+// backgroundService is the shape every long-running loop has.
+type backgroundService interface {
+	Start(ctx context.Context) error
+	Stop()
+}
+
+// NewNode validates cfg and returns a stopped node. With DatabaseURL it
+// connects; ctx bounds that connection attempt.
+func NewNode(ctx context.Context, cfg Config) (*Node, error) {
+	n := &Node{cfg: cfg, registry: job.NewRegistry()}
+	n.log = cfg.Logger
+	if n.log == nil {
+		n.log = hclog.NewNullLogger()
+	}
+	n.id = cfg.ID
+	if n.id == "" {
+		n.id = DefaultNodeID()
+	}
+	n.log = n.log.With("node", n.id)
+	switch {
+	case cfg.Pool != nil:
+		n.store = store.New(cfg.Pool)
+	case cfg.DatabaseURL != "":
+		maxConns := cfg.MaxConns
+		if maxConns == 0 {
+			total := 0
+			for _, c := range cfg.Queues {
+				total += c
+			}
+			maxConns = int32(min(max(total/10, 4), 20))
+		}
+		st, err := store.Open(ctx, cfg.DatabaseURL, maxConns)
+		if err != nil {
+			return nil, err
+		}
+		n.store, n.ownPool = st, true
+	default:
+		return nil, errors.New("gaffer: Config.Pool or Config.DatabaseURL is required")
+	}
+	n.metrics = job.NewMetrics(cfg.Registerer)
+	n.client = job.NewClient(n.store, n.metrics)
+	n.dlq = dlq.NewClient(n.store)
+	var err error
+	n.worker, err = job.NewWorker(job.WorkerConfig{
+		Store: n.store, Registry: n.registry, NodeID: n.id, Metrics: n.metrics, Logger: n.log,
+		Queues: cfg.Queues, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
+		ClaimBatch: cfg.ClaimBatch, FetchCooldown: cfg.FetchCooldown,
+	})
+	if err != nil {
+		return nil, n.closeOnError(err)
+	}
+	rescuer, err := job.NewLeaseRescuer(job.LeaseRescuerConfig{Store: n.store, Metrics: n.metrics, Logger: n.log, Interval: cfg.RescueInterval})
+	if err != nil {
+		return nil, n.closeOnError(err)
+	}
+	cleaner, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Store: n.store, Logger: n.log,
+		JobRetention: cfg.JobRetention, DLQRetention: cfg.DLQRetention})
+	if err != nil {
+		return nil, n.closeOnError(err)
+	}
+	monitor, err := job.NewQueueMonitor(job.QueueMonitorConfig{Store: n.store, Metrics: n.metrics, Logger: n.log})
+	if err != nil {
+		return nil, n.closeOnError(err)
+	}
+	n.services = []backgroundService{rescuer, cleaner, monitor}
+	n.listener = n.store.NewListener(store.ListenerConfig{
+		Channels:  []string{store.ChannelJobs, store.ChannelControl},
+		OnNotify:  n.worker.HandleNotification,
+		OnConnect: n.worker.WakeAll,
+		Logger:    n.log.Named("listener"),
+	})
+	return n, nil
+}
+
+func (n *Node) closeOnError(err error) error {
+	if n.ownPool {
+		n.store.Close()
+	}
+	return err
+}
+
+// DefaultNodeID is hostname-<6 hex>, unique per process.
+func DefaultNodeID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "node"
+	}
+	b := make([]byte, 3)
+	rand.Read(b)
+	return host + "-" + hex.EncodeToString(b)
+}
+
+// ID is the node's id.
+func (n *Node) ID() string { return n.id }
+
+// Handle registers h for jobs of kind. Register before Start.
+func (n *Node) Handle(kind string, h job.Handler, opts ...job.KindOptions) {
+	n.registry.Handle(kind, h, opts...)
+}
+
+// HandleFunc registers fn for jobs of kind. Register before Start.
+func (n *Node) HandleFunc(kind string, fn func(ctx context.Context, j *job.Job) error, opts ...job.KindOptions) {
+	n.registry.HandleFunc(kind, fn, opts...)
+}
+
+// Registry is the node's handler registry, for job.HandleArgs.
+func (n *Node) Registry() *job.Registry { return n.registry }
+
+// Client enqueues and manages jobs through the node's pool.
+func (n *Node) Client() *job.Client { return n.client }
+
+// DLQ lists and replays dead letters through the node's pool.
+func (n *Node) DLQ() *dlq.Client { return n.dlq }
+
+// Store is the node's store, for the API and tools built on the node.
+func (n *Node) Store() *store.Store { return n.store }
+
+// Worker is the node's worker, for drain and inspection.
+func (n *Node) Worker() *job.Worker { return n.worker }
+
+// Start checks the schema, then starts listening, claiming and the
+// background services. It does not block. ctx bounds the schema check and
+// is the parent of every loop (cancelling it stops claiming); use Stop to
+// shut down cleanly.
+func (n *Node) Start(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.started {
+		return nil
+	}
+	if n.stopped {
+		return errors.New("gaffer: cannot restart a stopped node")
+	}
+	if !n.cfg.SkipSchemaCheck {
+		if err := n.store.CheckSchema(ctx); err != nil {
+			return fmt.Errorf("gaffer: %w", err)
+		}
+	}
+	loopCtx := context.WithoutCancel(ctx)
+	if err := n.listener.Start(loopCtx); err != nil {
+		return err
+	}
+	if err := n.worker.Start(loopCtx); err != nil {
+		return err
+	}
+	for _, s := range n.services {
+		if err := s.Start(loopCtx); err != nil {
+			return err
+		}
+	}
+	n.started = true
+	n.log.Info("node started", "queues", n.worker.Queues(), "kinds", n.registry.Kinds())
+	return nil
+}
+
+// Stop drains the node: it stops claiming at once, waits for running jobs
+// until ctx ends, then releases the leases of jobs still running so that
+// other nodes run them at once. It then stops every background loop and,
+// if the node opened its pool, closes it.
+func (n *Node) Stop(ctx context.Context) error {
+	n.mu.Lock()
+	if n.stopped {
+		n.mu.Unlock()
+		return nil
+	}
+	n.stopped = true
+	started := n.started
+	n.mu.Unlock()
+	var err error
+	if started {
+		n.log.Info("node stopping", "in_flight", n.worker.InFlight())
+		err = n.worker.Stop(ctx)
+		for i := len(n.services) - 1; i >= 0; i-- {
+			n.services[i].Stop()
+		}
+		n.listener.Stop()
+	}
+	if n.ownPool {
+		n.store.Close()
+	}
+	n.log.Info("node stopped")
+	return err
+}
