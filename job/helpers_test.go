@@ -142,7 +142,6 @@ func (e *env) counter(name string, labels ...string) float64 {
 	return total
 }
 
-
 // exec runs test-only SQL (moving the database's view of time for a job).
 func (e *env) exec(sql string, args ...any) {
 	e.t.Helper()

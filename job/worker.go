@@ -111,7 +111,7 @@ type Worker struct {
 	mu        sync.Mutex
 	started   bool
 	stopped   bool
-	executing map[int64]*execution
+	executing map[store.Lease]*execution
 	completer *completer
 	// OnStale, when set, is called for every write refused because the
 	// attempt no longer owned its job. Tests use it.
@@ -139,7 +139,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	}
 	w := &Worker{
 		cfg: cfg, store: cfg.Store, log: cfg.Logger.Named("worker"), metrics: cfg.Metrics,
-		producers: map[string]*producer{}, executing: map[int64]*execution{},
+		producers: map[string]*producer{}, executing: map[store.Lease]*execution{},
 	}
 	for q, n := range cfg.Queues {
 		w.producers[q] = &producer{w: w, queue: q, limit: n, wakeCh: make(chan struct{}, 1)}
@@ -204,16 +204,19 @@ func (w *Worker) WakeAll() {
 }
 
 // CancelLocal cancels the handler of job id if it runs here, with cause
-// ErrCancelled. It reports whether it did.
+// ErrCancelled. It reports whether it did. (One node can briefly run two
+// attempts of a job: one that lost its lease and the one that took over.)
 func (w *Worker) CancelLocal(id int64) bool {
 	w.mu.Lock()
-	e := w.executing[id]
-	w.mu.Unlock()
-	if e == nil {
-		return false
+	defer w.mu.Unlock()
+	found := false
+	for l, e := range w.executing {
+		if l.ID == id {
+			e.cancel(ErrCancelled)
+			found = true
+		}
 	}
-	e.cancel(ErrCancelled)
-	return true
+	return found
 }
 
 type controlMessage struct {
@@ -407,7 +410,7 @@ func (w *Worker) launch(p *producer, row store.Job, claimedAt time.Time) {
 		w.metrics.queueWait.WithLabelValues(j.Queue).Observe(max(0, j.AttemptedAt.Sub(j.RunAt).Seconds()))
 	}
 	w.mu.Lock()
-	w.executing[j.ID] = e
+	w.executing[e.lease] = e
 	w.mu.Unlock()
 	w.handlers.Add(1)
 	go func() {
@@ -450,7 +453,7 @@ func (w *Worker) run(ctx context.Context, e *execution) {
 	e.mu.Unlock()
 	defer func() {
 		w.mu.Lock()
-		delete(w.executing, j.ID)
+		delete(w.executing, e.lease)
 		w.mu.Unlock()
 	}()
 	if released {
@@ -642,8 +645,8 @@ func (w *Worker) RunningJobs() []int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ids := make([]int64, 0, len(w.executing))
-	for id := range w.executing {
-		ids = append(ids, id)
+	for l := range w.executing {
+		ids = append(ids, l.ID)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	return ids

@@ -31,7 +31,9 @@ func claimOne(t *testing.T, st *store.Store, token int64) store.Job {
 	return jobs[0]
 }
 
-func lease(j store.Job) store.Lease { return store.Lease{ID: j.ID, Attempt: j.Attempt, Token: j.LeaseToken} }
+func lease(j store.Job) store.Lease {
+	return store.Lease{ID: j.ID, Attempt: j.Attempt, Token: j.LeaseToken}
+}
 
 func TestMigrateUpDownStatus(t *testing.T) {
 	t.Parallel()

@@ -1,0 +1,263 @@
+package job_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
+)
+
+// claimAs claims the job directly, as a node that then goes silent.
+func (e *env) claimAs(node string, ttl time.Duration) store.Job {
+	e.t.Helper()
+	rows, err := e.st.ClaimJobs(context.Background(), store.ClaimParams{Queue: "default", Limit: 1, Token: 42, LeaseTTL: ttl, Node: node})
+	if err != nil || len(rows) != 1 {
+		e.t.Fatalf("claim: %v, %d rows", err, len(rows))
+	}
+	return rows[0]
+}
+
+func newRescuer(e *env) *job.LeaseRescuer {
+	r, err := job.NewLeaseRescuer(job.LeaseRescuerConfig{Store: e.st, Metrics: e.metrics})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+func TestLeaseRescueRetriesThenDeadLetters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	r := newRescuer(e)
+	j := e.enqueue(job.Request{Kind: "k", MaxAttempts: 2})
+
+	// A node claims it and vanishes. Before the lease expires (by the
+	// database clock) nothing is rescued.
+	e.claimAs("ghost", time.Hour)
+	if n, err := r.RunOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("rescued %d (%v) before expiry", n, err)
+	}
+	// Expire the lease in the database rather than waiting for it.
+	e.exec(`UPDATE gaffer.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, j.ID)
+	if n, err := r.RunOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("rescued %d (%v), want 1", n, err)
+	}
+	got, _ := e.client.Get(ctx, "", j.ID)
+	if got.State != job.Retrying || got.Attempt != 1 || len(got.Errors) != 1 || got.Errors[0].Kind != "lost" || got.Errors[0].Node != "ghost" {
+		t.Fatalf("after rescue: %s attempt %d errors %+v", got.State, got.Attempt, got.Errors)
+	}
+
+	// The last attempt is lost too: into the DLQ.
+	e.claimAs("ghost", time.Hour)
+	e.exec(`UPDATE gaffer.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, j.ID)
+	r.RunOnce(ctx)
+	got, _ = e.client.Get(ctx, "", j.ID)
+	if got.State != job.Failed {
+		t.Fatalf("last attempt lost: state %s", got.State)
+	}
+	var reason string
+	e.st.Pool().QueryRow(ctx, `SELECT reason FROM gaffer.dlq WHERE job_id = $1`, j.ID).Scan(&reason)
+	if reason != "lost" {
+		t.Fatalf("DLQ reason %q", reason)
+	}
+	if n := e.counter("gaffer_job_rescued_total"); n != 2 {
+		t.Fatalf("rescued_total %v", n)
+	}
+}
+
+func TestRescueOfCancelRequestedJobCancels(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	j := e.enqueue(job.Request{Kind: "k"})
+	e.claimAs("ghost", time.Hour)
+	if st, err := e.client.Cancel(ctx, "", j.ID); err != nil || st != job.Running {
+		t.Fatalf("cancel = %s %v", st, err)
+	}
+	e.exec(`UPDATE gaffer.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, j.ID)
+	newRescuer(e).RunOnce(ctx)
+	if got, _ := e.client.Get(ctx, "", j.ID); got.State != job.Cancelled {
+		t.Fatalf("state %s", got.State)
+	}
+}
+
+func TestHeartbeatKeepsLongJobAlive(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	release := make(chan struct{})
+	e.reg.HandleFunc("long", func(ctx context.Context, j *job.Job) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	e.startWorker(job.WorkerConfig{LeaseTTL: time.Second})
+	j := e.enqueue(job.Request{Kind: "long"})
+	first := e.waitState(j.ID, job.Running)
+	r := newRescuer(e)
+	// Run for three lease lengths; heartbeats keep moving the lease forward
+	// so the rescuer never takes the job.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if n, _ := r.RunOnce(ctx); n != 0 {
+			t.Fatal("rescuer took a job that was heartbeating")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	now, _ := e.st.GetJob(ctx, "", j.ID)
+	if !now.LeaseExpiresAt.After(first.RunAt.Add(2 * time.Second)) {
+		t.Fatalf("lease not extended: %s", now.LeaseExpiresAt)
+	}
+	close(release)
+	if done := e.waitState(j.ID, job.Completed); done.Attempt != 1 {
+		t.Fatalf("attempt %d", done.Attempt)
+	}
+}
+
+func TestRefusedHeartbeatCancelsHandler(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	causes := make(chan error, 1)
+	e.reg.HandleFunc("long", func(ctx context.Context, j *job.Job) error {
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return nil // would complete the job, if it were still ours
+	})
+	e.startWorker(job.WorkerConfig{LeaseTTL: time.Second})
+	j := e.enqueue(job.Request{Kind: "long"})
+	e.waitState(j.ID, job.Running)
+	// The job moves on without this attempt: its lease expires and it is
+	// rescued (the queue is paused so that it stays retrying), so the next
+	// heartbeat is refused.
+	if err := e.client.PauseQueue(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`UPDATE gaffer.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, j.ID)
+	if n, _ := newRescuer(e).RunOnce(ctx); n != 1 {
+		// A heartbeat got in between the two statements; expire again.
+		e.exec(`UPDATE gaffer.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, j.ID)
+		if n, _ := newRescuer(e).RunOnce(ctx); n != 1 {
+			t.Fatal("rescue did not happen")
+		}
+	}
+	select {
+	case cause := <-causes:
+		if !errors.Is(cause, job.ErrLeaseLost) {
+			t.Fatalf("cause %v", cause)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("handler not cancelled after its heartbeat was refused")
+	}
+	time.Sleep(100 * time.Millisecond)
+	got, _ := e.client.Get(ctx, "", j.ID)
+	if got.State != job.Retrying {
+		t.Fatalf("stale handler's return changed the job: %s", got.State)
+	}
+	if n := e.counter("gaffer_job_stale_rejected_total", "op", "heartbeat"); n != 1 {
+		t.Fatalf("stale heartbeat count %v", n)
+	}
+}
+
+func TestStopReleasesRunningJobsAtDeadline(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	started := make(chan struct{}, 2)
+	e.reg.HandleFunc("quick", func(ctx context.Context, j *job.Job) error {
+		started <- struct{}{}
+		time.Sleep(100 * time.Millisecond)
+		return nil
+	})
+	e.reg.HandleFunc("stuck", func(ctx context.Context, j *job.Job) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	w, err := job.NewWorker(job.WorkerConfig{Store: e.st, Registry: e.reg, NodeID: "leaving", Metrics: e.metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	quick := e.enqueue(job.Request{Kind: "quick"})
+	stuck := e.enqueue(job.Request{Kind: "stuck", MaxAttempts: 1})
+	w.Start(ctx)
+	<-started
+	<-started
+	stopCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if err := w.Stop(stopCtx); err != nil {
+		t.Fatal(err)
+	}
+	// The quick job finished within the deadline; the stuck one was released
+	// without using up its only attempt, and is claimable at once.
+	if got, _ := e.client.Get(ctx, "", quick.ID); got.State != job.Completed {
+		t.Fatalf("quick job %s", got.State)
+	}
+	got, _ := e.client.Get(ctx, "", stuck.ID)
+	if got.State != job.Pending || got.MaxAttempts != 2 || got.Errors[0].Kind != "released" {
+		t.Fatalf("stuck job %s max %d errors %+v", got.State, got.MaxAttempts, got.Errors)
+	}
+	if got.RunAt.After(time.Now().Add(time.Second)) {
+		t.Fatalf("released job not due at once: %s", got.RunAt)
+	}
+}
+
+func TestDrainStopsClaiming(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.reg.HandleFunc("k", func(ctx context.Context, j *job.Job) error { return nil })
+	w := e.startWorker(job.WorkerConfig{PollInterval: 50 * time.Millisecond})
+	w.SetClaiming(false)
+	j := e.enqueue(job.Request{Kind: "k"})
+	time.Sleep(300 * time.Millisecond)
+	if got, _ := e.client.Get(ctx, "", j.ID); got.State != job.Pending {
+		t.Fatalf("non-claiming worker ran a job: %s", got.State)
+	}
+	w.SetClaiming(true)
+	e.waitState(j.ID, job.Completed)
+}
+
+// One node can run two attempts of a job at once: the one that lost its
+// lease and the one that took over. They must be tracked apart.
+func TestSameNodeReclaimsJobItLostTheLeaseOf(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	causes := make(chan error, 2)
+	e.reg.HandleFunc("k", func(ctx context.Context, j *job.Job) error {
+		if j.Attempt == 1 {
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+			return nil // a stale success: must not count
+		}
+		return j.SetResult("attempt 2")
+	})
+	e.startWorker(job.WorkerConfig{LeaseTTL: time.Second})
+	j := e.enqueue(job.Request{Kind: "k"})
+	e.waitFor(j.ID, "attempt 1 running", func(x *job.Job) bool { return x.State == job.Running && x.Attempt == 1 })
+	r := newRescuer(e)
+	for n := 0; n == 0; {
+		e.exec(`UPDATE gaffer.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1 AND attempt = 1`, j.ID)
+		n, _ = r.RunOnce(ctx)
+	}
+	done := e.waitState(j.ID, job.Completed)
+	if done.Attempt != 2 || string(done.Result) != `"attempt 2"` {
+		t.Fatalf("completed by attempt %d with %s", done.Attempt, done.Result)
+	}
+	select {
+	case cause := <-causes:
+		if !errors.Is(cause, job.ErrLeaseLost) {
+			t.Fatalf("attempt 1 cause %v", cause)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("attempt 1 never learned it lost its lease")
+	}
+}
