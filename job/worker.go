@@ -130,6 +130,7 @@ type execution struct {
 	renewedAt time.Time // monotonic: when the lease was last set
 	finished  bool      // the handler returned; its outcome is being written
 	released  bool      // the node gave the lease back; drop the outcome
+	lost      bool      // a heartbeat was refused: another attempt owns the job
 }
 
 // NewWorker validates cfg and returns a stopped worker.
@@ -579,7 +580,7 @@ func (w *Worker) checkRunning(ctx context.Context) {
 	for _, e := range w.executing {
 		e.mu.Lock()
 		switch {
-		case e.finished || e.released:
+		case e.finished || e.released || e.lost:
 		case now.Sub(e.renewedAt) >= w.cfg.LeaseTTL/3:
 			renew = append(renew, e)
 		case now.Sub(e.started) >= w.cfg.CheckInterval:
@@ -628,9 +629,12 @@ func (w *Worker) heartbeat(ctx context.Context, es []*execution) {
 	}
 	for _, e := range es {
 		e.mu.Lock()
-		lost := !got[e.lease.ID] && !e.finished && !e.released
+		lost := !got[e.lease.ID] && !e.finished && !e.released && !e.lost
 		if got[e.lease.ID] {
 			e.renewedAt = sent
+		}
+		if lost {
+			e.lost = true
 		}
 		e.mu.Unlock()
 		if lost {

@@ -1,0 +1,9 @@
+package gaffer_test
+
+import (
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gafferhq/gaffer/store"
+)
+
+func gafferStore(pool *pgxpool.Pool) *store.Store { return store.New(pool) }
