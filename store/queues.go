@@ -64,3 +64,27 @@ func (s *Store) ListQueues(ctx context.Context) ([]Queue, error) {
 	}
 	return out, rows.Err()
 }
+
+var (
+	sqlDeleteQueueJobs = query("delete_queue_jobs")
+	sqlCountQueueJobs  = query("count_queue_jobs")
+)
+
+// DeleteQueueJobs deletes every job of queue that is not running, and
+// returns how many it deleted.
+func (s *Store) DeleteQueueJobs(ctx context.Context, queue string) (int64, error) {
+	tag, err := s.pool.Exec(ctx, sqlDeleteQueueJobs, queue)
+	if err != nil {
+		return 0, fmt.Errorf("delete jobs of queue %q: %w", queue, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// CountQueueJobs counts every job of queue, in any state.
+func (s *Store) CountQueueJobs(ctx context.Context, queue string) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, sqlCountQueueJobs, queue).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count jobs of queue %q: %w", queue, err)
+	}
+	return n, nil
+}

@@ -34,3 +34,10 @@ SELECT coalesce(q.name, c.queue), coalesce(q.paused, false),
 FROM gaffer.queues q
 FULL JOIN counts c ON c.queue = q.name
 ORDER BY 1;
+
+-- name: delete_queue_jobs
+-- Deletes every job of a queue that is not running. Returns how many.
+DELETE FROM gaffer.jobs WHERE queue = $1 AND state <> 'running';
+
+-- name: count_queue_jobs
+SELECT count(*) FROM gaffer.jobs WHERE queue = $1;

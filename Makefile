@@ -1,0 +1,31 @@
+# Gaffer's everyday commands. The README's quick start needs none of them.
+GO ?= go
+
+.PHONY: build test race vet fmt ci dev bench clean
+
+build:            ## build bin/gaffer
+	$(GO) build -o bin/gaffer ./cmd/gaffer
+
+test:             ## the test suite (starts its own PostgreSQL)
+	$(GO) test ./...
+
+race:             ## the test suite under the race detector
+	$(GO) test -race ./...
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+ci:               ## what CI runs
+	./.ci/run
+
+dev:              ## a local cluster with a throwaway database
+	$(GO) run ./cmd/gaffer dev
+
+bench:            ## work off a 100,000-job backlog (throwaway database)
+	$(GO) run ./cmd/gaffer bench backlog --jobs 100000
+
+clean:
+	rm -rf bin

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/gafferhq/gaffer/internal/pgtest"
+	"github.com/gafferhq/gaffer/store"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func run(t *testing.T, env map[string]string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	m := &Main{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, Getenv: func(k string) string { return env[k] }}
+	err = m.Run(context.Background(), args)
+	return out.String(), errOut.String(), err
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{nil, nil, "no command given"},
+		{[]string{"frobnicate"}, nil, `unknown command "frobnicate"`},
+		{[]string{"migrate"}, nil, "exactly one of: up, down, status"},
+		{[]string{"migrate", "up"}, nil, "--database-url (or $DATABASE_URL) is required"},
+		{[]string{"migrate", "sideways", "--database-url", "postgres://x"}, nil, `unknown migrate action "sideways"`},
+		{[]string{"server"}, nil, "--database-url (or $DATABASE_URL) is required"},
+		{[]string{"server", "--database-url", "postgres://x", "--queues", "mail=0"}, nil, "concurrency must be a positive integer"},
+		{[]string{"server", "--database-url", "postgres://x", "--queues", "a=1,a=2"}, nil, "listed twice"},
+		{[]string{"server", "--database-url", "postgres://x", "--lease-ttl", "-1s"}, nil, "--lease-ttl must be positive"},
+		{[]string{"server", "--database-url", "postgres://x", "--log-level", "loud"}, nil, `unknown level "loud"`},
+		{[]string{"server"}, map[string]string{"DATABASE_URL": "postgres://x", "GAFFER_LEASE_TTL": "soon"}, "$GAFFER_LEASE_TTL"},
+		{[]string{"dev", "--nodes", "0"}, nil, "--nodes must be between 1 and 16"},
+		{[]string{"dev", "--data", "/tmp/x", "--database-url", "postgres://x"}, nil, "do not mix"},
+		{[]string{"bench", "sideways"}, nil, "bench needs a mode"},
+	}
+	for _, c := range cases {
+		_, stderr, err := run(t, c.env, c.args...)
+		if err == nil || !strings.Contains(err.Error()+stderr, c.want) {
+			t.Errorf("gaffer %v: err %v, stderr %q; want %q", c.args, err, stderr, c.want)
+		}
+		if err != nil && exitCode(err) != 2 {
+			t.Errorf("gaffer %v: exit code %d, want 2", c.args, exitCode(err))
+		}
+	}
+}
+
+func TestHelpListsEnvironmentVariables(t *testing.T) {
+	t.Parallel()
+	_, stderr, _ := run(t, nil, "server", "--help")
+	for _, want := range []string{"--lease-ttl", "$GAFFER_LEASE_TTL", "$DATABASE_URL", "--drain-timeout"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("server --help lacks %q:\n%s", want, stderr)
+		}
+	}
+}
+
+func TestMigrateCommands(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewEmptyDatabase(t)
+	env := map[string]string{"DATABASE_URL": url}
+	out, _, err := run(t, env, "migrate", "status")
+	if err != nil || !strings.Contains(out, "pending") {
+		t.Fatalf("status on empty db: %v\n%s", err, out)
+	}
+	if out, _, err = run(t, env, "migrate", "up"); err != nil || !strings.Contains(out, "applied 0001") {
+		t.Fatalf("up: %v\n%s", err, out)
+	}
+	if out, _, err = run(t, env, "migrate", "up"); err != nil || !strings.Contains(out, "up to date") {
+		t.Fatalf("second up: %v\n%s", err, out)
+	}
+	// A node refuses a schema that is behind, naming the fix.
+	if out, _, err = run(t, env, "migrate", "down", "--steps", "1"); err != nil || !strings.Contains(out, "reverted 0001") {
+		t.Fatalf("down: %v\n%s", err, out)
+	}
+	_, _, err = run(t, map[string]string{"DATABASE_URL": url, "GAFFER_ADDR": "127.0.0.1:0"}, "server")
+	if err == nil || !strings.Contains(err.Error(), "gaffer migrate up") {
+		t.Fatalf("server on an old schema: %v", err)
+	}
+	st, err := store.Open(context.Background(), url, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if v, _ := st.SchemaVersion(context.Background()); v != 0 {
+		t.Fatalf("schema version %d after down", v)
+	}
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gafferhq/gaffer"
+)
+
+// nodeFlags are the flags shared by `server` and `dev` that shape a node.
+type nodeFlags struct {
+	queues       *string
+	leaseTTL     *time.Duration
+	pollInterval *time.Duration
+	drainTimeout *time.Duration
+	jobRetention *time.Duration
+	dlqRetention *time.Duration
+	logLevel     *string
+	logJSON      *bool
+}
+
+func addNodeFlags(fs *flagSet) *nodeFlags {
+	return &nodeFlags{
+		queues:       fs.String("queues", "", "default=10", "queues to work and how many jobs of each to run at once: name=N,…"),
+		leaseTTL:     fs.Duration("lease-ttl", "", 30*time.Second, "how long a claimed job stays owned without a heartbeat"),
+		pollInterval: fs.Duration("poll-interval", "", time.Second, "fallback poll for due jobs (inserts wake nodes at once)"),
+		drainTimeout: fs.Duration("drain-timeout", "", 30*time.Second, "on SIGTERM, how long running jobs get to finish before they are released"),
+		jobRetention: fs.Duration("job-retention", "", 24*time.Hour, "how long finished jobs are kept"),
+		dlqRetention: fs.Duration("dlq-retention", "", 14*24*time.Hour, "how long DLQ entries are kept"),
+		logLevel:     fs.String("log-level", "", "info", "trace, debug, info, warn or error"),
+		logJSON:      fs.Bool("log-json", "", false, "log JSON lines instead of text"),
+	}
+}
+
+func (f *nodeFlags) logger(m *Main) (hclog.Logger, error) {
+	level := hclog.LevelFromString(*f.logLevel)
+	if level == hclog.NoLevel {
+		return nil, usageError(fmt.Sprintf("--log-level: unknown level %q: use trace, debug, info, warn or error", *f.logLevel))
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: "gaffer", Level: level, JSONFormat: *f.logJSON, Output: m.Stderr}), nil
+}
+
+func (f *nodeFlags) config() (gaffer.Config, error) {
+	queues, err := parseQueues(*f.queues)
+	if err != nil {
+		return gaffer.Config{}, usageError("--queues: " + err.Error())
+	}
+	for name, d := range map[string]time.Duration{"lease-ttl": *f.leaseTTL, "poll-interval": *f.pollInterval,
+		"drain-timeout": *f.drainTimeout, "job-retention": *f.jobRetention, "dlq-retention": *f.dlqRetention} {
+		if d <= 0 {
+			return gaffer.Config{}, usageError(fmt.Sprintf("--%s must be positive, got %s", name, d))
+		}
+	}
+	return gaffer.Config{Queues: queues, LeaseTTL: *f.leaseTTL, PollInterval: *f.pollInterval,
+		JobRetention: *f.jobRetention, DLQRetention: *f.dlqRetention}, nil
+}
+
+func (m *Main) runServer(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("server", "server [flags]\n\nRuns one production node: it claims and runs jobs from PostgreSQL and serves\n/metrics, /healthz and /readyz. SIGTERM drains it (see --drain-timeout).")
+	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL connection URL (required)")
+	nodeID := fs.String("node-id", "", "", "this node's id (default hostname-<random>)")
+	addr := fs.String("addr", "", ":8080", "HTTP listen address for /metrics, /healthz, /readyz")
+	maxConns := fs.Int("max-conns", "", 0, "PostgreSQL pool size (default: from total concurrency, 4-20)")
+	nf := addNodeFlags(fs)
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError(fmt.Sprintf("server takes no arguments, got %q", fs.Args()))
+	}
+	if *dbURL == "" {
+		return usageError("--database-url (or $DATABASE_URL) is required")
+	}
+	log, err := nf.logger(m)
+	if err != nil {
+		return err
+	}
+	cfg, err := nf.config()
+	if err != nil {
+		return err
+	}
+	reg := newRegistry()
+	cfg.DatabaseURL, cfg.ID, cfg.MaxConns, cfg.Logger, cfg.Registerer = *dbURL, *nodeID, int32(*maxConns), log, reg
+	node, err := gaffer.NewNode(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	registerBuiltinKinds(node)
+	if err := node.Start(ctx); err != nil {
+		node.Stop(context.Background())
+		return err
+	}
+	srv, err := serveHTTP(*addr, healthMux(reg, node), log)
+	if err != nil {
+		node.Stop(context.Background())
+		return err
+	}
+	defer srv.Close()
+	<-ctx.Done()
+	log.Info("signal received; draining", "deadline", *nf.drainTimeout)
+	return drain(node, *nf.drainTimeout)
+}
+
+func drain(node *gaffer.Node, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return node.Stop(ctx)
+}
+
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// healthMux serves /metrics, /healthz (the process is up) and /readyz
+// (the node is started and PostgreSQL answers).
+func healthMux(reg *prometheus.Registry, nodes ...*gaffer.Node) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		var problems []string
+		for _, n := range nodes {
+			if err := n.Store().Pool().Ping(ctx); err != nil {
+				problems = append(problems, fmt.Sprintf("node %s: postgres: %v", n.ID(), err))
+			}
+		}
+		if len(problems) > 0 {
+			http.Error(w, strings.Join(problems, "\n"), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	return mux
+}
+
+func serveHTTP(addr string, h http.Handler, log hclog.Logger) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server", "error", err)
+			os.Exit(1)
+		}
+	}()
+	log.Info("listening", "addr", ln.Addr().String())
+	return srv, nil
+}

@@ -1,0 +1,48 @@
+// Package job owns the life of a job: enqueueing it, claiming it under a
+// lease, running its handler, and recording the outcome of each attempt.
+//
+// # States
+//
+//	                enqueue
+//	                   │
+//	                   ▼            claim (attempt+1, new lease token,
+//	   ┌──────────► pending ──────────────────────────┐  lease = db now() + TTL)
+//	   │ snooze /     │  ▲                             ▼
+//	   │ release      │  └── (run_at reached) ──── retrying ◄── failed attempt,
+//	   │              │                              ▲          attempts left
+//	   │              ▼ cancel                       │          (run_at = now()+backoff)
+//	   │          cancelled ◄─── cancel ────────┐    │
+//	   │                                        │    │  lease expired or node
+//	   └───────────────────────────────── running ───┘  dead (rescue), attempts left
+//	                                         │   │
+//	                        handler ok       │   │ attempts exhausted, permanent
+//	                                         ▼   ▼ error, or last attempt lost
+//	                                  completed  failed ──► DLQ entry (same statement)
+//
+// Every write made for a running attempt — complete, fail, snooze, cancel,
+// heartbeat, release — is a compare-and-set on (id, attempt, lease_token,
+// state = 'running'). A worker that was paused, partitioned or too slow
+// finds its lease gone: its write changes nothing, is counted in
+// gaffer_job_stale_rejected_total, and a refused heartbeat cancels its
+// handler's context with cause ErrLeaseLost.
+//
+// # Timing
+//
+// All due times and leases are compared with PostgreSQL's now(), never a
+// node's clock. With LeaseTTL L (default 30s), heartbeat every L/3 for
+// running attempts, and the lease rescuer sweeping every R (default 5s):
+//
+//	a live attempt's lease never has less than 2L/3 left after a heartbeat;
+//	a dead node's jobs run again after at most L + R (the cluster rescues
+//	them sooner when it sees the node's etcd session end).
+//
+// Cancellation of a running job reaches its handler through NOTIFY at
+// once, or through the worker's periodic check within CheckInterval
+// (default 1s).
+//
+// # What this package must never do
+//
+// It never writes a job's row outside the store's compare-and-set
+// statements, never compares a lease with the local clock, and never
+// holds a database transaction open while a handler runs.
+package job

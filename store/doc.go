@@ -1,0 +1,44 @@
+// Package store is Gaffer's only door to PostgreSQL. Every SQL statement
+// lives here — the schema in embedded, versioned migrations
+// (migrations/NNNN_name.{up,down}.sql) and the queries in queries/*.sql —
+// and pgx.ErrNoRows becomes ErrNotFound at this boundary.
+//
+// # What it owns
+//
+// The gaffer schema: jobs, queues, dlq and schema_migrations. Each row
+// carries a tenant; every lookup can be scoped to one.
+//
+// # The hot path
+//
+// A job is touched three times: inserted (COPY for batches), claimed
+// (one UPDATE … FROM (SELECT … FOR UPDATE SKIP LOCKED) per batch) and
+// finished (one UPDATE … FROM unnest(…) per batch of completions). Each
+// write for a running attempt is compare-and-set on (id, attempt,
+// lease_token, state = 'running').
+//
+// # Keeping the jobs table small and unbloated
+//
+//   - Indexes are few and partial. jobs_claim_idx holds only claimable
+//     rows (pending, retrying) in claim order; jobs_running_idx only
+//     running rows, keyed on the node (for dead-node rescue);
+//     jobs_unique_idx only unfinished rows with a unique key;
+//     jobs_finalized_idx only finished rows, for retention. A finished job
+//     therefore sits in the primary key and the retention index only.
+//   - Heartbeats change only lease_expires_at, which no index covers, so
+//     they are HOT updates (no index writes; TestHeartbeatIsHOT checks it).
+//   - fillfactor 85 leaves room on each page for the claim and completion
+//     updates to put the new row version beside the old one.
+//   - Autovacuum triggers on a fixed count of dead rows (20,000) rather
+//     than a fraction of the table, with no cost delay: dead entries at the
+//     front of the claim index slow every claim until vacuum removes them,
+//     and a fraction-based trigger would let a large table accumulate
+//     millions.
+//   - Finished jobs are deleted after JobRetention (default 24h) and DLQ
+//     entries after DLQRetention (default 14 days), oldest first, in
+//     batches of 5,000 under SKIP LOCKED.
+//
+// # What it must never do
+//
+// Decide policy (backoff, which kinds run where) or log: it returns errors
+// and leaves both to its callers.
+package store
