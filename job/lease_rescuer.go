@@ -59,13 +59,10 @@ func NewLeaseRescuer(cfg LeaseRescuerConfig) (*LeaseRescuer, error) {
 
 // Start begins sweeping in the background; non-blocking and idempotent.
 func (r *LeaseRescuer) Start(ctx context.Context) error {
-	r.runner.Start(ctx, func(ctx context.Context) {
-		every(ctx, r.cfg.Interval, func() {
-			if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
-				r.log.Error("rescue expired leases", "error", err)
-			}
-		})
-	})
+	r.runner.StartEvery(ctx, r.cfg.Interval, func(ctx context.Context) error {
+		_, err := r.RunOnce(ctx)
+		return err
+	}, r.log, "rescue expired leases")
 	return nil
 }
 
@@ -102,17 +99,6 @@ func RescueNode(ctx context.Context, st *store.Store, m *Metrics, log hclog.Logg
 		total += len(rescued)
 		if len(rescued) < batch {
 			return total, nil
-		}
-	}
-}
-
-// every calls fn at once and then every interval (jittered ±10%) until ctx
-// ends.
-func every(ctx context.Context, interval time.Duration, fn func()) {
-	for {
-		fn()
-		if !sleepCtx(ctx, jitter(interval, 0.1)) {
-			return
 		}
 	}
 }

@@ -47,13 +47,7 @@ func NewQueueMonitor(cfg QueueMonitorConfig) (*QueueMonitor, error) {
 
 // Start begins refreshing in the background; non-blocking and idempotent.
 func (q *QueueMonitor) Start(ctx context.Context) error {
-	q.runner.Start(ctx, func(ctx context.Context) {
-		every(ctx, q.cfg.Interval, func() {
-			if err := q.RunOnce(ctx); err != nil && ctx.Err() == nil {
-				q.log.Warn("refresh queue gauges", "error", err)
-			}
-		})
-	})
+	q.runner.StartEvery(ctx, q.cfg.Interval, q.RunOnce, q.log, "refresh queue gauges")
 	return nil
 }
 

@@ -72,13 +72,10 @@ func NewRetentionCleaner(cfg RetentionCleanerConfig) (*RetentionCleaner, error) 
 
 // Start begins sweeping in the background; non-blocking and idempotent.
 func (c *RetentionCleaner) Start(ctx context.Context) error {
-	c.runner.Start(ctx, func(ctx context.Context) {
-		every(ctx, c.cfg.Interval, func() {
-			if _, _, err := c.RunOnce(ctx); err != nil && ctx.Err() == nil {
-				c.log.Error("delete expired rows", "error", err)
-			}
-		})
-	})
+	c.runner.StartEvery(ctx, c.cfg.Interval, func(ctx context.Context) error {
+		_, _, err := c.RunOnce(ctx)
+		return err
+	}, c.log, "delete expired rows")
 	return nil
 }
 

@@ -5,7 +5,11 @@ package service
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // Runner runs one loop function in a goroutine. The zero value is ready.
@@ -51,4 +55,25 @@ func (r *Runner) Running() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.done != nil
+}
+
+// StartEvery starts a loop that calls fn at once and then every interval,
+// jittered by ±10% so that nodes started together spread out, until Stop.
+// A non-nil error from fn (other than the loop's own cancellation) is
+// logged as onError, at the loop boundary.
+func (r *Runner) StartEvery(ctx context.Context, interval time.Duration, fn func(ctx context.Context) error, log hclog.Logger, onError string) {
+	r.Start(ctx, func(ctx context.Context) {
+		for {
+			if err := fn(ctx); err != nil && ctx.Err() == nil {
+				log.Error(onError, "error", err)
+			}
+			t := time.NewTimer(interval + time.Duration((rand.Float64()*0.2-0.1)*float64(interval)))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	})
 }

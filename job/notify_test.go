@@ -1,0 +1,70 @@
+package job_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/gafferhq/gaffer/job"
+)
+
+// The LISTEN connection is killed server-side; the worker must reconnect
+// and be woken by inserts again (polling is an hour, so only NOTIFY can).
+func TestListenerReconnects(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	done := make(chan int64, 10)
+	e.reg.HandleFunc("k", func(ctx context.Context, j *job.Job) error {
+		done <- j.ID
+		return nil
+	})
+	e.startWorker(job.WorkerConfig{PollInterval: time.Hour})
+	waitRun := func(what string) {
+		t.Helper()
+		id := e.enqueue(job.Request{Kind: "k"}).ID
+		select {
+		case got := <-done:
+			if got != id {
+				t.Fatalf("%s: ran %d, want %d", what, got, id)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: job not picked up: the listener is not listening", what)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the initial poll has passed
+	waitRun("before the kill")
+	var killed int
+	err := e.st.Pool().QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND query LIKE 'LISTEN%'`).Scan(&killed)
+	if err != nil || killed != 1 {
+		t.Fatalf("terminated %d listening backends (%v), want 1", killed, err)
+	}
+	// Reconnecting takes a backoff of up to ~100ms; inserts made before it
+	// is back are caught by the wake-up that follows every reconnect.
+	waitRun("after the kill")
+}
+
+func TestQueueMonitorGauges(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	for range 3 {
+		e.enqueue(job.Request{Kind: "k", Queue: "mail"})
+	}
+	e.enqueue(job.Request{Kind: "k", Queue: "mail", Delay: time.Hour})
+	e.exec(`UPDATE gaffer.jobs SET run_at = now() - interval '90 seconds' WHERE id = (SELECT min(id) FROM gaffer.jobs)`)
+	m, err := job.NewQueueMonitor(job.QueueMonitorConfig{Store: e.st, Metrics: e.metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.counter("gaffer_queue_jobs", "queue", "mail", "state", "pending"); got != 4 {
+		t.Fatalf("pending gauge %v, want 4", got)
+	}
+	if got := e.counter("gaffer_queue_oldest_due_age_seconds", "queue", "mail"); got < 89 || got > 120 {
+		t.Fatalf("oldest due age %v, want ~90s", got)
+	}
+}
