@@ -3,21 +3,21 @@
 //
 // # States
 //
-//	                enqueue
-//	                   │
-//	                   ▼            claim (attempt+1, new lease token,
-//	   ┌──────────► pending ──────────────────────────┐  lease = db now() + TTL)
-//	   │ snooze /     │  ▲                             ▼
-//	   │ release      │  └── (run_at reached) ──── retrying ◄── failed attempt,
-//	   │              │                              ▲          attempts left
-//	   │              ▼ cancel                       │          (run_at = now()+backoff)
-//	   │          cancelled ◄─── cancel ────────┐    │
-//	   │                                        │    │  lease expired or node
-//	   └───────────────────────────────── running ───┘  dead (rescue), attempts left
-//	                                         │   │
-//	                        handler ok       │   │ attempts exhausted, permanent
-//	                                         ▼   ▼ error, or last attempt lost
-//	                                  completed  failed ──► DLQ entry (same statement)
+//	             enqueue
+//	                │
+//	                ▼            claim (attempt+1, new lease token,
+//	┌──────────► pending ──────────────────────────┐  lease = db now() + TTL)
+//	│ snooze /     │  ▲                             ▼
+//	│ release      │  └── (run_at reached) ──── retrying ◄── failed attempt,
+//	│              │                              ▲          attempts left
+//	│              ▼ cancel                       │          (run_at = now()+backoff)
+//	│          cancelled ◄─── cancel ────────┐    │
+//	│                                        │    │  lease expired or node
+//	└───────────────────────────────── running ───┘  dead (rescue), attempts left
+//	                                      │   │
+//	                     handler ok       │   │ attempts exhausted, permanent
+//	                                      ▼   ▼ error, or last attempt lost
+//	                               completed  failed ──► DLQ entry (same statement)
 //
 // Every write made for a running attempt — complete, fail, snooze, cancel,
 // heartbeat, release — is a compare-and-set on (id, attempt, lease_token,
