@@ -3,21 +3,27 @@
 //
 // # States
 //
-//	             enqueue
-//	                │
-//	                ▼            claim (attempt+1, new lease token,
-//	┌──────────► pending ──────────────────────────┐  lease = db now() + TTL)
-//	│ snooze /     │  ▲                             ▼
-//	│ release      │  └── (run_at reached) ──── retrying ◄── failed attempt,
-//	│              │                              ▲          attempts left
-//	│              ▼ cancel                       │          (run_at = now()+backoff)
-//	│          cancelled ◄─── cancel ────────┐    │
-//	│                                        │    │  lease expired or node
-//	└───────────────────────────────── running ───┘  dead (rescue), attempts left
-//	                                      │   │
-//	                     handler ok       │   │ attempts exhausted, permanent
-//	                                      ▼   ▼ error, or last attempt lost
-//	                               completed  failed ──► DLQ entry (same statement)
+//	           enqueue
+//	              │
+//	              ▼        snooze, or release at a drain deadline
+//	          pending ◄──────────────────────────────┐  (neither uses up an attempt)
+//	              │                                   │
+//	              │ claim: attempt+1, new lease token, │
+//	              │ lease = database now() + TTL       │
+//	              ▼                                   │
+//	          running ────────────────────────────────┘
+//	          │  │  │
+//	          │  │  └──► retrying ── claim once run_at passes ──► running
+//	          │  │       a failed attempt with attempts left (run_at = now() + backoff),
+//	          │  │       or a lost one: lease expired or node dead (rescue, run_at = now())
+//	          │  ▼
+//	          │ failed ──► its DLQ entry, written by the same statement
+//	          │ attempts exhausted, a permanent error, or the last attempt lost
+//	          ▼
+//	      completed
+//
+//	cancelled: from pending or retrying at once; from running when the
+//	handler, its context cancelled, returns (or its lost lease is rescued).
 //
 // Every write made for a running attempt — complete, fail, snooze, cancel,
 // heartbeat, release — is a compare-and-set on (id, attempt, lease_token,
