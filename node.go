@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/dlq"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
@@ -53,6 +54,24 @@ type Config struct {
 	DLQRetention time.Duration
 	// SkipSchemaCheck starts the node even if the schema is behind.
 	SkipSchemaCheck bool
+
+	// EtcdEndpoints makes the node a cluster member: it registers in etcd,
+	// takes part in the leader election, and runs the leader-only services
+	// (lease rescue, dead-node rescue, retention, queue gauges) only while
+	// it leads. Without it, the node runs those services itself, unfenced.
+	EtcdEndpoints []string
+	// ClusterPrefix is the etcd key prefix. Default "/gaffer".
+	ClusterPrefix string
+	// SessionTTL is the etcd lease behind membership and leadership.
+	// Default 10s.
+	SessionTTL time.Duration
+	// ReportInterval: how often the node reports to the nodes table.
+	// Default 2s.
+	ReportInterval time.Duration
+	// Version is reported to the cluster. Default "dev".
+	Version string
+	// TrustFenceOnly is a testing aid; see cluster.Config.
+	TrustFenceOnly bool
 	Logger          hclog.Logger
 	// Registerer receives the node's Prometheus collectors. Default: none.
 	Registerer prometheus.Registerer
@@ -74,7 +93,9 @@ type Node struct {
 
 	worker   *job.Worker
 	listener *store.Listener
+	cluster  *cluster.Cluster // nil without etcd
 	services []backgroundService
+	done     chan struct{}
 
 	mu      sync.Mutex
 	started bool
@@ -90,7 +111,7 @@ type backgroundService interface {
 // NewNode validates cfg and returns a stopped node. With DatabaseURL it
 // connects; ctx bounds that connection attempt.
 func NewNode(ctx context.Context, cfg Config) (*Node, error) {
-	n := &Node{cfg: cfg, registry: job.NewRegistry()}
+	n := &Node{cfg: cfg, registry: job.NewRegistry(), done: make(chan struct{})}
 	n.log = cfg.Logger
 	if n.log == nil {
 		n.log = hclog.NewNullLogger()
@@ -132,12 +153,20 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
-	rescuer, err := job.NewLeaseRescuer(job.LeaseRescuerConfig{Store: n.store, Metrics: n.metrics, Logger: n.log, Interval: cfg.RescueInterval})
+	var fence job.Fence = job.Unfenced{}
+	if len(cfg.EtcdEndpoints) > 0 {
+		if err := n.newCluster(); err != nil {
+			return nil, n.closeOnError(err)
+		}
+		fence = n.cluster
+	}
+	rescuer, err := job.NewLeaseRescuer(job.LeaseRescuerConfig{Store: n.store, Metrics: n.metrics, Logger: n.log,
+		Interval: cfg.RescueInterval, Fence: fence})
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
 	cleaner, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Store: n.store, Logger: n.log,
-		JobRetention: cfg.JobRetention, DLQRetention: cfg.DLQRetention})
+		JobRetention: cfg.JobRetention, DLQRetention: cfg.DLQRetention, Fence: fence})
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
@@ -145,15 +174,68 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
-	n.services = []backgroundService{rescuer, cleaner, monitor}
+	if n.cluster != nil {
+		// Leader-only: started and stopped by the cluster with leadership.
+		n.cluster.LeaderServices(rescuer, cleaner, monitor)
+	} else {
+		n.services = []backgroundService{rescuer, cleaner, monitor}
+	}
 	n.listener = n.store.NewListener(store.ListenerConfig{
 		Channels:  []string{store.ChannelJobs, store.ChannelControl},
-		OnNotify:  n.worker.HandleNotification,
+		OnNotify:  n.handleNotification,
 		OnConnect: n.worker.WakeAll,
 		Logger:    n.log.Named("listener"),
 	})
 	return n, nil
 }
+
+func (n *Node) newCluster() error {
+	host, _ := os.Hostname()
+	version := n.cfg.Version
+	if version == "" {
+		version = "dev"
+	}
+	c, err := cluster.New(cluster.Config{
+		Endpoints: n.cfg.EtcdEndpoints, Prefix: n.cfg.ClusterPrefix, SessionTTL: n.cfg.SessionTTL,
+		ReportInterval: n.cfg.ReportInterval, Store: n.store, Worker: n.worker,
+		Node: cluster.NodeInfo{ID: n.id, Hostname: host, Version: version, Queues: n.worker.Queues()},
+		RescueNode: func(ctx context.Context, fence cluster.Fence, node string) (int, error) {
+			return job.RescueNode(ctx, n.store, fence, n.metrics, n.log, node, 1000)
+		},
+		OnLeave:        n.onLeave,
+		Logger:         n.log,
+		Registerer:     n.cfg.Registerer,
+		TrustFenceOnly: n.cfg.TrustFenceOnly,
+	})
+	if err != nil {
+		return err
+	}
+	n.cluster = c
+	return nil
+}
+
+func (n *Node) handleNotification(note store.Notification) {
+	n.worker.HandleNotification(note)
+	if n.cluster != nil {
+		n.cluster.HandleNotification(note)
+	}
+}
+
+// onLeave runs when a drain has finished and the node left: it stops.
+// Its jobs are finished or released already; a handler that ignores its
+// cancelled context is not waited for long.
+func (n *Node) onLeave() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	n.Stop(ctx)
+}
+
+// Done is closed once the node has stopped — after Stop, or after a drain
+// ordered through the cluster has finished and the node left.
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Cluster is the node's cluster membership, or nil without etcd.
+func (n *Node) Cluster() *cluster.Cluster { return n.cluster }
 
 func (n *Node) closeOnError(err error) error {
 	if n.ownPool {
@@ -223,6 +305,11 @@ func (n *Node) Start(ctx context.Context) error {
 	if err := n.listener.Start(loopCtx); err != nil {
 		return err
 	}
+	if n.cluster != nil {
+		if err := n.cluster.Start(loopCtx); err != nil {
+			return err
+		}
+	}
 	if err := n.worker.Start(loopCtx); err != nil {
 		return err
 	}
@@ -252,9 +339,18 @@ func (n *Node) Stop(ctx context.Context) error {
 	var err error
 	if started {
 		n.log.Info("node stopping", "in_flight", n.worker.InFlight())
+		if n.cluster != nil {
+			n.cluster.SetDraining()
+		}
 		err = n.worker.Stop(ctx)
 		for i := len(n.services) - 1; i >= 0; i-- {
 			n.services[i].Stop()
+		}
+		if n.cluster != nil {
+			// Recorded as left before the etcd key goes, so that the leader
+			// does not take the clean exit for a death.
+			n.cluster.Leave(context.Background(), "stopped")
+			n.cluster.Stop()
 		}
 		n.listener.Stop()
 	}
@@ -262,5 +358,6 @@ func (n *Node) Stop(ctx context.Context) error {
 		n.store.Close()
 	}
 	n.log.Info("node stopped")
+	close(n.done)
 	return err
 }

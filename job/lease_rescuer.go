@@ -16,6 +16,8 @@ type LeaseRescuerConfig struct {
 	Store   *store.Store // required
 	Metrics *Metrics
 	Logger  hclog.Logger
+	// Fence guards the rescue writes. Default Unfenced.
+	Fence Fence
 	// Interval between sweeps. Default 5s: a job whose node vanished runs
 	// again at most LeaseTTL + Interval after its last heartbeat.
 	Interval time.Duration
@@ -54,6 +56,9 @@ func NewLeaseRescuer(cfg LeaseRescuerConfig) (*LeaseRescuer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	if cfg.Fence == nil {
+		cfg.Fence = Unfenced{}
+	}
 	return &LeaseRescuer{cfg: cfg, log: cfg.Logger.Named("lease_rescuer")}, nil
 }
 
@@ -72,20 +77,26 @@ func (r *LeaseRescuer) Stop() { r.runner.Stop() }
 // RunOnce rescues every attempt whose lease has expired now and returns
 // how many it rescued.
 func (r *LeaseRescuer) RunOnce(ctx context.Context) (int, error) {
-	return RescueNode(ctx, r.cfg.Store, r.cfg.Metrics, r.log, "", r.cfg.BatchSize)
+	return RescueNode(ctx, r.cfg.Store, r.cfg.Fence, r.cfg.Metrics, r.log, "", r.cfg.BatchSize)
 }
 
 // RescueNode ends lost attempts: those whose lease expired and, when node
 // is not empty, every attempt running on that node (which the cluster
-// knows is gone). It returns how many it ended.
-func RescueNode(ctx context.Context, st *store.Store, m *Metrics, log hclog.Logger, node string, batch int) (int, error) {
+// knows is gone). Each batch is one fenced transaction. It returns how many
+// it ended.
+func RescueNode(ctx context.Context, st *store.Store, fence Fence, m *Metrics, log hclog.Logger, node string, batch int) (int, error) {
 	reason := "lost: lease expired"
 	if node != "" {
 		reason = "lost: node " + node + " left the cluster"
 	}
 	total := 0
 	for {
-		rescued, err := st.RescueJobs(ctx, node, batch, reason)
+		var rescued []store.Rescued
+		err := fence.Do(ctx, func(q store.DB) error {
+			var err error
+			rescued, err = st.RescueJobs(ctx, q, node, batch, reason)
+			return err
+		})
 		if err != nil {
 			return total, err
 		}

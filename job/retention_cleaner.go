@@ -21,6 +21,8 @@ const (
 type RetentionCleanerConfig struct {
 	Store  *store.Store // required
 	Logger hclog.Logger
+	// Fence guards the deletes. Default Unfenced.
+	Fence Fence
 	// JobRetention is how long finished (completed, failed, cancelled) jobs
 	// are kept. Default 24h.
 	JobRetention time.Duration
@@ -67,6 +69,9 @@ func NewRetentionCleaner(cfg RetentionCleanerConfig) (*RetentionCleaner, error) 
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	if cfg.Fence == nil {
+		cfg.Fence = Unfenced{}
+	}
 	return &RetentionCleaner{cfg: cfg, log: cfg.Logger.Named("retention")}, nil
 }
 
@@ -85,28 +90,38 @@ func (c *RetentionCleaner) Stop() { c.runner.Stop() }
 // RunOnce deletes everything past retention now and returns how many jobs
 // and DLQ entries it deleted.
 func (c *RetentionCleaner) RunOnce(ctx context.Context) (jobs, entries int64, err error) {
-	jobs, err = drainBatches(func() (int64, error) {
-		return c.cfg.Store.DeleteFinishedJobs(ctx, c.cfg.JobRetention, c.cfg.BatchSize)
-	}, c.cfg.BatchSize)
+	jobs, err = c.drainBatches(ctx, func(q store.DB) (int64, error) {
+		return c.cfg.Store.DeleteFinishedJobs(ctx, q, c.cfg.JobRetention, c.cfg.BatchSize)
+	})
 	if err != nil {
 		return jobs, 0, err
 	}
-	entries, err = drainBatches(func() (int64, error) {
-		return c.cfg.Store.DeleteOldDLQEntries(ctx, c.cfg.DLQRetention, c.cfg.BatchSize)
-	}, c.cfg.BatchSize)
+	entries, err = c.drainBatches(ctx, func(q store.DB) (int64, error) {
+		return c.cfg.Store.DeleteOldDLQEntries(ctx, q, c.cfg.DLQRetention, c.cfg.BatchSize)
+	})
 	if jobs+entries > 0 {
 		c.log.Debug("deleted expired rows", "jobs", jobs, "dlq_entries", entries)
 	}
 	return jobs, entries, err
 }
 
-func drainBatches(fn func() (int64, error), batch int) (int64, error) {
+// drainBatches runs del, one fenced batch at a time, until a batch comes
+// back short.
+func (c *RetentionCleaner) drainBatches(ctx context.Context, del func(q store.DB) (int64, error)) (int64, error) {
 	var total int64
 	for {
-		n, err := fn()
-		total += n
-		if err != nil || n < int64(batch) {
+		var n int64
+		err := c.cfg.Fence.Do(ctx, func(q store.DB) error {
+			var err error
+			n, err = del(q)
+			return err
+		})
+		if err != nil {
 			return total, err
+		}
+		total += n
+		if n < int64(c.cfg.BatchSize) {
+			return total, nil
 		}
 	}
 }

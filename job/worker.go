@@ -270,7 +270,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	select {
 	case <-drained:
 	case <-ctx.Done():
-		releaseErr = w.releaseRunning()
+		releaseErr = w.ReleaseRunning()
 		select {
 		case <-drained:
 		case <-time.After(5 * time.Second):
@@ -282,8 +282,10 @@ func (w *Worker) Stop(ctx context.Context) error {
 	return releaseErr
 }
 
-// releaseRunning gives back the leases of every attempt still running.
-func (w *Worker) releaseRunning() error {
+// ReleaseRunning cancels every handler still running (cause ErrStopping)
+// and gives its lease back, so that another node claims the job at once
+// without it using up an attempt. Drain calls it at the deadline.
+func (w *Worker) ReleaseRunning() error {
 	w.mu.Lock()
 	var leases []store.Lease
 	for _, e := range w.executing {

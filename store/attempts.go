@@ -189,8 +189,10 @@ type Rescued struct {
 // the database clock and, when node is not empty, every running attempt of
 // that node. Each job retries at once, or goes to the DLQ if that was its
 // last attempt, or is cancelled if that was requested.
-func (s *Store) RescueJobs(ctx context.Context, node string, limit int, reason string) ([]Rescued, error) {
-	rows, err := s.pool.Query(ctx, sqlRescueJobs, limit, nullString(node), reason)
+//
+// q is the leader's fenced transaction, or nil for the pool.
+func (s *Store) RescueJobs(ctx context.Context, q DB, node string, limit int, reason string) ([]Rescued, error) {
+	rows, err := s.db(q).Query(ctx, sqlRescueJobs, limit, nullString(node), reason)
 	if err != nil {
 		return nil, fmt.Errorf("rescue jobs: %w", err)
 	}
@@ -247,9 +249,10 @@ func (s *Store) GetJob(ctx context.Context, tenant string, id int64) (Job, error
 }
 
 // DeleteFinishedJobs deletes up to limit jobs that finished more than age
-// ago, oldest first, and returns how many it deleted.
-func (s *Store) DeleteFinishedJobs(ctx context.Context, age time.Duration, limit int) (int64, error) {
-	tag, err := s.pool.Exec(ctx, sqlDeleteFinishedJobs, age.Milliseconds(), limit)
+// ago, oldest first, and returns how many it deleted. q is the leader's
+// fenced transaction, or nil for the pool.
+func (s *Store) DeleteFinishedJobs(ctx context.Context, q DB, age time.Duration, limit int) (int64, error) {
+	tag, err := s.db(q).Exec(ctx, sqlDeleteFinishedJobs, age.Milliseconds(), limit)
 	if err != nil {
 		return 0, fmt.Errorf("delete finished jobs: %w", err)
 	}

@@ -161,9 +161,10 @@ func (s *Store) PurgeDLQ(ctx context.Context, f DLQFilter) (int64, error) {
 	return tag.RowsAffected(), nil
 }
 
-// DeleteOldDLQEntries deletes up to limit entries older than age.
-func (s *Store) DeleteOldDLQEntries(ctx context.Context, age time.Duration, limit int) (int64, error) {
-	tag, err := s.pool.Exec(ctx, sqlDeleteOldDLQ, age.Milliseconds(), limit)
+// DeleteOldDLQEntries deletes up to limit entries older than age. q is the
+// leader's fenced transaction, or nil for the pool.
+func (s *Store) DeleteOldDLQEntries(ctx context.Context, q DB, age time.Duration, limit int) (int64, error) {
+	tag, err := s.db(q).Exec(ctx, sqlDeleteOldDLQ, age.Milliseconds(), limit)
 	if err != nil {
 		return 0, fmt.Errorf("delete old DLQ entries: %w", err)
 	}

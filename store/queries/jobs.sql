@@ -38,11 +38,15 @@ DO NOTHING
 RETURNING id, tenant, unique_key;
 
 -- name: claim_jobs
--- $1 queue, $2 limit, $3 lease token, $4 lease ms, $5 node
+-- $1 queue, $2 limit, $3 lease token, $4 lease ms, $5 node. A paused
+-- queue, or a draining node, claims nothing.
 WITH picked AS (
     SELECT id FROM gaffer.jobs
     WHERE state IN ('pending', 'retrying') AND queue = $1 AND run_at <= now()
       AND NOT EXISTS (SELECT 1 FROM gaffer.queues q WHERE q.name = $1 AND q.paused)
+      -- A node asked to drain claims nothing, from the first claim whose
+      -- snapshot sees the request.
+      AND NOT EXISTS (SELECT 1 FROM gaffer.nodes n WHERE n.id = $5 AND n.drain_requested_at IS NOT NULL)
     ORDER BY priority, run_at, id
     LIMIT $2
     FOR UPDATE SKIP LOCKED

@@ -1,0 +1,133 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"github.com/gafferhq/gaffer/store"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/gafferhq/gaffer/internal/service"
+)
+
+// deadNodeRescuer is a leader-only service. It compares the nodes table
+// with the members registered in etcd, then watches the registrations:
+// when a node's key vanishes (its session lease expired: the node died or
+// was cut off), it ends the node's running attempts at once — fenced by
+// their lease tokens, so a node that was only cut off cannot complete
+// them late — and marks the node dead.
+type deadNodeRescuer struct {
+	c      *Cluster
+	runner service.Runner
+}
+
+func newDeadNodeRescuer(c *Cluster) *deadNodeRescuer { return &deadNodeRescuer{c: c} }
+
+func (d *deadNodeRescuer) Start(ctx context.Context) error {
+	d.runner.Start(ctx, func(ctx context.Context) {
+		for ctx.Err() == nil {
+			if err := d.run(ctx); err != nil && ctx.Err() == nil {
+				d.c.log.Warn("dead-node watch ended; restarting", "error", err)
+				sleepCtx(ctx, time.Second)
+			}
+		}
+	})
+	return nil
+}
+
+func (d *deadNodeRescuer) Stop() { d.runner.Stop() }
+
+func (d *deadNodeRescuer) run(ctx context.Context) error {
+	c := d.c
+	resp, err := c.client.Get(ctx, c.nodesPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return err
+	}
+	registered := map[string]bool{}
+	for _, kv := range resp.Kvs {
+		registered[strings.TrimPrefix(string(kv.Key), c.nodesPrefix())] = true
+	}
+	// Nodes that died while there was no leader to see them go.
+	live, err := c.store.LiveNodes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, id := range live {
+		if !registered[id] && id != c.cfg.Node.ID {
+			if err := d.lost(ctx, id); err != nil {
+				return err
+			}
+		}
+	}
+	d.refreshGauge(ctx)
+	watch := c.client.Watch(clientv3.WithRequireLeader(ctx), c.nodesPrefix(), clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	gauge := time.NewTicker(5 * time.Second)
+	defer gauge.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-gauge.C:
+			d.refreshGauge(ctx)
+		case w, ok := <-watch:
+			if !ok {
+				return errors.New("watch closed")
+			}
+			if err := w.Err(); err != nil {
+				return err
+			}
+			for _, ev := range w.Events {
+				if ev.Type != clientv3.EventTypeDelete {
+					continue
+				}
+				if err := d.lost(ctx, strings.TrimPrefix(string(ev.Kv.Key), c.nodesPrefix())); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// lost rescues a vanished node's running jobs, then marks it dead; in
+// that order, so that a failure half-way is retried by the next pass.
+func (d *deadNodeRescuer) lost(ctx context.Context, id string) error {
+	c := d.c
+	// The same node may already be back under a new session.
+	if resp, err := c.client.Get(ctx, c.nodeKey(id), clientv3.WithKeysOnly()); err != nil {
+		return err
+	} else if len(resp.Kvs) > 0 {
+		return nil
+	}
+	n, err := c.cfg.RescueNode(ctx, c, id)
+	if err != nil {
+		return err
+	}
+	var marked bool
+	if err := c.Do(ctx, func(q store.DB) error {
+		var err error
+		marked, err = c.store.MarkNodeLost(ctx, q, id)
+		return err
+	}); err != nil {
+		return err
+	}
+	if marked || n > 0 {
+		c.log.Warn("node lost; its running jobs were released to other nodes", "lost_node", id, "jobs", n)
+	}
+	return nil
+}
+
+func (d *deadNodeRescuer) refreshGauge(ctx context.Context) {
+	nodes, err := d.c.store.ListNodes(ctx)
+	if err != nil {
+		return
+	}
+	counts := map[string]float64{"active": 0, "draining": 0, "dead": 0}
+	for _, n := range nodes {
+		counts[n.State]++
+	}
+	for state, n := range counts {
+		d.c.metrics.nodes.WithLabelValues(state).Set(n)
+	}
+}

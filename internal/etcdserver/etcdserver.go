@@ -1,0 +1,131 @@
+// Package etcdserver runs an embedded single-member etcd server, for
+// `gaffer dev` and for tests. It can be stopped and started again on the
+// same data directory and ports, to simulate an outage.
+package etcdserver
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// Server is an embedded etcd member.
+type Server struct {
+	dir       string
+	tempDir   bool
+	clientURL url.URL
+	peerURL   url.URL
+	mu        sync.Mutex
+	etcd      *embed.Etcd
+}
+
+// Start starts a member with its data in dir (a new temporary directory,
+// removed by Close, when dir is empty) on free loopback ports.
+func Start(dir string) (*Server, error) {
+	s := &Server{dir: dir}
+	if s.dir == "" {
+		d, err := os.MkdirTemp("", "gaffer-etcd-")
+		if err != nil {
+			return nil, err
+		}
+		s.dir, s.tempDir = d, true
+	}
+	cp, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	pp, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s.clientURL = url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", cp)}
+	s.peerURL = url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", pp)}
+	if err := s.start(); err != nil {
+		s.cleanup()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) start() error {
+	cfg := embed.NewConfig()
+	cfg.Name = "gaffer"
+	cfg.Dir = s.dir
+	cfg.ListenClientUrls = []url.URL{s.clientURL}
+	cfg.AdvertiseClientUrls = []url.URL{s.clientURL}
+	cfg.ListenPeerUrls = []url.URL{s.peerURL}
+	cfg.AdvertisePeerUrls = []url.URL{s.peerURL}
+	cfg.InitialCluster = cfg.Name + "=" + s.peerURL.String()
+	cfg.LogLevel = "error"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return fmt.Errorf("start embedded etcd: %w", err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		e.Close()
+		return errors.New("embedded etcd did not become ready within 30s")
+	}
+	s.mu.Lock()
+	s.etcd = e
+	s.mu.Unlock()
+	return nil
+}
+
+// Endpoint is the client URL.
+func (s *Server) Endpoint() string { return s.clientURL.String() }
+
+// Stop shuts the member down, keeping its data: Restart brings it back.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	e := s.etcd
+	s.etcd = nil
+	s.mu.Unlock()
+	if e != nil {
+		e.Close()
+	}
+}
+
+// Restart starts a stopped member again on the same data and ports.
+func (s *Server) Restart() error {
+	s.Stop()
+	var err error
+	// The ports may linger for a moment after Close.
+	for range 50 {
+		if err = s.start(); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
+}
+
+// Close stops the member and removes a temporary data directory.
+func (s *Server) Close() {
+	s.Stop()
+	s.cleanup()
+}
+
+func (s *Server) cleanup() {
+	if s.tempDir {
+		os.RemoveAll(s.dir)
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,30 @@
+package job
+
+import (
+	"context"
+	"errors"
+
+	"github.com/gafferhq/gaffer/store"
+)
+
+// Fence runs leader-only writes. Do runs fn in a transaction that commits
+// only while this node holds leadership; otherwise it returns an error
+// (ErrNotLeader, or store.ErrFenced when a newer leader raised the epoch)
+// and fn's writes are rolled back. The cluster package provides the real
+// one.
+type Fence interface {
+	Do(ctx context.Context, fn func(q store.DB) error) error
+}
+
+// ErrNotLeader: a leader-only write was attempted by a node that cannot
+// prove it leads.
+var ErrNotLeader = errors.New("not the leader")
+
+// Unfenced runs fn straight on the pool. It is for nodes without a
+// cluster, where each node runs the "leader-only" services itself: their
+// writes are compare-and-set or idempotent, so running them on several
+// nodes at once is safe, only wasteful.
+type Unfenced struct{}
+
+// Do implements Fence.
+func (Unfenced) Do(ctx context.Context, fn func(q store.DB) error) error { return fn(nil) }

@@ -1,0 +1,220 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	sqlRegisterNode = query("register_node")
+	sqlTouchNode    = query("touch_node")
+	sqlNodeLeft     = query("node_left")
+	sqlMarkNodeLost = query("mark_node_lost")
+	sqlLiveNodes    = query("live_nodes")
+	sqlRequestDrain = query("request_drain")
+	sqlCancelDrain  = query("cancel_drain")
+	sqlListNodes    = query("list_nodes")
+	sqlRaiseFence   = query("raise_fence")
+	sqlReadFence    = query("read_fence")
+	sqlCheckFence   = query("check_fence")
+)
+
+// ErrFenced means a newer leader has raised the fence: the caller is no
+// longer the leader and its leader-only write was rolled back.
+var ErrFenced = errors.New("fenced: a newer leader holds the epoch")
+
+// NodeRow is a node as the nodes table records it.
+type NodeRow struct {
+	ID               string
+	Hostname         string
+	Version          string
+	Queues           map[string]int
+	State            string
+	InFlight         int
+	StartedAt        time.Time
+	LastSeen         time.Time
+	DrainRequestedAt *time.Time
+	DrainDeadline    *time.Time
+	DrainedAt        *time.Time
+	LeftAt           *time.Time
+	LeftReason       string
+	// SinceSeen is how long ago, by the database clock, the node reported.
+	SinceSeen time.Duration
+}
+
+// RegisterNode records a (re)starting node as active with no drain.
+func (s *Store) RegisterNode(ctx context.Context, id, hostname, version string, queues map[string]int) error {
+	q, _ := json.Marshal(queues)
+	if _, err := s.pool.Exec(ctx, sqlRegisterNode, id, hostname, version, q); err != nil {
+		return fmt.Errorf("register node %s: %w", id, err)
+	}
+	return nil
+}
+
+// DrainOrder is a drain request as a node reads it.
+type DrainOrder struct {
+	Requested bool
+	// Left is the time until the deadline, by the database clock.
+	Left time.Duration
+}
+
+// TouchNode records a node's report and returns its drain request. A node
+// marked dead that reports again is active again.
+func (s *Store) TouchNode(ctx context.Context, id string, inFlight int, state string) (DrainOrder, error) {
+	var d DrainOrder
+	var leftMS int64
+	err := s.pool.QueryRow(ctx, sqlTouchNode, id, inFlight, state).Scan(&d.Requested, &leftMS)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return d, ErrNotFound
+	}
+	if err != nil {
+		return d, fmt.Errorf("report node %s: %w", id, err)
+	}
+	d.Left = time.Duration(leftMS) * time.Millisecond
+	return d, nil
+}
+
+// NodeLeft records that a node left cleanly ("drained" or "stopped").
+func (s *Store) NodeLeft(ctx context.Context, id, reason string) error {
+	if _, err := s.pool.Exec(ctx, sqlNodeLeft, id, reason); err != nil {
+		return fmt.Errorf("record node %s left: %w", id, err)
+	}
+	return nil
+}
+
+// MarkNodeLost marks a live node dead through q (a fenced transaction) and
+// reports whether it was live.
+func (s *Store) MarkNodeLost(ctx context.Context, q DB, id string) (bool, error) {
+	var got string
+	err := s.db(q).QueryRow(ctx, sqlMarkNodeLost, id).Scan(&got)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("mark node %s lost: %w", id, err)
+	}
+	return true, nil
+}
+
+// LiveNodes lists the ids of nodes not marked dead.
+func (s *Store) LiveNodes(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, sqlLiveNodes)
+	if err != nil {
+		return nil, fmt.Errorf("live nodes: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// RequestDrain asks node id to drain within deadline (from the database's
+// now) and tells it. A repeated request keeps the first request time and
+// moves the deadline. Errors: ErrNotFound for an unknown or dead node.
+func (s *Store) RequestDrain(ctx context.Context, id string, deadline time.Duration) error {
+	return s.nodeControl(ctx, sqlRequestDrain, "drain", id, deadline.Milliseconds())
+}
+
+// CancelDrain withdraws a drain request. Errors: ErrNotFound.
+func (s *Store) CancelDrain(ctx context.Context, id string) error {
+	return s.nodeControl(ctx, sqlCancelDrain, "undrain", id)
+}
+
+func (s *Store) nodeControl(ctx context.Context, sql, what, id string, args ...any) error {
+	var got string
+	var told int64
+	err := s.pool.QueryRow(ctx, sql, append([]any{id}, args...)...).Scan(&got, &told)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("%s node %s: %w", what, id, err)
+	}
+	return nil
+}
+
+// ListNodes returns every node the cluster has seen.
+func (s *Store) ListNodes(ctx context.Context) ([]NodeRow, error) {
+	rows, err := s.pool.Query(ctx, sqlListNodes)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	defer rows.Close()
+	var out []NodeRow
+	for rows.Next() {
+		var n NodeRow
+		var queues []byte
+		var since float64
+		if err := rows.Scan(&n.ID, &n.Hostname, &n.Version, &queues, &n.State, &n.InFlight, &n.StartedAt, &n.LastSeen,
+			&n.DrainRequestedAt, &n.DrainDeadline, &n.DrainedAt, &n.LeftAt, &n.LeftReason, &since); err != nil {
+			return nil, fmt.Errorf("list nodes: %w", err)
+		}
+		_ = json.Unmarshal(queues, &n.Queues)
+		n.SinceSeen = time.Duration(since * float64(time.Second))
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}
+
+// Fence is the leader fence row.
+type Fence struct {
+	Epoch    int64
+	Leader   string
+	RaisedAt *time.Time
+}
+
+// RaiseFence moves the fence to epoch for leader, if epoch is newer (or
+// is leader's own). It reports whether the fence is now leader's. It waits
+// at most lockWait for a deposed leader's transaction that holds the
+// fence, then returns an error (retry).
+func (s *Store) RaiseFence(ctx context.Context, epoch int64, leader string, lockWait time.Duration) (bool, error) {
+	raised := false
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", max(lockWait.Milliseconds(), 1))); err != nil {
+			return err
+		}
+		var got int64
+		err := tx.QueryRow(ctx, sqlRaiseFence, epoch, leader).Scan(&got)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		raised = err == nil
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("raise leader fence to %d: %w", epoch, err)
+	}
+	return raised, nil
+}
+
+// ReadFence returns the fence row.
+func (s *Store) ReadFence(ctx context.Context) (Fence, error) {
+	var f Fence
+	if err := s.pool.QueryRow(ctx, sqlReadFence).Scan(&f.Epoch, &f.Leader, &f.RaisedAt); err != nil {
+		return f, fmt.Errorf("read leader fence: %w", err)
+	}
+	return f, nil
+}
+
+// Fenced runs fn in a transaction that commits only while the fence holds
+// epoch. The fence row is share-locked for the transaction, so a newer
+// leader's raise waits for it, and a transaction begun after a raise
+// sees the new epoch and returns ErrFenced without running fn. A deposed
+// leader stopped mid-transaction holds the lock at most idleTimeout.
+func (s *Store) Fenced(ctx context.Context, epoch int64, fn func(q DB) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL idle_in_transaction_session_timeout = 5000"); err != nil {
+			return err
+		}
+		var current int64
+		if err := tx.QueryRow(ctx, sqlCheckFence).Scan(&current); err != nil {
+			return fmt.Errorf("check leader fence: %w", err)
+		}
+		if current != epoch {
+			return fmt.Errorf("%w (epoch %d, ours %d)", ErrFenced, current, epoch)
+		}
+		return fn(tx)
+	})
+}

@@ -1,0 +1,2 @@
+DROP TABLE gaffer.leader_fence;
+DROP TABLE gaffer.nodes;

@@ -1,0 +1,86 @@
+-- Cluster queries: node rows, drain requests, the leader fence.
+
+-- name: register_node
+-- A (re)starting node: active, drain cleared.
+INSERT INTO gaffer.nodes (id, hostname, version, queues, state, in_flight, started_at, last_seen)
+VALUES ($1, $2, $3, $4, 'active', 0, now(), now())
+ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, version = excluded.version,
+    queues = excluded.queues, state = 'active', in_flight = 0, started_at = now(), last_seen = now(),
+    drain_requested_at = NULL, drain_deadline = NULL, drained_at = NULL, left_at = NULL, left_reason = NULL;
+
+-- name: touch_node
+-- A node's periodic report; returns its drain request, if any, as the
+-- time left until the deadline.
+UPDATE gaffer.nodes
+SET last_seen = now(), in_flight = $2,
+    state = CASE WHEN state = 'dead' THEN 'active' ELSE $3 END,
+    left_at = NULL, left_reason = NULL
+WHERE id = $1
+RETURNING drain_requested_at IS NOT NULL,
+          coalesce((extract(epoch FROM drain_deadline - now()) * 1000)::bigint, 0);
+
+-- name: node_left
+-- $1 id, $2 reason ("drained", "stopped").
+UPDATE gaffer.nodes
+SET state = 'dead', in_flight = 0, left_at = now(), left_reason = $2, last_seen = now(),
+    drained_at = CASE WHEN $2 = 'drained' THEN now() ELSE drained_at END
+WHERE id = $1;
+
+-- name: mark_node_lost
+-- The leader saw the node's etcd session end. Fenced.
+UPDATE gaffer.nodes
+SET state = 'dead', left_at = now(), left_reason = 'lost'
+WHERE id = $1 AND state <> 'dead'
+RETURNING id;
+
+-- name: live_nodes
+SELECT id FROM gaffer.nodes WHERE state <> 'dead';
+
+-- name: request_drain
+-- $1 id, $2 deadline ms from now. Unknown and dead nodes answer nothing.
+WITH upd AS (
+    UPDATE gaffer.nodes
+    SET drain_requested_at = coalesce(drain_requested_at, clock_timestamp()),
+        drain_deadline = now() + $2 * interval '1 millisecond'
+    WHERE id = $1 AND state <> 'dead'
+    RETURNING id
+), tell AS (
+    SELECT pg_notify('gaffer_control', json_build_object('op', 'drain', 'node', id)::text) FROM upd
+)
+SELECT id, (SELECT count(*) FROM tell) FROM upd;
+
+-- name: cancel_drain
+WITH upd AS (
+    UPDATE gaffer.nodes
+    SET drain_requested_at = NULL, drain_deadline = NULL,
+        state = CASE WHEN state = 'draining' THEN 'active' ELSE state END
+    WHERE id = $1 AND state <> 'dead'
+    RETURNING id
+), tell AS (
+    SELECT pg_notify('gaffer_control', json_build_object('op', 'undrain', 'node', id)::text) FROM upd
+)
+SELECT id, (SELECT count(*) FROM tell) FROM upd;
+
+-- name: list_nodes
+SELECT id, hostname, version, queues, state, in_flight, started_at, last_seen,
+       drain_requested_at, drain_deadline, drained_at, left_at, coalesce(left_reason, ''),
+       extract(epoch FROM now() - last_seen)::float8
+FROM gaffer.nodes
+ORDER BY id;
+
+-- name: raise_fence
+-- $1 epoch, $2 leader. Succeeds only for a newer epoch (or the same
+-- leader re-raising its own).
+UPDATE gaffer.leader_fence
+SET epoch = $1, leader = $2, raised_at = now()
+WHERE epoch < $1 OR (epoch = $1 AND leader = $2)
+RETURNING epoch;
+
+-- name: read_fence
+SELECT epoch, coalesce(leader, ''), raised_at FROM gaffer.leader_fence;
+
+-- name: check_fence
+-- Inside a leader-only transaction: the share lock makes a concurrent
+-- raise wait for this transaction, so a deposed leader's write can never
+-- commit after its successor raised the fence.
+SELECT epoch FROM gaffer.leader_fence FOR SHARE;
