@@ -72,7 +72,7 @@ type Config struct {
 	Version string
 	// TrustFenceOnly is a testing aid; see cluster.Config.
 	TrustFenceOnly bool
-	Logger          hclog.Logger
+	Logger         hclog.Logger
 	// Registerer receives the node's Prometheus collectors. Default: none.
 	Registerer prometheus.Registerer
 }

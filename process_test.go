@@ -40,12 +40,23 @@ func runChildNode() int {
 	ctx := context.Background()
 	reg := prometheus.NewRegistry()
 	lease, _ := time.ParseDuration(os.Getenv("GAFFER_TEST_LEASE"))
+	sessionTTL, _ := time.ParseDuration(os.Getenv("GAFFER_TEST_SESSION_TTL"))
+	concurrency := 10
+	if c, err := strconv.Atoi(os.Getenv("GAFFER_TEST_CONCURRENCY")); err == nil {
+		concurrency = c
+	}
 	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: os.Stderr})
-	node, err := gaffer.NewNode(ctx, gaffer.Config{
+	cfg := gaffer.Config{
 		DatabaseURL: os.Getenv("GAFFER_TEST_DATABASE_URL"), ID: os.Getenv("GAFFER_TEST_NODE"),
-		Queues: map[string]int{"default": 10}, LeaseTTL: lease, RescueInterval: 200 * time.Millisecond,
+		Queues: map[string]int{"default": concurrency}, LeaseTTL: lease, RescueInterval: 200 * time.Millisecond,
 		PollInterval: 200 * time.Millisecond, Logger: log, Registerer: reg,
-	})
+		SessionTTL: sessionTTL, ReportInterval: 500 * time.Millisecond, ClusterPrefix: os.Getenv("GAFFER_TEST_PREFIX"),
+		TrustFenceOnly: os.Getenv("GAFFER_TEST_FENCE_ONLY") != "",
+	}
+	if e := os.Getenv("GAFFER_TEST_ETCD"); e != "" {
+		cfg.EtcdEndpoints = []string{e}
+	}
+	node, err := gaffer.NewNode(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -87,7 +98,12 @@ func runChildNode() int {
 	fmt.Println("READY")
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	<-sig
+	select {
+	case <-sig:
+	case <-node.Done(): // drained through the cluster and left
+		fmt.Println("LEFT")
+		return 0
+	}
 	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := node.Stop(stopCtx); err != nil {
@@ -104,12 +120,14 @@ type child struct {
 	cmd     *exec.Cmd
 	metrics string
 	exited  chan struct{}
+	left    chan struct{} // closed when the node prints LEFT
 }
 
-func startChild(t *testing.T, dbURL, id string, lease time.Duration) *child {
+func startChild(t *testing.T, dbURL, id string, lease time.Duration, extraEnv ...string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "GAFFER_TEST_NODE="+id, "GAFFER_TEST_DATABASE_URL="+dbURL, "GAFFER_TEST_LEASE="+lease.String())
+	cmd.Env = append(cmd.Env, extraEnv...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, _ := cmd.StdoutPipe()
 	logs := &lockedBuffer{}
@@ -117,7 +135,7 @@ func startChild(t *testing.T, dbURL, id string, lease time.Duration) *child {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &child{t: t, id: id, cmd: cmd, exited: make(chan struct{})}
+	c := &child{t: t, id: id, cmd: cmd, exited: make(chan struct{}), left: make(chan struct{})}
 	go func() { cmd.Wait(); close(c.exited) }()
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGCONT)
@@ -137,6 +155,9 @@ func startChild(t *testing.T, dbURL, id string, lease time.Duration) *child {
 			}
 			if line == "READY" {
 				ready <- nil
+			}
+			if line == "LEFT" {
+				close(c.left)
 			}
 		}
 		ready <- fmt.Errorf("node %s exited before it was ready: %s", id, logs.String())

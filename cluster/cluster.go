@@ -261,7 +261,7 @@ func (c *Cluster) session(ctx context.Context, connected func()) error {
 				campaign()
 				continue
 			}
-			if term, err = c.becomeLeader(sessCtx, sess, election); err != nil {
+			if term, err = c.becomeLeader(ctx, sessCtx, sess, election); err != nil {
 				c.log.Warn("won the election but cannot lead; resigning", "error", err)
 				resign()
 				sleepCtx(ctx, time.Second)
@@ -282,8 +282,9 @@ func (c *Cluster) session(ctx context.Context, connected func()) error {
 
 // becomeLeader guards against the Campaign pitfall (it can return after
 // the session's lease expired), raises the PostgreSQL fence to this
-// term's epoch, and starts the leader-only services.
-func (c *Cluster) becomeLeader(ctx context.Context, sess *concurrency.Session, e *concurrency.Election) (*leadership, error) {
+// term's epoch, and starts the leader-only services. ctx is the session's;
+// the services run under nodeCtx, and stop when the term is revoked.
+func (c *Cluster) becomeLeader(nodeCtx, ctx context.Context, sess *concurrency.Session, e *concurrency.Election) (*leadership, error) {
 	select {
 	case <-sess.Done():
 		return nil, errors.New("session ended while campaigning")
@@ -315,7 +316,7 @@ func (c *Cluster) becomeLeader(ctx context.Context, sess *concurrency.Session, e
 	if !c.trusted() {
 		return nil, errors.New("session no longer trusted after raising the fence")
 	}
-	return c.establish(ctx, epoch), nil
+	return c.establish(nodeCtx, epoch), nil
 }
 
 // establish starts the leader-only services, in order, for a new term.
@@ -410,7 +411,7 @@ func (c *Cluster) Do(ctx context.Context, fn func(q store.DB) error) error {
 	return err
 }
 
-var errNotLeader = errors.New("not the leader")
+var errNotLeader = service.ErrNotLeader
 
 // watchKeepalives records when etcd last answered a keepalive for the
 // session's lease: the start of the trust window.

@@ -29,7 +29,7 @@ type fakeWorker struct {
 }
 
 func (w *fakeWorker) SetClaiming(on bool) { w.claiming.Store(on) }
-func (w *fakeWorker) InFlight() int        { return int(w.inFlight.Load()) }
+func (w *fakeWorker) InFlight() int       { return int(w.inFlight.Load()) }
 func (w *fakeWorker) ReleaseRunning() error {
 	w.released.Add(w.inFlight.Swap(0))
 	return nil

@@ -2,8 +2,8 @@ package job
 
 import (
 	"context"
-	"errors"
 
+	"github.com/gafferhq/gaffer/internal/service"
 	"github.com/gafferhq/gaffer/store"
 )
 
@@ -18,7 +18,7 @@ type Fence interface {
 
 // ErrNotLeader: a leader-only write was attempted by a node that cannot
 // prove it leads.
-var ErrNotLeader = errors.New("not the leader")
+var ErrNotLeader = service.ErrNotLeader
 
 // Unfenced runs fn straight on the pool. It is for nodes without a
 // cluster, where each node runs the "leader-only" services itself: their

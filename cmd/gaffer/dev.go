@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/gafferhq/gaffer"
+	"github.com/gafferhq/gaffer/internal/etcdserver"
 	"github.com/gafferhq/gaffer/internal/pgserver"
 	"github.com/gafferhq/gaffer/store"
 )
@@ -39,11 +41,24 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if len(cfg.EtcdEndpoints) == 0 {
+		etcdDir := ""
+		if *dataDir != "" {
+			etcdDir = filepath.Join(*dataDir, "etcd")
+		}
+		etcd, err := etcdserver.Start(etcdDir)
+		if err != nil {
+			return err
+		}
+		defer etcd.Close()
+		cfg.EtcdEndpoints = []string{etcd.Endpoint()}
+		log.Info("embedded etcd started", "endpoint", etcd.Endpoint())
+	}
 	url := *dbURL
 	if url == "" {
 		dir := *dataDir
 		if dir != "" {
-			if dir, err = filepath.Abs(dir); err != nil {
+			if dir, err = filepath.Abs(filepath.Join(dir, "postgres")); err != nil {
 				return err
 			}
 		}
@@ -100,7 +115,8 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	defer srv.Close()
-	fmt.Fprintf(m.Stdout, "\nGaffer dev cluster is up: %d node(s).\n  database: %s\n  metrics:  http://%s/metrics\n\nPress Ctrl-C to stop.\n", len(running), url, *addr)
+	fmt.Fprintf(m.Stdout, "\nGaffer dev cluster is up: %d node(s).\n  database: %s\n  etcd:     %s\n  metrics:  http://%s/metrics\n\nPress Ctrl-C to stop.\n",
+		len(running), url, strings.Join(cfg.EtcdEndpoints, ","), *addr)
 	if *dataDir == "" && *dbURL == "" {
 		fmt.Fprintln(m.Stdout, "  (the database is thrown away on exit; use --data DIR to keep it)")
 	}

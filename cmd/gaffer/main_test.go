@@ -71,14 +71,14 @@ func TestMigrateCommands(t *testing.T) {
 	if err != nil || !strings.Contains(out, "pending") {
 		t.Fatalf("status on empty db: %v\n%s", err, out)
 	}
-	if out, _, err = run(t, env, "migrate", "up"); err != nil || !strings.Contains(out, "applied 0001") {
+	if out, _, err = run(t, env, "migrate", "up"); err != nil || !strings.Contains(out, "applied 0001") || !strings.Contains(out, "applied 0002") {
 		t.Fatalf("up: %v\n%s", err, out)
 	}
 	if out, _, err = run(t, env, "migrate", "up"); err != nil || !strings.Contains(out, "up to date") {
 		t.Fatalf("second up: %v\n%s", err, out)
 	}
 	// A node refuses a schema that is behind, naming the fix.
-	if out, _, err = run(t, env, "migrate", "down", "--steps", "1"); err != nil || !strings.Contains(out, "reverted 0001") {
+	if out, _, err = run(t, env, "migrate", "down", "--steps", "1"); err != nil || !strings.Contains(out, "reverted 0002") {
 		t.Fatalf("down: %v\n%s", err, out)
 	}
 	_, _, err = run(t, map[string]string{"DATABASE_URL": url, "GAFFER_ADDR": "127.0.0.1:0"}, "server")
@@ -90,7 +90,7 @@ func TestMigrateCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if v, _ := st.SchemaVersion(context.Background()); v != 0 {
-		t.Fatalf("schema version %d after down", v)
+	if v, _ := st.SchemaVersion(context.Background()); v != store.LatestVersion()-1 {
+		t.Fatalf("schema version %d after one step down, want %d", v, store.LatestVersion()-1)
 	}
 }

@@ -20,6 +20,9 @@ import (
 
 // nodeFlags are the flags shared by `server` and `dev` that shape a node.
 type nodeFlags struct {
+	etcd         *string
+	sessionTTL   *time.Duration
+	prefix       *string
 	queues       *string
 	leaseTTL     *time.Duration
 	pollInterval *time.Duration
@@ -32,6 +35,9 @@ type nodeFlags struct {
 
 func addNodeFlags(fs *flagSet) *nodeFlags {
 	return &nodeFlags{
+		etcd:         fs.String("etcd", "", "", "etcd endpoints, comma-separated; without them the node runs alone (no leader election, no cron)"),
+		sessionTTL:   fs.Duration("session-ttl", "", 10*time.Second, "etcd session TTL: how soon a dead node is noticed and a new leader elected"),
+		prefix:       fs.String("cluster-prefix", "", "/gaffer", "etcd key prefix; clusters sharing an etcd need different prefixes"),
 		queues:       fs.String("queues", "", "default=10", "queues to work and how many jobs of each to run at once: name=N,…"),
 		leaseTTL:     fs.Duration("lease-ttl", "", 30*time.Second, "how long a claimed job stays owned without a heartbeat"),
 		pollInterval: fs.Duration("poll-interval", "", time.Second, "fallback poll for due jobs (inserts wake nodes at once)"),
@@ -62,8 +68,18 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 			return gaffer.Config{}, usageError(fmt.Sprintf("--%s must be positive, got %s", name, d))
 		}
 	}
+	if *f.sessionTTL < 2*time.Second || *f.sessionTTL%time.Second != 0 {
+		return gaffer.Config{}, usageError(fmt.Sprintf("--session-ttl must be whole seconds, at least 2s, got %s", *f.sessionTTL))
+	}
+	var endpoints []string
+	for _, e := range strings.Split(*f.etcd, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			endpoints = append(endpoints, e)
+		}
+	}
 	return gaffer.Config{Queues: queues, LeaseTTL: *f.leaseTTL, PollInterval: *f.pollInterval,
-		JobRetention: *f.jobRetention, DLQRetention: *f.dlqRetention}, nil
+		JobRetention: *f.jobRetention, DLQRetention: *f.dlqRetention, EtcdEndpoints: endpoints,
+		SessionTTL: *f.sessionTTL, ClusterPrefix: *f.prefix, Version: Version}, nil
 }
 
 func (m *Main) runServer(ctx context.Context, args []string) error {
@@ -107,9 +123,14 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 		return err
 	}
 	defer srv.Close()
-	<-ctx.Done()
-	log.Info("signal received; draining", "deadline", *nf.drainTimeout)
-	return drain(node, *nf.drainTimeout)
+	select {
+	case <-ctx.Done():
+		log.Info("signal received; draining", "deadline", *nf.drainTimeout)
+		return drain(node, *nf.drainTimeout)
+	case <-node.Done():
+		log.Info("drained through the cluster; exiting")
+		return nil
+	}
 }
 
 func drain(node *gaffer.Node, timeout time.Duration) error {
@@ -125,7 +146,8 @@ func newRegistry() *prometheus.Registry {
 }
 
 // healthMux serves /metrics, /healthz (the process is up) and /readyz
-// (the node is started and PostgreSQL answers).
+// (PostgreSQL answers: 200, with what is degraded, such as etcd, listed;
+// 503 when PostgreSQL does not answer, since then no job can run).
 func healthMux(reg *prometheus.Registry, nodes ...*gaffer.Node) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
@@ -143,6 +165,18 @@ func healthMux(reg *prometheus.Registry, nodes ...*gaffer.Node) *http.ServeMux {
 		}
 		if len(problems) > 0 {
 			http.Error(w, strings.Join(problems, "\n"), http.StatusServiceUnavailable)
+			return
+		}
+		var degraded []string
+		for _, n := range nodes {
+			if c := n.Cluster(); c != nil {
+				for _, d := range c.Status().Degraded {
+					degraded = append(degraded, fmt.Sprintf("node %s: %s", n.ID(), d))
+				}
+			}
+		}
+		if len(degraded) > 0 {
+			fmt.Fprintln(w, "ready, degraded:\n"+strings.Join(degraded, "\n"))
 			return
 		}
 		fmt.Fprintln(w, "ready")

@@ -5,12 +5,17 @@ package service
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
+
+// ErrNotLeader is returned by leader-only work attempted by a node that
+// cannot prove it leads. Periodic loops treat it as a pause, not a fault.
+var ErrNotLeader = errors.New("not the leader")
 
 // Runner runs one loop function in a goroutine. The zero value is ready.
 type Runner struct {
@@ -64,7 +69,11 @@ func (r *Runner) Running() bool {
 func (r *Runner) StartEvery(ctx context.Context, interval time.Duration, fn func(ctx context.Context) error, log hclog.Logger, onError string) {
 	r.Start(ctx, func(ctx context.Context) {
 		for {
-			if err := fn(ctx); err != nil && ctx.Err() == nil {
+			switch err := fn(ctx); {
+			case err == nil || ctx.Err() != nil:
+			case errors.Is(err, ErrNotLeader):
+				log.Debug(onError+": not the leader now", "error", err)
+			default:
 				log.Error(onError, "error", err)
 			}
 			t := time.NewTimer(interval + time.Duration((rand.Float64()*0.2-0.1)*float64(interval)))
