@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gafferhq/gaffer/cluster"
+	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/dlq"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
@@ -72,7 +73,10 @@ type Config struct {
 	Version string
 	// TrustFenceOnly is a testing aid; see cluster.Config.
 	TrustFenceOnly bool
-	Logger         hclog.Logger
+	// CronMisfireGrace: how late an occurrence may be handled and still
+	// fire regardless of its entry's missed-fire policy. Default 1m.
+	CronMisfireGrace time.Duration
+	Logger           hclog.Logger
 	// Registerer receives the node's Prometheus collectors. Default: none.
 	Registerer prometheus.Registerer
 }
@@ -91,11 +95,12 @@ type Node struct {
 	client   *job.Client
 	dlq      *dlq.Client
 
-	worker   *job.Worker
-	listener *store.Listener
-	cluster  *cluster.Cluster // nil without etcd
-	services []backgroundService
-	done     chan struct{}
+	worker    *job.Worker
+	listener  *store.Listener
+	cluster   *cluster.Cluster // nil without etcd
+	scheduler *cron.Scheduler
+	services  []backgroundService
+	done      chan struct{}
 
 	mu      sync.Mutex
 	started bool
@@ -153,7 +158,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
-	var fence job.Fence = job.Unfenced{}
+	var fence job.Fence = job.Unfenced{Store: n.store}
 	if len(cfg.EtcdEndpoints) > 0 {
 		if err := n.newCluster(); err != nil {
 			return nil, n.closeOnError(err)
@@ -174,14 +179,19 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
+	n.scheduler, err = cron.NewScheduler(cron.SchedulerConfig{Store: n.store, Fence: fence, Logger: n.log,
+		Registerer: cfg.Registerer, MisfireGrace: cfg.CronMisfireGrace})
+	if err != nil {
+		return nil, n.closeOnError(err)
+	}
 	if n.cluster != nil {
 		// Leader-only: started and stopped by the cluster with leadership.
-		n.cluster.LeaderServices(rescuer, cleaner, monitor)
+		n.cluster.LeaderServices(rescuer, cleaner, monitor, n.scheduler)
 	} else {
-		n.services = []backgroundService{rescuer, cleaner, monitor}
+		n.services = []backgroundService{rescuer, cleaner, monitor, n.scheduler}
 	}
 	n.listener = n.store.NewListener(store.ListenerConfig{
-		Channels:  []string{store.ChannelJobs, store.ChannelControl},
+		Channels:  []string{store.ChannelJobs, store.ChannelControl, store.ChannelCron},
 		OnNotify:  n.handleNotification,
 		OnConnect: n.worker.WakeAll,
 		Logger:    n.log.Named("listener"),
@@ -215,6 +225,10 @@ func (n *Node) newCluster() error {
 }
 
 func (n *Node) handleNotification(note store.Notification) {
+	if note.Channel == store.ChannelCron {
+		n.scheduler.Wake()
+		return
+	}
 	n.worker.HandleNotification(note)
 	if n.cluster != nil {
 		n.cluster.HandleNotification(note)
@@ -276,6 +290,9 @@ func (n *Node) Client() *job.Client { return n.client }
 
 // DLQ lists and replays dead letters through the node's pool.
 func (n *Node) DLQ() *dlq.Client { return n.dlq }
+
+// Cron manages cron entries through the node's pool.
+func (n *Node) Cron() *cron.Client { return cron.NewClient(n.store) }
 
 // Store is the node's store, for the API and tools built on the node.
 func (n *Node) Store() *store.Store { return n.store }

@@ -20,11 +20,13 @@ type Fence interface {
 // prove it leads.
 var ErrNotLeader = service.ErrNotLeader
 
-// Unfenced runs fn straight on the pool. It is for nodes without a
+// Unfenced runs fn in a plain transaction. It is for nodes without a
 // cluster, where each node runs the "leader-only" services itself: their
-// writes are compare-and-set or idempotent, so running them on several
-// nodes at once is safe, only wasteful.
-type Unfenced struct{}
+// writes are compare-and-set, idempotent, or (cron) keyed by occurrence,
+// so running them on several nodes at once is safe, only wasteful.
+type Unfenced struct{ Store *store.Store }
 
 // Do implements Fence.
-func (Unfenced) Do(ctx context.Context, fn func(q store.DB) error) error { return fn(nil) }
+func (u Unfenced) Do(ctx context.Context, fn func(q store.DB) error) error {
+	return u.Store.InTx(ctx, fn)
+}

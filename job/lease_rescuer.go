@@ -57,7 +57,7 @@ func NewLeaseRescuer(cfg LeaseRescuerConfig) (*LeaseRescuer, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	if cfg.Fence == nil {
-		cfg.Fence = Unfenced{}
+		cfg.Fence = Unfenced{Store: cfg.Store}
 	}
 	return &LeaseRescuer{cfg: cfg, log: cfg.Logger.Named("lease_rescuer")}, nil
 }

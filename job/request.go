@@ -141,8 +141,14 @@ func EncodeArgs(v any) (json.RawMessage, error) {
 	case nil:
 		return json.RawMessage(`{}`), nil
 	case json.RawMessage:
+		if len(a) == 0 {
+			return json.RawMessage(`{}`), nil
+		}
 		b = a
 	case []byte:
+		if len(a) == 0 {
+			return json.RawMessage(`{}`), nil
+		}
 		b = a
 	default:
 		var err error

@@ -70,7 +70,7 @@ func NewRetentionCleaner(cfg RetentionCleanerConfig) (*RetentionCleaner, error) 
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	if cfg.Fence == nil {
-		cfg.Fence = Unfenced{}
+		cfg.Fence = Unfenced{Store: cfg.Store}
 	}
 	return &RetentionCleaner{cfg: cfg, log: cfg.Logger.Named("retention")}, nil
 }

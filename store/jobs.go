@@ -35,6 +35,9 @@ type Job struct {
 	Args            json.RawMessage
 	Result          json.RawMessage
 	Errors          json.RawMessage
+	// CronEntry and CronAt name the cron occurrence that made the job.
+	CronEntry string
+	CronAt    *time.Time
 }
 
 // Lease names one attempt of one job: the compare-and-set key of every
@@ -90,14 +93,15 @@ var (
 func scanJob(row pgx.Row, extra ...any) (Job, error) {
 	var j Job
 	var (
-		priority        int16
-		timeoutMS       int64
-		token, replayOf *int64
-		node, uniqueKey *string
+		priority                   int16
+		timeoutMS                  int64
+		token, replayOf            *int64
+		node, uniqueKey, cronEntry *string
 	)
 	dest := []any{&j.ID, &j.Tenant, &j.Kind, &j.Queue, &j.State, &priority, &j.Attempt, &j.MaxAttempts,
 		&timeoutMS, &j.RunAt, &j.CreatedAt, &j.AttemptedAt, &j.FinalizedAt, &token,
-		&j.LeaseExpiresAt, &j.CancelRequested, &node, &uniqueKey, &replayOf, &j.Args, &j.Result, &j.Errors}
+		&j.LeaseExpiresAt, &j.CancelRequested, &node, &uniqueKey, &replayOf, &j.Args, &j.Result, &j.Errors,
+		&cronEntry, &j.CronAt}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return Job{}, err
 	}
@@ -114,6 +118,9 @@ func scanJob(row pgx.Row, extra ...any) (Job, error) {
 	}
 	if uniqueKey != nil {
 		j.UniqueKey = *uniqueKey
+	}
+	if cronEntry != nil {
+		j.CronEntry = *cronEntry
 	}
 	return j, nil
 }

@@ -17,8 +17,10 @@ const (
 	// ChannelJobs carries a queue name when a due job is inserted.
 	ChannelJobs = "gaffer_jobs"
 	// ChannelControl carries JSON control messages: cancel a running job,
-	// pause or resume a queue.
+	// pause or resume a queue, drain a node.
 	ChannelControl = "gaffer_control"
+	// ChannelCron carries "tenant/name" when a cron entry changes.
+	ChannelCron = "gaffer_cron"
 )
 
 // Notification is one NOTIFY received.

@@ -85,6 +85,7 @@ var jobColumns = []string{
 	"id", "tenant", "kind", "queue", "state", "priority", "attempt", "max_attempts",
 	"timeout_ms", "run_at", "created_at", "attempted_at", "finalized_at", "lease_token",
 	"lease_expires_at", "cancel_requested", "node", "unique_key", "replay_of", "args", "result", "errors",
+	"cron_entry", "cron_at",
 }
 
 func mustLoadQueries() map[string]string {
@@ -140,6 +141,11 @@ func query(name string) string {
 		panic("store: no query named " + name)
 	}
 	return q
+}
+
+// InTx runs fn in a transaction, committing if fn returns nil.
+func (s *Store) InTx(ctx context.Context, fn func(q DB) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return fn(tx) })
 }
 
 func notFound(err error) error {

@@ -1,0 +1,50 @@
+// Package cron turns schedules into jobs: cron entries stored in
+// PostgreSQL, evaluated by one Scheduler on the cluster's leader. It is the
+// only package that imports robfig/cron, which it uses to parse schedules.
+//
+// # Exactly one job per occurrence
+//
+// An occurrence is (tenant, entry, scheduled instant). The scheduler fires
+// an entry's due occurrences in one transaction, fenced by the leader
+// epoch: it inserts their jobs first — each under the unique occurrence
+// key, so a second insert of the same occurrence is a no-op — records
+// them in the history, and then advances the entry's cursor with a
+// compare-and-set on the old cursor. If the cursor moved (an edit, a
+// pause, a concurrent evaluation), the whole transaction rolls back. A
+// deposed leader's transaction cannot commit once the new leader raised
+// the fence. So an occurrence yields one job: never two (the key, the
+// CAS, the fence), never zero (the cursor only moves past an instant in
+// the transaction that recorded it).
+//
+// # Timing
+//
+// The scheduler sleeps until the earliest cursor, computed against the
+// database clock, and is woken early by NOTIFY gaffer_cron when an entry
+// changes. Measured lateness from scheduled instant to job insert is a few
+// milliseconds (docs/benchmarks.md).
+//
+// # Missed occurrences
+//
+// An occurrence handled within MisfireGrace (default 1 minute) of its
+// instant fires, however late — that covers a leader failover. Beyond it,
+// the entry's policy decides: skip (record as missed, fire nothing), once
+// (one job stands for all of them), all (fire each, up to a cap, the most
+// recent ones). While etcd is unreachable no leader can be proven, so cron
+// pauses; when it returns, the policy applies to what was missed.
+//
+// # Time zones and DST
+//
+// Schedules are evaluated on the wall clock of the entry's time zone (IANA
+// names, from zone data embedded in the binary, or fixed offsets; UTC by
+// default). A local time skipped by a spring-forward transition fires
+// once, at the transition instant; a local time repeated by a fall-back
+// transition fires once, the first time. robfig/cron's own Next breaks
+// both halves of this rule, so the package matches fields on civil time
+// and places each match on the timeline itself.
+//
+// # What this package must never do
+//
+// Fire outside a fenced transaction when there is a cluster, move a
+// cursor without recording what became of the instants it passed, or
+// read the node's clock to decide whether an occurrence is due.
+package cron

@@ -1,0 +1,359 @@
+package cron
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
+)
+
+// Missed-fire policies: what to do with occurrences that could not be
+// fired on time (no leader could be proven — etcd down, the cluster
+// stopped — for longer than the misfire grace).
+const (
+	// MissedSkip records them as missed and fires none. The default.
+	MissedSkip = "skip"
+	// MissedOnce fires one job standing for all of them.
+	MissedOnce = "once"
+	// MissedAll fires each of them, up to MissedCap (the most recent).
+	MissedAll = "all"
+)
+
+// Overlap policies.
+const (
+	// OverlapAllow fires whatever state the previous occurrence's job is
+	// in. The default.
+	OverlapAllow = "allow"
+	// OverlapSkip records an occurrence as skipped while the previous
+	// occurrence's job is unfinished.
+	OverlapSkip = "skip"
+)
+
+// DefaultMissedCap bounds catch-up under MissedAll.
+const DefaultMissedCap = 100
+
+// JobTemplate is the job each occurrence enqueues: the same fields as an
+// enqueue request.
+type JobTemplate struct {
+	Kind        string          `json:"kind"`
+	Queue       string          `json:"queue,omitempty"`
+	Args        json.RawMessage `json:"args,omitempty"`
+	Priority    int             `json:"priority,omitempty"`
+	MaxAttempts int             `json:"max_attempts,omitempty"`
+	Timeout     time.Duration   `json:"-"`
+}
+
+// Entry is a cron entry.
+type Entry struct {
+	Tenant    string      `json:"tenant"`
+	Name      string      `json:"name"`
+	Schedule  string      `json:"schedule"`
+	Timezone  string      `json:"timezone"`
+	Job       JobTemplate `json:"job"`
+	Missed    string      `json:"missed"`
+	MissedCap int         `json:"missed_cap"`
+	Overlap   string      `json:"overlap"`
+	Paused    bool        `json:"paused"`
+	// NextRunAt is the next scheduled instant not yet handled.
+	NextRunAt time.Time `json:"next_run_at"`
+	LastJobID int64     `json:"last_job_id,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Errors.
+var (
+	ErrNotFound = errors.New("cron entry not found")
+	ErrExists   = errors.New("a cron entry with that name already exists")
+)
+
+var entryName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
+
+// validate fills defaults and checks every field; the error names the
+// field. It returns the parsed schedule.
+func (e *Entry) validate() (Schedule, store.CronJob, error) {
+	if e.Tenant == "" {
+		e.Tenant = job.DefaultTenant
+	}
+	if e.Missed == "" {
+		e.Missed = MissedSkip
+	}
+	if e.MissedCap == 0 {
+		e.MissedCap = DefaultMissedCap
+	}
+	if e.Overlap == "" {
+		e.Overlap = OverlapAllow
+	}
+	if e.Timezone == "" {
+		e.Timezone = "UTC"
+	}
+	if err := job.ValidateName("tenant", e.Tenant); err != nil {
+		return nil, store.CronJob{}, err
+	}
+	if !entryName.MatchString(e.Name) {
+		return nil, store.CronJob{}, &job.ValidationError{Field: "name", Message: fmt.Sprintf("%q is not a valid name: use 1-128 letters, digits, '_', '.', ':' or '-'", e.Name)}
+	}
+	switch e.Missed {
+	case MissedSkip, MissedOnce, MissedAll:
+	default:
+		return nil, store.CronJob{}, &job.ValidationError{Field: "missed", Message: fmt.Sprintf("must be skip, once or all, got %q", e.Missed)}
+	}
+	if e.MissedCap < 1 || e.MissedCap > 10000 {
+		return nil, store.CronJob{}, &job.ValidationError{Field: "missed_cap", Message: fmt.Sprintf("must be between 1 and 10000, got %d", e.MissedCap)}
+	}
+	switch e.Overlap {
+	case OverlapAllow, OverlapSkip:
+	default:
+		return nil, store.CronJob{}, &job.ValidationError{Field: "overlap", Message: fmt.Sprintf("must be allow or skip, got %q", e.Overlap)}
+	}
+	sched, err := Parse(e.Schedule, e.Timezone)
+	if err != nil {
+		return nil, store.CronJob{}, err
+	}
+	p, err := job.Request{Kind: e.Job.Kind, Args: e.Job.Args, Tenant: e.Tenant, Queue: e.Job.Queue, Priority: e.Job.Priority,
+		MaxAttempts: e.Job.MaxAttempts, Timeout: e.Job.Timeout}.Params()
+	if err != nil {
+		var ve *job.ValidationError
+		if errors.As(err, &ve) {
+			return nil, store.CronJob{}, &job.ValidationError{Field: "job." + ve.Field, Message: ve.Message}
+		}
+		return nil, store.CronJob{}, err
+	}
+	e.Job.Queue, e.Job.Args, e.Job.MaxAttempts = p.Queue, p.Args, p.MaxAttempts
+	return sched, store.CronJob{Kind: p.Kind, Queue: p.Queue, Args: p.Args, Priority: p.Priority,
+		MaxAttempts: p.MaxAttempts, TimeoutMS: p.Timeout.Milliseconds()}, nil
+}
+
+func (e Entry) row(tmpl store.CronJob) store.CronEntry {
+	return store.CronEntry{Tenant: e.Tenant, Name: e.Name, Schedule: e.Schedule, Timezone: e.Timezone, Job: tmpl,
+		Missed: e.Missed, MissedCap: e.MissedCap, Overlap: e.Overlap, Paused: e.Paused, NextRunAt: e.NextRunAt}
+}
+
+func fromRow(r store.CronEntry) Entry {
+	return Entry{Tenant: r.Tenant, Name: r.Name, Schedule: r.Schedule, Timezone: r.Timezone,
+		Job: JobTemplate{Kind: r.Job.Kind, Queue: r.Job.Queue, Args: r.Job.Args, Priority: r.Job.Priority,
+			MaxAttempts: r.Job.MaxAttempts, Timeout: time.Duration(r.Job.TimeoutMS) * time.Millisecond},
+		Missed: r.Missed, MissedCap: r.MissedCap, Overlap: r.Overlap, Paused: r.Paused, NextRunAt: r.NextRunAt,
+		LastJobID: r.LastJobID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+}
+
+// Client creates, changes and inspects cron entries. It needs only
+// PostgreSQL; the leader's Scheduler is woken by every change.
+type Client struct {
+	store *store.Store
+}
+
+// NewClient returns a client on st.
+func NewClient(st *store.Store) *Client { return &Client{store: st} }
+
+// Create validates e and stores it; its first occurrence is the first
+// fire time after now (by the database clock). Errors: a
+// *job.ValidationError or *ScheduleError naming the field, ErrExists.
+func (c *Client) Create(ctx context.Context, e Entry) (Entry, error) {
+	sched, tmpl, err := e.validate()
+	if err != nil {
+		return Entry{}, err
+	}
+	now, err := c.store.Now(ctx)
+	if err != nil {
+		return Entry{}, err
+	}
+	e.NextRunAt = sched.Next(now)
+	if err := c.store.CreateCronEntry(ctx, e.row(tmpl)); err != nil {
+		if errors.Is(err, store.ErrExists) {
+			return Entry{}, fmt.Errorf("%w: %q", ErrExists, e.Name)
+		}
+		return Entry{}, err
+	}
+	return c.Get(ctx, e.Tenant, e.Name)
+}
+
+// Get returns an entry. Errors: ErrNotFound.
+func (c *Client) Get(ctx context.Context, tenant, name string) (Entry, error) {
+	r, err := c.store.GetCronEntry(ctx, tenantOrDefault(tenant), name)
+	if errors.Is(err, store.ErrNotFound) {
+		return Entry{}, fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	if err != nil {
+		return Entry{}, err
+	}
+	return fromRow(r), nil
+}
+
+// List returns entries by name, after the cursor name when given. An
+// empty tenant lists all tenants'.
+func (c *Client) List(ctx context.Context, tenant, after string, limit int) ([]Entry, error) {
+	rows, err := c.store.ListCronEntries(ctx, tenant, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Entry, len(rows))
+	for i, r := range rows {
+		out[i] = fromRow(r)
+	}
+	return out, nil
+}
+
+// Update holds the fields to change; nil fields stay.
+type Update struct {
+	Schedule  *string
+	Timezone  *string
+	Job       *JobTemplate
+	Missed    *string
+	MissedCap *int
+	Overlap   *string
+	Paused    *bool
+}
+
+// Update changes an entry. A new schedule or time zone, or a resume,
+// restarts the entry from the first fire time after now: occurrences
+// that fell while it was paused are not caught up. Errors: validation
+// errors naming the field, ErrNotFound.
+func (c *Client) Update(ctx context.Context, tenant, name string, u Update) (Entry, error) {
+	cur, err := c.Get(ctx, tenant, name)
+	if err != nil {
+		return Entry{}, err
+	}
+	next := cur
+	if u.Schedule != nil {
+		next.Schedule = *u.Schedule
+	}
+	if u.Timezone != nil {
+		next.Timezone = *u.Timezone
+	}
+	if u.Job != nil {
+		next.Job = *u.Job
+	}
+	if u.Missed != nil {
+		next.Missed = *u.Missed
+	}
+	if u.MissedCap != nil {
+		next.MissedCap = *u.MissedCap
+	}
+	if u.Overlap != nil {
+		next.Overlap = *u.Overlap
+	}
+	if u.Paused != nil {
+		next.Paused = *u.Paused
+	}
+	sched, tmpl, err := next.validate()
+	if err != nil {
+		return Entry{}, err
+	}
+	if next.Schedule != cur.Schedule || next.Timezone != cur.Timezone || (cur.Paused && !next.Paused) {
+		now, err := c.store.Now(ctx)
+		if err != nil {
+			return Entry{}, err
+		}
+		next.NextRunAt = sched.Next(now)
+	}
+	if err := c.store.UpdateCronEntry(ctx, next.row(tmpl)); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return Entry{}, fmt.Errorf("%w: %q", ErrNotFound, name)
+		}
+		return Entry{}, err
+	}
+	return c.Get(ctx, next.Tenant, name)
+}
+
+// Pause stops an entry firing until Resume.
+func (c *Client) Pause(ctx context.Context, tenant, name string) (Entry, error) {
+	t := true
+	return c.Update(ctx, tenant, name, Update{Paused: &t})
+}
+
+// Resume restarts a paused entry from the first fire time after now.
+func (c *Client) Resume(ctx context.Context, tenant, name string) (Entry, error) {
+	f := false
+	return c.Update(ctx, tenant, name, Update{Paused: &f})
+}
+
+// Delete removes an entry; its history stays until retention. Errors:
+// ErrNotFound.
+func (c *Client) Delete(ctx context.Context, tenant, name string) error {
+	err := c.store.DeleteCronEntry(ctx, tenantOrDefault(tenant), name)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	return err
+}
+
+// Trigger enqueues the entry's job now, outside its schedule (recorded in
+// its history as "triggered"; overlap does not apply), and returns the
+// job's id. It works on a paused entry too.
+func (c *Client) Trigger(ctx context.Context, tenant, name string) (int64, error) {
+	e, err := c.store.GetCronEntry(ctx, tenantOrDefault(tenant), name)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	if err != nil {
+		return 0, err
+	}
+	now, err := c.store.Now(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var occ []store.CronOccurrence
+	tx, err := c.store.Pool().Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	occ, err = c.store.FireCron(ctx, tx, store.CronFiring{Tenant: e.Tenant, Name: e.Name, Job: e.Job,
+		Occurrences: []store.CronOccurrence{{ScheduledAt: now, Status: "triggered", Reason: "triggered by hand"}}})
+	if err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, err
+	}
+	if len(occ) != 1 || occ[0].JobID == 0 {
+		return 0, errors.New("trigger: no job was made")
+	}
+	return occ[0].JobID, nil
+}
+
+// NextTimes returns the entry's next n fire times: from its cursor, or
+// from now if it is paused (as it would resume).
+func (c *Client) NextTimes(ctx context.Context, tenant, name string, n int) ([]time.Time, error) {
+	if n < 1 || n > 1000 {
+		return nil, &job.ValidationError{Field: "n", Message: fmt.Sprintf("must be between 1 and 1000, got %d", n)}
+	}
+	e, err := c.Get(ctx, tenant, name)
+	if err != nil {
+		return nil, err
+	}
+	sched, err := Parse(e.Schedule, e.Timezone)
+	if err != nil {
+		return nil, err
+	}
+	if e.Paused {
+		now, err := c.store.Now(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return NextN(sched, now, n), nil
+	}
+	return append([]time.Time{e.NextRunAt}, NextN(sched, e.NextRunAt, n-1)...), nil
+}
+
+// Occurrence is one scheduled instant and what became of it.
+type Occurrence = store.CronOccurrence
+
+// History returns an entry's occurrences, newest first, before the
+// instant given (zero: the newest).
+func (c *Client) History(ctx context.Context, tenant, name string, before time.Time, limit int) ([]Occurrence, error) {
+	return c.store.CronHistory(ctx, tenantOrDefault(tenant), name, before, limit)
+}
+
+func tenantOrDefault(t string) string {
+	if t == "" {
+		return job.DefaultTenant
+	}
+	return t
+}

@@ -1,0 +1,341 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	sqlInsertCronEntry      = query("insert_cron_entry")
+	sqlUpdateCronEntry      = query("update_cron_entry")
+	sqlDeleteCronEntry      = query("delete_cron_entry")
+	sqlGetCronEntry         = query("get_cron_entry")
+	sqlListCronEntries      = query("list_cron_entries")
+	sqlDueCronEntries       = query("due_cron_entries")
+	sqlNextCronDue          = query("next_cron_due")
+	sqlDBNow                = query("db_now")
+	sqlCronLastUnfinished   = query("cron_last_job_unfinished")
+	sqlInsertCronJobs       = query("insert_cron_jobs")
+	sqlInsertCronOccurrence = query("insert_cron_occurrences")
+	sqlAdvanceCronCursor    = query("advance_cron_cursor")
+	sqlCronHistory          = query("cron_history")
+	sqlDeleteOldCronOcc     = query("delete_old_cron_occurrences")
+)
+
+// ErrExists is returned when creating something whose name is taken.
+var ErrExists = errors.New("already exists")
+
+// ErrCursorMoved means a cron entry's cursor changed under a firing (the
+// entry was edited, paused or fired by someone else): nothing was written.
+var ErrCursorMoved = errors.New("cron cursor moved")
+
+// CronJob is the job template of a cron entry.
+type CronJob struct {
+	Kind        string          `json:"kind"`
+	Queue       string          `json:"queue"`
+	Args        json.RawMessage `json:"args"`
+	Priority    int             `json:"priority"`
+	MaxAttempts int             `json:"max_attempts"`
+	TimeoutMS   int64           `json:"timeout_ms"`
+}
+
+// CronEntry is one row of gaffer.cron_entries.
+type CronEntry struct {
+	Tenant    string
+	Name      string
+	Schedule  string
+	Timezone  string
+	Job       CronJob
+	Missed    string
+	MissedCap int
+	Overlap   string
+	Paused    bool
+	NextRunAt time.Time
+	LastJobID int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+func scanCronEntry(row pgx.Row, extra ...any) (CronEntry, error) {
+	var e CronEntry
+	var job []byte
+	var last *int64
+	dest := []any{&e.Tenant, &e.Name, &e.Schedule, &e.Timezone, &job, &e.Missed, &e.MissedCap, &e.Overlap, &e.Paused,
+		&e.NextRunAt, &last, &e.CreatedAt, &e.UpdatedAt}
+	if err := row.Scan(append(dest, extra...)...); err != nil {
+		return e, err
+	}
+	if err := json.Unmarshal(job, &e.Job); err != nil {
+		return e, fmt.Errorf("cron entry %s/%s: bad job template: %w", e.Tenant, e.Name, err)
+	}
+	if last != nil {
+		e.LastJobID = *last
+	}
+	return e, nil
+}
+
+// CreateCronEntry inserts an entry. Errors: ErrExists.
+func (s *Store) CreateCronEntry(ctx context.Context, e CronEntry) error {
+	job, _ := json.Marshal(e.Job)
+	var told int64
+	err := s.pool.QueryRow(ctx, sqlInsertCronEntry, e.Tenant, e.Name, e.Schedule, e.Timezone, job, e.Missed,
+		e.MissedCap, e.Overlap, e.Paused, e.NextRunAt).Scan(&told)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrExists
+	}
+	if err != nil {
+		return fmt.Errorf("create cron entry %q: %w", e.Name, err)
+	}
+	return nil
+}
+
+// UpdateCronEntry replaces an entry's fields (its name and tenant stay).
+// Errors: ErrNotFound.
+func (s *Store) UpdateCronEntry(ctx context.Context, e CronEntry) error {
+	job, _ := json.Marshal(e.Job)
+	var told int64
+	err := s.pool.QueryRow(ctx, sqlUpdateCronEntry, e.Tenant, e.Name, e.Schedule, e.Timezone, job, e.Missed,
+		e.MissedCap, e.Overlap, e.Paused, e.NextRunAt).Scan(&told)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("update cron entry %q: %w", e.Name, err)
+	}
+	return nil
+}
+
+// DeleteCronEntry deletes an entry (its history stays until retention).
+// Errors: ErrNotFound.
+func (s *Store) DeleteCronEntry(ctx context.Context, tenant, name string) error {
+	var told int64
+	err := s.pool.QueryRow(ctx, sqlDeleteCronEntry, tenant, name).Scan(&told)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("delete cron entry %q: %w", name, err)
+	}
+	return nil
+}
+
+// GetCronEntry returns one entry. Errors: ErrNotFound.
+func (s *Store) GetCronEntry(ctx context.Context, tenant, name string) (CronEntry, error) {
+	e, err := scanCronEntry(s.pool.QueryRow(ctx, sqlGetCronEntry, tenant, name))
+	if err != nil {
+		return e, notFound(err)
+	}
+	return e, nil
+}
+
+// ListCronEntries lists entries by (tenant, name), after the cursor name
+// (within tenant) when given. An empty tenant lists every tenant's.
+func (s *Store) ListCronEntries(ctx context.Context, tenant, after string, limit int) ([]CronEntry, error) {
+	rows, err := s.pool.Query(ctx, sqlListCronEntries, nullString(tenant), nullString(after), clampLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("list cron entries: %w", err)
+	}
+	defer rows.Close()
+	var out []CronEntry
+	for rows.Next() {
+		e, err := scanCronEntry(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// DueCronEntries returns up to limit unpaused entries whose cursor has
+// passed, earliest first, and the database's now.
+func (s *Store) DueCronEntries(ctx context.Context, limit int) ([]CronEntry, time.Time, error) {
+	rows, err := s.pool.Query(ctx, sqlDueCronEntries, limit)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("due cron entries: %w", err)
+	}
+	defer rows.Close()
+	var out []CronEntry
+	var now time.Time
+	for rows.Next() {
+		e, err := scanCronEntry(rows, &now)
+		if err != nil {
+			return nil, now, err
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, now, err
+	}
+	if len(out) == 0 {
+		now, err = s.Now(ctx)
+	}
+	return out, now, err
+}
+
+// NextCronDue returns how long until the earliest cursor of an unpaused
+// entry, by the database clock (negative when overdue), and false when
+// there is none.
+func (s *Store) NextCronDue(ctx context.Context) (time.Duration, bool, error) {
+	var ms *int64
+	if err := s.pool.QueryRow(ctx, sqlNextCronDue).Scan(&ms); err != nil {
+		return 0, false, fmt.Errorf("next cron due: %w", err)
+	}
+	if ms == nil {
+		return 0, false, nil
+	}
+	return time.Duration(*ms) * time.Millisecond, true, nil
+}
+
+// Now returns the database's clock.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, sqlDBNow).Scan(&now); err != nil {
+		return now, fmt.Errorf("read database clock: %w", err)
+	}
+	return now, nil
+}
+
+// CronOccurrence is one scheduled instant of an entry and what became of it.
+type CronOccurrence struct {
+	ScheduledAt time.Time
+	// Status is "fired", "skipped" (overlap), "missed" (missed-fire
+	// policy) or "triggered" (by hand).
+	Status     string
+	Reason     string
+	Count      int // occurrences a "missed" row stands for
+	RecordedAt time.Time
+	Epoch      int64
+	JobID      int64
+}
+
+// CronFiring is what the scheduler decided for one entry's due
+// occurrences.
+type CronFiring struct {
+	Tenant    string
+	Name      string
+	OldCursor time.Time
+	NewCursor time.Time
+	// Occurrences in scheduled order; those with Status "fired" get a job.
+	Occurrences []CronOccurrence
+	Job         CronJob
+	// SkipIfBusy turns "fired" occurrences into "skipped" while the entry's
+	// previous job is unfinished (overlap policy skip).
+	SkipIfBusy bool
+}
+
+// FireCron records a firing through q (the leader's fenced transaction):
+// jobs first — one per fired occurrence, a no-op for an occurrence that
+// already has its job — then the history, then the cursor, compare-and-set
+// on OldCursor. It returns the occurrences as recorded (with job ids).
+// Errors: ErrCursorMoved, after which q must be rolled back.
+func (s *Store) FireCron(ctx context.Context, q DB, f CronFiring) ([]CronOccurrence, error) {
+	occ := append([]CronOccurrence(nil), f.Occurrences...)
+	if f.SkipIfBusy {
+		var busy bool
+		if err := q.QueryRow(ctx, sqlCronLastUnfinished, f.Tenant, f.Name).Scan(&busy); err != nil {
+			return nil, fmt.Errorf("fire cron %q: overlap check: %w", f.Name, err)
+		}
+		for i := range occ {
+			if occ[i].Status != "fired" {
+				continue
+			}
+			if busy {
+				occ[i].Status, occ[i].Reason = "skipped", "overlap: the previous occurrence's job is unfinished"
+			}
+			busy = true // the job fired now is unfinished for the rest of this batch
+		}
+	}
+	var instants []time.Time
+	for _, o := range occ {
+		if o.Status == "fired" || o.Status == "triggered" {
+			instants = append(instants, o.ScheduledAt)
+		}
+	}
+	jobIDs := map[int64]int64{}
+	var lastJob *int64
+	if len(instants) > 0 {
+		j := f.Job
+		rows, err := q.Query(ctx, sqlInsertCronJobs, f.Tenant, f.Name, instants, j.Kind, j.Queue, int16(j.Priority), j.MaxAttempts, j.TimeoutMS, []byte(j.Args))
+		if err != nil {
+			return nil, fmt.Errorf("fire cron %q: insert jobs: %w", f.Name, err)
+		}
+		for rows.Next() {
+			var id, woke int64
+			var at time.Time
+			if err := rows.Scan(&id, &at, &woke); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			jobIDs[at.UnixNano()] = id
+			if lastJob == nil || id > *lastJob {
+				lastJob = &id
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("fire cron %q: insert jobs: %w", f.Name, err)
+		}
+	}
+	n := len(occ)
+	ats, statuses, reasons := make([]time.Time, n), make([]string, n), make([]*string, n)
+	counts, ids := make([]int32, n), make([]*int64, n)
+	for i := range occ {
+		if id, ok := jobIDs[occ[i].ScheduledAt.UnixNano()]; ok {
+			occ[i].JobID = id
+			ids[i] = &id
+		}
+		ats[i], statuses[i], reasons[i] = occ[i].ScheduledAt, occ[i].Status, nullString(occ[i].Reason)
+		counts[i] = int32(max(occ[i].Count, 1))
+	}
+	if n > 0 {
+		if _, err := q.Exec(ctx, sqlInsertCronOccurrence, f.Tenant, f.Name, ats, statuses, reasons, counts, ids); err != nil {
+			return nil, fmt.Errorf("fire cron %q: record occurrences: %w", f.Name, err)
+		}
+	}
+	if f.OldCursor.IsZero() {
+		return occ, nil // a manual trigger: no cursor to move
+	}
+	var got string
+	err := q.QueryRow(ctx, sqlAdvanceCronCursor, f.Tenant, f.Name, f.OldCursor, f.NewCursor, lastJob).Scan(&got)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrCursorMoved
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fire cron %q: advance cursor: %w", f.Name, err)
+	}
+	return occ, nil
+}
+
+// CronHistory returns an entry's occurrences, newest first, before the
+// cursor instant when given.
+func (s *Store) CronHistory(ctx context.Context, tenant, name string, before time.Time, limit int) ([]CronOccurrence, error) {
+	rows, err := s.pool.Query(ctx, sqlCronHistory, tenant, name, nullTime(before), clampLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("cron history: %w", err)
+	}
+	defer rows.Close()
+	var out []CronOccurrence
+	for rows.Next() {
+		var o CronOccurrence
+		if err := rows.Scan(&o.ScheduledAt, &o.Status, &o.Reason, &o.Count, &o.RecordedAt, &o.Epoch, &o.JobID); err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}
+
+// DeleteOldCronOccurrences deletes up to limit history rows older than age
+// through q (fenced), and returns how many.
+func (s *Store) DeleteOldCronOccurrences(ctx context.Context, q DB, age time.Duration, limit int) (int64, error) {
+	tag, err := s.db(q).Exec(ctx, sqlDeleteOldCronOcc, age.Milliseconds(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete old cron occurrences: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

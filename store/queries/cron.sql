@@ -1,0 +1,122 @@
+-- Cron queries. Every change to an entry notifies gaffer_cron, which wakes
+-- the leader's scheduler.
+
+-- name: insert_cron_entry
+WITH ins AS (
+    INSERT INTO gaffer.cron_entries (tenant, name, schedule, timezone, job, missed, missed_cap, overlap, paused, next_run_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+    ON CONFLICT (tenant, name) DO NOTHING
+    RETURNING tenant, name
+), tell AS (
+    SELECT pg_notify('gaffer_cron', tenant || '/' || name) FROM ins
+)
+SELECT (SELECT count(*) FROM tell) FROM ins;
+
+-- name: update_cron_entry
+-- Replaces every field; $10 is the new cursor.
+WITH upd AS (
+    UPDATE gaffer.cron_entries
+    SET schedule = $3, timezone = $4, job = $5, missed = $6, missed_cap = $7, overlap = $8, paused = $9,
+        next_run_at = $10, updated_at = now()
+    WHERE tenant = $1 AND name = $2
+    RETURNING tenant, name
+), tell AS (
+    SELECT pg_notify('gaffer_cron', tenant || '/' || name) FROM upd
+)
+SELECT (SELECT count(*) FROM tell) FROM upd;
+
+-- name: delete_cron_entry
+WITH del AS (
+    DELETE FROM gaffer.cron_entries WHERE tenant = $1 AND name = $2 RETURNING tenant, name
+), tell AS (
+    SELECT pg_notify('gaffer_cron', tenant || '/' || name) FROM del
+)
+SELECT (SELECT count(*) FROM tell) FROM del;
+
+-- name: get_cron_entry
+SELECT tenant, name, schedule, timezone, job, missed, missed_cap, overlap, paused, next_run_at, last_job_id,
+       created_at, updated_at
+FROM gaffer.cron_entries
+WHERE tenant = $1 AND name = $2;
+
+-- name: list_cron_entries
+-- $1 tenant (NULL: all), $2 after name (cursor), $3 limit.
+SELECT tenant, name, schedule, timezone, job, missed, missed_cap, overlap, paused, next_run_at, last_job_id,
+       created_at, updated_at
+FROM gaffer.cron_entries
+WHERE ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR (tenant, name) > ($1, $2))
+ORDER BY tenant, name
+LIMIT $3;
+
+-- name: due_cron_entries
+-- Entries whose cursor has passed, by the database clock, and that clock.
+SELECT tenant, name, schedule, timezone, job, missed, missed_cap, overlap, paused, next_run_at, last_job_id,
+       created_at, updated_at, now()
+FROM gaffer.cron_entries
+WHERE NOT paused AND next_run_at <= now()
+ORDER BY next_run_at
+LIMIT $1;
+
+-- name: next_cron_due
+-- Milliseconds until the earliest cursor (negative: overdue); NULL if none.
+SELECT (extract(epoch FROM min(next_run_at) - now()) * 1000)::bigint
+FROM gaffer.cron_entries
+WHERE NOT paused;
+
+-- name: db_now
+SELECT now();
+
+-- name: cron_last_job_unfinished
+SELECT EXISTS (
+    SELECT 1 FROM gaffer.jobs j JOIN gaffer.cron_entries e ON j.id = e.last_job_id
+    WHERE e.tenant = $1 AND e.name = $2 AND j.state IN ('pending', 'running', 'retrying')
+);
+
+-- name: insert_cron_jobs
+-- One job per occurrence instant; an instant that already has its job is
+-- skipped (the occurrence key is unique). $1 tenant, $2 entry, $3 instants,
+-- $4 kind, $5 queue, $6 priority, $7 max_attempts, $8 timeout_ms, $9 args.
+WITH ins AS (
+    INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, args, cron_entry, cron_at)
+    SELECT $1, $4, $5, $6, $7, $8, $9, $2, at FROM unnest($3::timestamptz[]) AS at
+    ON CONFLICT (tenant, cron_entry, cron_at) WHERE cron_entry IS NOT NULL DO NOTHING
+    RETURNING id, cron_at, queue
+), wake AS (
+    SELECT pg_notify('gaffer_jobs', q) FROM (SELECT DISTINCT queue AS q FROM ins) qs
+)
+SELECT id, cron_at, (SELECT count(*) FROM wake) FROM ins;
+
+-- name: insert_cron_occurrences
+-- $1 tenant, $2 entry, then parallel arrays: $3 instants, $4 statuses,
+-- $5 reasons, $6 counts, $7 job ids. The epoch is the fence's, read in
+-- the leader's fenced transaction.
+INSERT INTO gaffer.cron_occurrences (tenant, entry, scheduled_at, status, reason, count, epoch, job_id)
+SELECT $1, $2, o.at, o.status, o.reason, o.count, (SELECT epoch FROM gaffer.leader_fence), o.job_id
+FROM unnest($3::timestamptz[], $4::text[], $5::text[], $6::integer[], $7::bigint[]) AS o(at, status, reason, count, job_id)
+ON CONFLICT (tenant, entry, scheduled_at) DO NOTHING;
+
+-- name: advance_cron_cursor
+-- Compare-and-set on the old cursor: a concurrent change (an edit, a
+-- pause, another evaluation) makes it a no-op and the firing rolls back.
+UPDATE gaffer.cron_entries
+SET next_run_at = $4, last_job_id = coalesce($5, last_job_id), updated_at = now()
+WHERE tenant = $1 AND name = $2 AND next_run_at = $3 AND NOT paused
+RETURNING name;
+
+-- name: cron_history
+-- $1 tenant, $2 entry, $3 before (cursor, NULL: newest), $4 limit.
+SELECT scheduled_at, status, coalesce(reason, ''), count, recorded_at, coalesce(epoch, 0), coalesce(job_id, 0)
+FROM gaffer.cron_occurrences
+WHERE tenant = $1 AND entry = $2 AND ($3::timestamptz IS NULL OR scheduled_at < $3)
+ORDER BY scheduled_at DESC
+LIMIT $4;
+
+-- name: delete_old_cron_occurrences
+WITH doomed AS (
+    SELECT tenant, entry, scheduled_at FROM gaffer.cron_occurrences
+    WHERE recorded_at < now() - $1 * interval '1 millisecond'
+    ORDER BY recorded_at
+    LIMIT $2
+)
+DELETE FROM gaffer.cron_occurrences o USING doomed
+WHERE o.tenant = doomed.tenant AND o.entry = doomed.entry AND o.scheduled_at = doomed.scheduled_at;
