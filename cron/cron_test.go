@@ -307,3 +307,48 @@ func TestOnTimeFiring(t *testing.T) {
 		t.Fatalf("%d occurrences not fired", n)
 	}
 }
+
+// The scheduler really stopped across several occurrences (not a moved
+// cursor): with a 1s grace, "skip" records the ones it missed, "all"
+// fires them, and neither leaves a gap in the history.
+func TestStoppedSchedulerAppliesPolicy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.NewStore(t)
+	c := cron.NewClient(st)
+	for _, p := range []string{"skip", "all"} {
+		if _, err := c.Create(ctx, cron.Entry{Name: p, Schedule: "@every 1s", Missed: p, Job: cron.JobTemplate{Kind: "k"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := newScheduler(t, st, time.Second)
+	s.Start(ctx)
+	time.Sleep(2500 * time.Millisecond)
+	s.Stop()
+	time.Sleep(4 * time.Second) // the cluster is down across ~4 occurrences
+	s2 := newScheduler(t, st, time.Second)
+	s2.Start(ctx)
+	time.Sleep(1500 * time.Millisecond)
+	s2.Stop()
+	for _, p := range []string{"skip", "all"} {
+		missed := count(t, st, `SELECT coalesce(sum(count), 0) FROM gaffer.cron_occurrences WHERE entry = $1 AND status = 'missed'`, p)
+		fired := count(t, st, `SELECT count(*) FROM gaffer.cron_occurrences WHERE entry = $1 AND status = 'fired'`, p)
+		jobs := count(t, st, `SELECT count(*) FROM gaffer.jobs WHERE cron_entry = $1`, p)
+		// Every instant from the first to the last handled is in the history once.
+		span := count(t, st, `SELECT (extract(epoch FROM max(scheduled_at) - min(scheduled_at)))::int + 1 FROM gaffer.cron_occurrences WHERE entry = $1`, p)
+		t.Logf("%s: %d fired, %d missed, %d jobs, %d instants spanned", p, fired, missed, jobs, span)
+		if fired+missed != span || jobs != fired {
+			t.Errorf("%s: %d fired + %d missed ≠ %d instants, or %d jobs", p, fired, missed, span, jobs)
+		}
+		switch p {
+		case "skip":
+			if missed < 2 {
+				t.Errorf("skip: %d missed; the stop should have missed at least 2", missed)
+			}
+		case "all":
+			if missed != 0 {
+				t.Errorf("all: %d missed", missed)
+			}
+		}
+	}
+}
