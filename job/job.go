@@ -77,6 +77,9 @@ type Job struct {
 	Errors      []AttemptError  `json:"errors"`
 	// CancelRequested is set once cancellation was asked for.
 	CancelRequested bool `json:"cancel_requested"`
+	// CronEntry and CronAt name the cron occurrence that made the job.
+	CronEntry string     `json:"cron_entry,omitempty"`
+	CronAt    *time.Time `json:"cron_at,omitempty"`
 
 	result json.RawMessage
 }
@@ -107,7 +110,7 @@ func FromRow(r store.Job) *Job {
 		Priority: r.Priority, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Timeout: r.Timeout,
 		RunAt: r.RunAt, CreatedAt: r.CreatedAt, AttemptedAt: r.AttemptedAt, FinalizedAt: r.FinalizedAt,
 		Node: r.Node, UniqueKey: r.UniqueKey, ReplayOf: r.ReplayOf, Args: r.Args, Result: r.Result,
-		CancelRequested: r.CancelRequested,
+		CancelRequested: r.CancelRequested, CronEntry: r.CronEntry, CronAt: r.CronAt,
 	}
 	if len(r.Errors) > 0 {
 		// Written only by the store, so always a JSON array.

@@ -1,0 +1,218 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/gafferhq/gaffer/api"
+	"github.com/gafferhq/gaffer/cron"
+	"github.com/gafferhq/gaffer/dlq"
+	"github.com/gafferhq/gaffer/internal/pgtest"
+	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// env is an API server on a fresh database, and a client that checks
+// every response against the OpenAPI document.
+type env struct {
+	t      *testing.T
+	st     *store.Store
+	srv    *httptest.Server
+	tokens *api.Tokens
+	router routers.Router
+	admin  string // a token spanning tenants, all scopes
+	writer string // tenant default: jobs:read, jobs:write
+	reader string // tenant default: jobs:read
+	acme   string // tenant acme: jobs:read, jobs:write
+}
+
+func loadDoc(t testing.TB) *openapi3.T {
+	t.Helper()
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(api.OpenAPI())
+	if err != nil {
+		t.Fatalf("load OpenAPI document: %v", err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("OpenAPI document is invalid: %v", err)
+	}
+	return doc
+}
+
+func newEnv(t *testing.T, mut ...func(*api.Config)) *env {
+	t.Helper()
+	st := pgtest.NewStore(t)
+	tokens := api.NewTokens(st)
+	cfg := api.Config{Store: st, Tokens: tokens, Jobs: job.NewClient(st, nil), DLQ: dlq.NewClient(st), Cron: cron.NewClient(st)}
+	for _, m := range mut {
+		m(&cfg)
+	}
+	s, err := api.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	doc := loadDoc(t)
+	doc.Servers = openapi3.Servers{{URL: srv.URL}}
+	router, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, st: st, srv: srv, tokens: tokens, router: router}
+	mk := func(tenant string, scopes ...string) string {
+		text, _, err := tokens.Create(context.Background(), api.NewTokenRequest{Name: "test", Tenant: tenant, Scopes: scopes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return text
+	}
+	e.admin = mk("*", "admin")
+	e.writer = mk("default", "jobs:read", "jobs:write")
+	e.reader = mk("default", "jobs:read")
+	e.acme = mk("acme", "jobs:read", "jobs:write")
+	return e
+}
+
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+func (r response) decode(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.Body, err)
+	}
+}
+
+func (r response) problem(t *testing.T) api.Problem {
+	t.Helper()
+	var p api.Problem
+	if ct := r.Header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("error response Content-Type %q, body %s", ct, r.Body)
+	}
+	r.decode(t, &p)
+	return p
+}
+
+// do sends a request and validates the response against the OpenAPI
+// document (status, content type and body schema).
+func (e *env) do(token, method, path string, body any, headers ...string) response {
+	e.t.Helper()
+	var rd io.Reader
+	var raw []byte
+	switch b := body.(type) {
+	case nil:
+	case string:
+		raw = []byte(b)
+	case []byte:
+		raw = b
+	default:
+		raw, _ = json.Marshal(b)
+	}
+	if raw != nil {
+		rd = bytes.NewReader(raw)
+	}
+	req, _ := http.NewRequest(method, e.srv.URL+path, rd)
+	if raw != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	r := response{Status: resp.StatusCode, Header: resp.Header, Body: out}
+	e.validate(req, raw, r)
+	return r
+}
+
+func (e *env) validate(req *http.Request, body []byte, r response) {
+	e.t.Helper()
+	route, params, err := e.router.FindRoute(req)
+	if err != nil {
+		return // an endpoint outside the document (e.g. a 404 for a wrong path)
+	}
+	if body != nil {
+		req.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, ExcludeRequestBody: true, MultiError: false}}
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: r.Status, Header: r.Header,
+		Body: io.NopCloser(bytes.NewReader(r.Body)), Options: &openapi3filter.Options{IncludeResponseStatus: true}}
+	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
+		e.t.Errorf("%s %s → %d does not match the OpenAPI document: %v\nbody: %s", req.Method, req.URL.Path, r.Status, err, r.Body)
+	}
+}
+
+func (e *env) count(sql string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.st.Pool().QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+func (e *env) expectProblem(r response, status int, code string) api.Problem {
+	e.t.Helper()
+	if r.Status != status {
+		e.t.Fatalf("status %d, want %d; body %s", r.Status, status, r.Body)
+	}
+	p := r.problem(e.t)
+	if p.Code != code || p.Status != status || p.Title == "" {
+		e.t.Fatalf("problem %+v, want code %q", p, code)
+	}
+	return p
+}
+
+func TestOpenAPIDocumentIsValid(t *testing.T) {
+	doc := loadDoc(t)
+	if len(doc.Paths.Map()) < 20 {
+		t.Fatalf("only %d paths documented", len(doc.Paths.Map()))
+	}
+	for _, p := range []string{"/v1/jobs", "/v1/jobs/{id}", "/v1/jobs/{id}/cancel", "/v1/dlq", "/v1/dlq/{id}/replay", "/v1/dlq/replay",
+		"/v1/cron", "/v1/cron/{name}", "/v1/cron/{name}/next", "/v1/cron/{name}/trigger", "/v1/queues", "/v1/queues/{queue}/pause",
+		"/v1/nodes", "/v1/nodes/{id}/drain", "/v1/cluster"} {
+		if doc.Paths.Find(p) == nil {
+			t.Errorf("%s is not documented", p)
+		}
+	}
+}
+
+func TestServedOpenAPI(t *testing.T) {
+	e := newEnv(t)
+	resp, err := http.Get(e.srv.URL + "/v1/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !bytes.Equal(b, api.OpenAPI()) {
+		t.Fatalf("served document differs (status %d)", resp.StatusCode)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

@@ -1,0 +1,195 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/gafferhq/gaffer/cluster"
+	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
+)
+
+type queueView struct {
+	Name         string  `json:"name"`
+	Paused       bool    `json:"paused"`
+	Pending      int64   `json:"pending"`
+	Retrying     int64   `json:"retrying"`
+	Running      int64   `json:"running"`
+	OldestDueAge float64 `json:"oldest_due_age_seconds"`
+}
+
+func (s *Server) listQueues(r *http.Request, p Principal, _ []byte) (int, any, error) {
+	qs, err := s.cfg.Jobs.Queues(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	views := make([]queueView, len(qs))
+	for i, q := range qs {
+		views[i] = queueView{Name: q.Name, Paused: q.Paused, Pending: q.Pending, Retrying: q.Retrying, Running: q.Running, OldestDueAge: q.OldestDueAge.Seconds()}
+	}
+	return http.StatusOK, list{Data: views}, nil
+}
+
+type queueState struct {
+	Name   string `json:"name"`
+	Paused bool   `json:"paused"`
+}
+
+func (s *Server) setQueuePaused(r *http.Request, paused bool) (int, any, error) {
+	name := r.PathValue("queue")
+	if err := job.ValidateName("queue", name); err != nil {
+		return 0, nil, paramProblem("queue", err.Error())
+	}
+	var err error
+	if paused {
+		err = s.cfg.Jobs.PauseQueue(r.Context(), name)
+	} else {
+		err = s.cfg.Jobs.ResumeQueue(r.Context(), name)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, queueState{Name: name, Paused: paused}, nil
+}
+
+func (s *Server) pauseQueue(r *http.Request, _ Principal, _ []byte) (int, any, error) {
+	return s.setQueuePaused(r, true)
+}
+
+func (s *Server) resumeQueue(r *http.Request, _ Principal, _ []byte) (int, any, error) {
+	return s.setQueuePaused(r, false)
+}
+
+type nodeView struct {
+	ID               string         `json:"id"`
+	Hostname         string         `json:"hostname"`
+	Version          string         `json:"version"`
+	Queues           map[string]int `json:"queues"`
+	State            string         `json:"state"`
+	InFlight         int            `json:"in_flight"`
+	Leader           bool           `json:"leader"`
+	StartedAt        time.Time      `json:"started_at"`
+	LastSeen         time.Time      `json:"last_seen"`
+	SecondsSinceSeen float64        `json:"seconds_since_seen"`
+	DrainRequestedAt *time.Time     `json:"drain_requested_at,omitempty"`
+	DrainDeadline    *time.Time     `json:"drain_deadline,omitempty"`
+	DrainedAt        *time.Time     `json:"drained_at,omitempty"`
+	LeftAt           *time.Time     `json:"left_at,omitempty"`
+	LeftReason       string         `json:"left_reason,omitempty"`
+}
+
+func (s *Server) nodes(ctx context.Context) ([]nodeView, store.Fence, error) {
+	rows, err := s.cfg.Admin.Nodes(ctx)
+	if err != nil {
+		return nil, store.Fence{}, err
+	}
+	fence, err := s.cfg.Admin.Fence(ctx)
+	if err != nil {
+		return nil, fence, err
+	}
+	views := make([]nodeView, len(rows))
+	for i, n := range rows {
+		views[i] = nodeView{ID: n.ID, Hostname: n.Hostname, Version: n.Version, Queues: n.Queues, State: n.State, InFlight: n.InFlight,
+			Leader: n.ID == fence.Leader && n.State != "dead", StartedAt: n.StartedAt, LastSeen: n.LastSeen, SecondsSinceSeen: n.SinceSeen.Seconds(),
+			DrainRequestedAt: n.DrainRequestedAt, DrainDeadline: n.DrainDeadline, DrainedAt: n.DrainedAt, LeftAt: n.LeftAt, LeftReason: n.LeftReason}
+		if views[i].Queues == nil {
+			views[i].Queues = map[string]int{}
+		}
+	}
+	return views, fence, nil
+}
+
+func (s *Server) listNodes(r *http.Request, _ Principal, _ []byte) (int, any, error) {
+	views, _, err := s.nodes(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, list{Data: views}, nil
+}
+
+type drainBody struct {
+	Deadline *string `json:"deadline"`
+}
+
+func (s *Server) drainNode(r *http.Request, _ Principal, body []byte) (int, any, error) {
+	id := r.PathValue("id")
+	deadline := 30 * time.Second
+	if len(body) > 0 {
+		var b drainBody
+		if pr := decodeStrict(body, &b); pr != nil {
+			return 0, nil, pr
+		}
+		d, pr := parseDuration("deadline", b.Deadline)
+		if pr != nil {
+			return 0, nil, pr
+		}
+		if b.Deadline != nil {
+			deadline = d
+		}
+		if deadline < 0 || deadline > cluster.MaxDrainDeadline {
+			return 0, nil, fieldProblem("deadline", "deadline must be between 0s and 24h")
+		}
+	}
+	if err := s.cfg.Admin.Drain(r.Context(), id, deadline); err != nil {
+		if errors.Is(err, cluster.ErrUnknownNode) {
+			return 0, nil, notFoundProblem("live node", id)
+		}
+		return 0, nil, err
+	}
+	return s.nodeByID(r, id)
+}
+
+func (s *Server) undrainNode(r *http.Request, _ Principal, _ []byte) (int, any, error) {
+	id := r.PathValue("id")
+	if err := s.cfg.Admin.Undrain(r.Context(), id); err != nil {
+		if errors.Is(err, cluster.ErrUnknownNode) {
+			return 0, nil, notFoundProblem("live node", id)
+		}
+		return 0, nil, err
+	}
+	return s.nodeByID(r, id)
+}
+
+func (s *Server) nodeByID(r *http.Request, id string) (int, any, error) {
+	views, _, err := s.nodes(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, v := range views {
+		if v.ID == id {
+			return http.StatusOK, v, nil
+		}
+	}
+	return 0, nil, notFoundProblem("node", id)
+}
+
+type clusterView struct {
+	Leader      string         `json:"leader,omitempty"`
+	Epoch       int64          `json:"epoch"`
+	LeaderSince *time.Time     `json:"leader_since,omitempty"`
+	Nodes       map[string]int `json:"nodes"`
+	// This node's view.
+	EtcdConnected bool     `json:"etcd_connected"`
+	Degraded      []string `json:"degraded"`
+}
+
+func (s *Server) clusterStatus(r *http.Request, _ Principal, _ []byte) (int, any, error) {
+	views, fence, err := s.nodes(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	out := clusterView{Leader: fence.Leader, Epoch: fence.Epoch, LeaderSince: fence.RaisedAt, Nodes: map[string]int{"active": 0, "draining": 0, "dead": 0}, Degraded: []string{}}
+	for _, v := range views {
+		out.Nodes[v.State]++
+	}
+	if s.cfg.Cluster != nil {
+		st := s.cfg.Cluster.Status()
+		out.EtcdConnected = st.EtcdConnected
+		out.Degraded = append(out.Degraded, st.Degraded...)
+	} else {
+		out.Degraded = append(out.Degraded, "this node runs without etcd: no leader election")
+	}
+	return http.StatusOK, out, nil
+}

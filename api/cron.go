@@ -1,0 +1,255 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gafferhq/gaffer/cron"
+	"github.com/gafferhq/gaffer/store"
+)
+
+type cronJobBody struct {
+	Kind        string          `json:"kind"`
+	Queue       string          `json:"queue"`
+	Args        json.RawMessage `json:"args"`
+	Priority    int             `json:"priority"`
+	MaxAttempts int             `json:"max_attempts"`
+	Timeout     *string         `json:"timeout"`
+}
+
+func (b cronJobBody) template(field string) (cron.JobTemplate, *Problem) {
+	timeout, pr := parseDuration(field+".timeout", b.Timeout)
+	if pr != nil {
+		return cron.JobTemplate{}, pr
+	}
+	return cron.JobTemplate{Kind: b.Kind, Queue: b.Queue, Args: b.Args, Priority: b.Priority, MaxAttempts: b.MaxAttempts, Timeout: timeout}, nil
+}
+
+type cronCreateBody struct {
+	Tenant    string      `json:"tenant"`
+	Name      string      `json:"name"`
+	Schedule  string      `json:"schedule"`
+	Timezone  string      `json:"timezone"`
+	Job       cronJobBody `json:"job"`
+	Missed    string      `json:"missed"`
+	MissedCap int         `json:"missed_cap"`
+	Overlap   string      `json:"overlap"`
+	Paused    bool        `json:"paused"`
+}
+
+type cronPatchBody struct {
+	Schedule  *string      `json:"schedule"`
+	Timezone  *string      `json:"timezone"`
+	Job       *cronJobBody `json:"job"`
+	Missed    *string      `json:"missed"`
+	MissedCap *int         `json:"missed_cap"`
+	Overlap   *string      `json:"overlap"`
+	Paused    *bool        `json:"paused"`
+}
+
+// cronView is a cron entry on the wire.
+type cronView struct {
+	cron.Entry
+	Job cronJobView `json:"job"`
+}
+
+type cronJobView struct {
+	cron.JobTemplate
+	Timeout string `json:"timeout,omitempty"`
+}
+
+func viewCron(e cron.Entry) cronView {
+	return cronView{Entry: e, Job: cronJobView{JobTemplate: e.Job, Timeout: formatDuration(e.Job.Timeout)}}
+}
+
+func cronError(err error, name string) error {
+	switch {
+	case errors.Is(err, cron.ErrNotFound):
+		return notFoundProblem("cron entry", strconv.Quote(name))
+	case errors.Is(err, cron.ErrExists):
+		return problem(http.StatusConflict, CodeAlreadyExists, "a cron entry named "+strconv.Quote(name)+" already exists")
+	}
+	return err
+}
+
+func (s *Server) createCron(r *http.Request, p Principal, body []byte) (int, any, error) {
+	var b cronCreateBody
+	if pr := decodeStrict(body, &b); pr != nil {
+		return 0, nil, pr
+	}
+	tenant, pr := p.writeTenant(b.Tenant)
+	if pr != nil {
+		return 0, nil, pr
+	}
+	tmpl, pr := b.Job.template("job")
+	if pr != nil {
+		return 0, nil, pr
+	}
+	e, err := s.cfg.Cron.Create(r.Context(), cron.Entry{Tenant: tenant, Name: b.Name, Schedule: b.Schedule, Timezone: b.Timezone,
+		Job: tmpl, Missed: b.Missed, MissedCap: b.MissedCap, Overlap: b.Overlap, Paused: b.Paused})
+	if err != nil {
+		return 0, nil, cronError(err, b.Name)
+	}
+	return http.StatusCreated, viewCron(e), nil
+}
+
+// cronTenant is the tenant a cron path refers to.
+func cronTenant(r *http.Request, p Principal) string {
+	if t := p.tenantFilter(r); t != "" {
+		return t
+	}
+	return "default"
+}
+
+func (s *Server) listCron(r *http.Request, p Principal, _ []byte) (int, any, error) {
+	limit, pr := limitParam(r)
+	if pr != nil {
+		return 0, nil, pr
+	}
+	after, pr := cursorParam(r)
+	if pr != nil {
+		return 0, nil, pr
+	}
+	tenant := p.tenantFilter(r)
+	entries, err := s.cfg.Cron.List(r.Context(), tenant, after, limit)
+	if err != nil {
+		return 0, nil, err
+	}
+	views := make([]cronView, len(entries))
+	for i, e := range entries {
+		views[i] = viewCron(e)
+	}
+	out := list{Data: views}
+	if len(entries) == limit && tenant != "" {
+		out.NextCursor = encodeCursor(entries[len(entries)-1].Name)
+	}
+	return http.StatusOK, out, nil
+}
+
+func (s *Server) getCron(r *http.Request, p Principal, _ []byte) (int, any, error) {
+	name := r.PathValue("name")
+	e, err := s.cfg.Cron.Get(r.Context(), cronTenant(r, p), name)
+	if err != nil {
+		return 0, nil, cronError(err, name)
+	}
+	return http.StatusOK, viewCron(e), nil
+}
+
+func (s *Server) updateCron(r *http.Request, p Principal, body []byte) (int, any, error) {
+	name := r.PathValue("name")
+	var b cronPatchBody
+	if pr := decodeStrict(body, &b); pr != nil {
+		return 0, nil, pr
+	}
+	u := cron.Update{Schedule: b.Schedule, Timezone: b.Timezone, Missed: b.Missed, MissedCap: b.MissedCap, Overlap: b.Overlap, Paused: b.Paused}
+	if b.Job != nil {
+		tmpl, pr := b.Job.template("job")
+		if pr != nil {
+			return 0, nil, pr
+		}
+		u.Job = &tmpl
+	}
+	e, err := s.cfg.Cron.Update(r.Context(), cronTenant(r, p), name, u)
+	if err != nil {
+		return 0, nil, cronError(err, name)
+	}
+	return http.StatusOK, viewCron(e), nil
+}
+
+func (s *Server) deleteCron(r *http.Request, p Principal, _ []byte) (int, any, error) {
+	name := r.PathValue("name")
+	if err := s.cfg.Cron.Delete(r.Context(), cronTenant(r, p), name); err != nil {
+		return 0, nil, cronError(err, name)
+	}
+	return http.StatusNoContent, nil, nil
+}
+
+type nextResponse struct {
+	Times []time.Time `json:"times"`
+}
+
+func (s *Server) nextCron(r *http.Request, p Principal, _ []byte) (int, any, error) {
+	name := r.PathValue("name")
+	n := 5
+	if v := r.URL.Query().Get("n"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > 1000 {
+			return 0, nil, paramProblem("n", "n must be an integer from 1 to 1000, got "+strconv.Quote(v))
+		}
+	}
+	times, err := s.cfg.Cron.NextTimes(r.Context(), cronTenant(r, p), name, n)
+	if err != nil {
+		return 0, nil, cronError(err, name)
+	}
+	for i := range times {
+		times[i] = times[i].UTC()
+	}
+	return http.StatusOK, nextResponse{Times: times}, nil
+}
+
+type occurrenceView struct {
+	ScheduledAt time.Time `json:"scheduled_at"`
+	Status      string    `json:"status"`
+	Reason      string    `json:"reason,omitempty"`
+	Count       int       `json:"count"`
+	RecordedAt  time.Time `json:"recorded_at"`
+	Epoch       int64     `json:"epoch,omitempty"`
+	JobID       int64     `json:"job_id,omitempty"`
+}
+
+func (s *Server) cronHistory(r *http.Request, p Principal, _ []byte) (int, any, error) {
+	name := r.PathValue("name")
+	tenant := cronTenant(r, p)
+	if _, err := s.cfg.Cron.Get(r.Context(), tenant, name); err != nil {
+		return 0, nil, cronError(err, name)
+	}
+	limit, pr := limitParam(r)
+	if pr != nil {
+		return 0, nil, pr
+	}
+	c, pr := cursorParam(r)
+	if pr != nil {
+		return 0, nil, pr
+	}
+	var before time.Time
+	if c != "" {
+		var err error
+		if before, err = time.Parse(time.RFC3339Nano, c); err != nil {
+			return 0, nil, paramProblem("cursor", "cursor is not one this API returned")
+		}
+	}
+	occ, err := s.cfg.Cron.History(r.Context(), tenant, name, before, limit)
+	if err != nil {
+		return 0, nil, err
+	}
+	views := make([]occurrenceView, len(occ))
+	for i, o := range occ {
+		views[i] = viewOccurrence(o)
+	}
+	out := list{Data: views}
+	if len(occ) == limit {
+		out.NextCursor = encodeCursor(occ[len(occ)-1].ScheduledAt.Format(time.RFC3339Nano))
+	}
+	return http.StatusOK, out, nil
+}
+
+func viewOccurrence(o store.CronOccurrence) occurrenceView {
+	return occurrenceView{ScheduledAt: o.ScheduledAt.UTC(), Status: o.Status, Reason: o.Reason, Count: o.Count,
+		RecordedAt: o.RecordedAt.UTC(), Epoch: o.Epoch, JobID: o.JobID}
+}
+
+type triggerResponse struct {
+	JobID int64 `json:"job_id"`
+}
+
+func (s *Server) triggerCron(r *http.Request, p Principal, _ []byte) (int, any, error) {
+	name := r.PathValue("name")
+	id, err := s.cfg.Cron.Trigger(r.Context(), cronTenant(r, p), name)
+	if err != nil {
+		return 0, nil, cronError(err, name)
+	}
+	return http.StatusCreated, triggerResponse{JobID: id}, nil
+}

@@ -1,0 +1,79 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+)
+
+// readBody reads a JSON request body, at most max bytes: 415 for another
+// media type, 413 when too large.
+func readBody(r *http.Request, max int64) ([]byte, *Problem) {
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if ct == "" || err != nil || mt != "application/json" {
+		return nil, problem(http.StatusUnsupportedMediaType, CodeUnsupportedMedia, fmt.Sprintf("Content-Type must be application/json, got %q", ct))
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, max))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, problem(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, fmt.Sprintf("request body must be at most %d bytes", max))
+	}
+	if err != nil {
+		return nil, problem(http.StatusBadRequest, CodeInvalidJSON, "could not read the request body: "+err.Error())
+	}
+	return body, nil
+}
+
+// decodeStrict decodes body into v: unknown fields, wrong types, trailing
+// data and NUL characters are all errors that name what is wrong.
+func decodeStrict(body []byte, v any) *Problem {
+	if bytes.IndexByte(body, 0) >= 0 || bytes.Contains(body, []byte(`\u0000`)) {
+		return problem(http.StatusBadRequest, CodeInvalidJSON, "the body must not contain NUL characters")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonProblem(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return problem(http.StatusBadRequest, CodeInvalidJSON, "unexpected data after the JSON value")
+	}
+	return nil
+}
+
+func jsonProblem(err error) *Problem {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return problem(http.StatusBadRequest, CodeInvalidJSON, fmt.Sprintf("invalid JSON at byte %d: %v", syn.Offset, syn))
+	case errors.As(err, &typ):
+		p := fieldProblem(typ.Field, fmt.Sprintf("%s: expected %s, got JSON %s", typ.Field, typ.Type, typ.Value))
+		return p
+	case errors.Is(err, io.EOF):
+		return problem(http.StatusBadRequest, CodeInvalidJSON, "the body is empty; a JSON object is required")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		p := problem(http.StatusBadRequest, CodeUnknownField, fmt.Sprintf("unknown field %q", name))
+		p.Field = name
+		return p
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return problem(http.StatusBadRequest, CodeInvalidJSON, "the JSON ends early")
+	}
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		return fieldProblem(fe.field, fe.msg)
+	}
+	return problem(http.StatusBadRequest, CodeInvalidJSON, err.Error())
+}
+
+// fieldError is returned by custom UnmarshalJSON methods.
+type fieldError struct{ field, msg string }
+
+func (e *fieldError) Error() string { return e.field + ": " + e.msg }

@@ -1,0 +1,156 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gafferhq/gaffer/job"
+)
+
+type enqueueRequest struct {
+	Kind        string          `json:"kind"`
+	Args        json.RawMessage `json:"args"`
+	Tenant      string          `json:"tenant"`
+	Queue       string          `json:"queue"`
+	Priority    *int            `json:"priority"`
+	RunAt       *string         `json:"run_at"`
+	Delay       *string         `json:"delay"`
+	MaxAttempts *int            `json:"max_attempts"`
+	Timeout     *string         `json:"timeout"`
+	UniqueKey   string          `json:"unique_key"`
+}
+
+// jobView is a job on the wire.
+type jobView struct {
+	*job.Job
+	Timeout string `json:"timeout,omitempty"`
+}
+
+func viewJob(j *job.Job) jobView { return jobView{Job: j, Timeout: formatDuration(j.Timeout)} }
+
+type enqueueResponse struct {
+	Job jobView `json:"job"`
+	// Existing: the unique key was held by this unfinished job; nothing
+	// was enqueued.
+	Existing bool `json:"existing"`
+}
+
+func (s *Server) enqueue(r *http.Request, p Principal, body []byte) (int, any, error) {
+	var req enqueueRequest
+	if pr := decodeStrict(body, &req); pr != nil {
+		return 0, nil, pr
+	}
+	tenant, pr := p.writeTenant(req.Tenant)
+	if pr != nil {
+		return 0, nil, pr
+	}
+	runAt, pr := parseTime("run_at", req.RunAt)
+	if pr != nil {
+		return 0, nil, pr
+	}
+	delay, pr := parseDuration("delay", req.Delay)
+	if pr != nil {
+		return 0, nil, pr
+	}
+	timeout, pr := parseDuration("timeout", req.Timeout)
+	if pr != nil {
+		return 0, nil, pr
+	}
+	jr := job.Request{Kind: req.Kind, Args: req.Args, Tenant: tenant, Queue: req.Queue, RunAt: runAt, Delay: delay,
+		Timeout: timeout, UniqueKey: req.UniqueKey}
+	if req.Priority != nil {
+		jr.Priority = *req.Priority
+	}
+	if req.MaxAttempts != nil {
+		if *req.MaxAttempts == 0 {
+			return 0, nil, fieldProblem("max_attempts", "max_attempts: must be between 1 and 1000, got 0")
+		}
+		jr.MaxAttempts = *req.MaxAttempts
+	}
+	res, err := s.cfg.Jobs.Enqueue(r.Context(), jr)
+	if err != nil {
+		return 0, nil, err
+	}
+	status := http.StatusCreated
+	if res.Existing {
+		status = http.StatusOK
+	}
+	return status, enqueueResponse{Job: viewJob(res.Job), Existing: res.Existing}, nil
+}
+
+func (s *Server) listJobs(r *http.Request, p Principal, _ []byte) (int, any, error) {
+	q := r.URL.Query()
+	f := job.Filter{Tenant: p.tenantFilter(r), Queue: q.Get("queue"), Kind: q.Get("kind")}
+	if v := q.Get("state"); v != "" {
+		for _, st := range strings.Split(v, ",") {
+			if !job.State(st).Valid() {
+				return 0, nil, paramProblem("state", "state must be one or more of pending, running, retrying, completed, failed, cancelled; got "+strconv.Quote(st))
+			}
+			f.States = append(f.States, job.State(st))
+		}
+	}
+	if f.Queue != "" {
+		if err := job.ValidateName("queue", f.Queue); err != nil {
+			return 0, nil, paramProblem("queue", err.Error())
+		}
+	}
+	var pr *Problem
+	if f.Limit, pr = limitParam(r); pr != nil {
+		return 0, nil, pr
+	}
+	if f.BeforeID, pr = idCursor(r); pr != nil {
+		return 0, nil, pr
+	}
+	jobs, err := s.cfg.Jobs.List(r.Context(), f)
+	if err != nil {
+		return 0, nil, err
+	}
+	views := make([]jobView, len(jobs))
+	for i, j := range jobs {
+		views[i] = viewJob(j)
+	}
+	out := list{Data: views}
+	if len(jobs) == f.Limit {
+		out.NextCursor = encodeCursor(strconv.FormatInt(jobs[len(jobs)-1].ID, 10))
+	}
+	return http.StatusOK, out, nil
+}
+
+func (s *Server) getJob(r *http.Request, p Principal, _ []byte) (int, any, error) {
+	id, pr := pathID(r, "id")
+	if pr != nil {
+		return 0, nil, pr
+	}
+	j, err := s.cfg.Jobs.Get(r.Context(), p.tenantFilter(r), id)
+	if errors.Is(err, job.ErrNotFound) {
+		return 0, nil, notFoundProblem("job", id)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, viewJob(j), nil
+}
+
+func (s *Server) cancelJob(r *http.Request, p Principal, _ []byte) (int, any, error) {
+	id, pr := pathID(r, "id")
+	if pr != nil {
+		return 0, nil, pr
+	}
+	_, err := s.cfg.Jobs.Cancel(r.Context(), p.tenantFilter(r), id)
+	switch {
+	case errors.Is(err, job.ErrNotFound):
+		return 0, nil, notFoundProblem("job", id)
+	case errors.Is(err, job.ErrFinished):
+		return 0, nil, problem(http.StatusConflict, CodeJobFinished, "the job already finished; there is nothing to cancel")
+	case err != nil:
+		return 0, nil, err
+	}
+	j, err := s.cfg.Jobs.Get(r.Context(), p.tenantFilter(r), id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, viewJob(j), nil
+}

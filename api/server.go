@@ -1,0 +1,301 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+
+	"github.com/gafferhq/gaffer/cluster"
+	"github.com/gafferhq/gaffer/cron"
+	"github.com/gafferhq/gaffer/dlq"
+	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
+)
+
+// Config configures the API. Zero values take the defaults shown.
+type Config struct {
+	Store  *store.Store // required
+	Tokens *Tokens      // required
+	Jobs   *job.Client  // required
+	DLQ    *dlq.Client  // required
+	Cron   *cron.Client // required
+	Admin  *cluster.Admin
+	// Cluster is this node's cluster membership, for GET /v1/cluster; nil
+	// when the node runs without etcd.
+	Cluster *cluster.Cluster
+	Logger  hclog.Logger
+	// Registerer receives the API's request metrics.
+	Registerer prometheus.Registerer
+	// MaxBodyBytes caps a request body. Default 2 MiB.
+	MaxBodyBytes int64
+	// RateLimit is the sustained requests per second allowed per token;
+	// RateBurst the burst. Defaults 200 and 400.
+	RateLimit float64
+	RateBurst int
+}
+
+// Server is the HTTP API under /v1. It is an http.Handler.
+type Server struct {
+	cfg     Config
+	log     hclog.Logger
+	mux     *http.ServeMux
+	metrics *prometheus.HistogramVec
+
+	limitMu  sync.Mutex
+	limiters map[string]*rate.Limiter
+}
+
+// New returns the API handler.
+func New(cfg Config) (*Server, error) {
+	if cfg.Store == nil || cfg.Tokens == nil || cfg.Jobs == nil || cfg.DLQ == nil || cfg.Cron == nil {
+		return nil, errors.New("api: Config.Store, Tokens, Jobs, DLQ and Cron are required")
+	}
+	if cfg.Admin == nil {
+		cfg.Admin = cluster.NewAdmin(cfg.Store)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 2 << 20
+	}
+	if cfg.RateLimit == 0 {
+		cfg.RateLimit = 200
+	}
+	if cfg.RateBurst == 0 {
+		cfg.RateBurst = 400
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.Named("api"), mux: http.NewServeMux(), limiters: map[string]*rate.Limiter{},
+		metrics: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "gaffer", Subsystem: "api", Name: "request_duration_seconds",
+			Help: "API requests by route and status.", Buckets: prometheus.DefBuckets}, []string{"route", "status"})}
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(s.metrics)
+	}
+	s.routes()
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// handler is an API endpoint: it returns the status and the value to
+// encode as JSON, or an error (a *Problem, a domain error, or anything
+// else, which becomes a 500).
+type handler func(r *http.Request, p Principal, body []byte) (int, any, error)
+
+//go:embed openapi.json
+var openAPIDoc []byte
+
+// OpenAPI returns the API's OpenAPI 3 document.
+func OpenAPI() []byte { return openAPIDoc }
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(openAPIDoc)
+	})
+	s.handle("POST /v1/jobs", ScopeJobsWrite, s.enqueue)
+	s.handle("GET /v1/jobs", ScopeJobsRead, s.listJobs)
+	s.handle("GET /v1/jobs/{id}", ScopeJobsRead, s.getJob)
+	s.handle("POST /v1/jobs/{id}/cancel", ScopeJobsWrite, s.cancelJob)
+
+	s.handle("GET /v1/dlq", ScopeJobsRead, s.listDLQ)
+	s.handle("GET /v1/dlq/{id}", ScopeJobsRead, s.getDLQ)
+	s.handle("POST /v1/dlq/{id}/replay", ScopeJobsWrite, s.replayDLQ)
+	s.handle("POST /v1/dlq/replay", ScopeJobsWrite, s.replayDLQMatching)
+	s.handle("POST /v1/dlq/purge", ScopeJobsWrite, s.purgeDLQ)
+	s.handle("DELETE /v1/dlq/{id}", ScopeJobsWrite, s.deleteDLQ)
+
+	s.handle("POST /v1/cron", ScopeJobsWrite, s.createCron)
+	s.handle("GET /v1/cron", ScopeJobsRead, s.listCron)
+	s.handle("GET /v1/cron/{name}", ScopeJobsRead, s.getCron)
+	s.handle("PATCH /v1/cron/{name}", ScopeJobsWrite, s.updateCron)
+	s.handle("DELETE /v1/cron/{name}", ScopeJobsWrite, s.deleteCron)
+	s.handle("GET /v1/cron/{name}/next", ScopeJobsRead, s.nextCron)
+	s.handle("GET /v1/cron/{name}/history", ScopeJobsRead, s.cronHistory)
+	s.handle("POST /v1/cron/{name}/trigger", ScopeJobsWrite, s.triggerCron)
+
+	s.handle("GET /v1/queues", ScopeJobsRead, s.listQueues)
+	s.handle("POST /v1/queues/{queue}/pause", ScopeAdmin, s.pauseQueue)
+	s.handle("POST /v1/queues/{queue}/resume", ScopeAdmin, s.resumeQueue)
+
+	s.handle("GET /v1/nodes", ScopeJobsRead, s.listNodes)
+	s.handle("POST /v1/nodes/{id}/drain", ScopeAdmin, s.drainNode)
+	s.handle("POST /v1/nodes/{id}/undrain", ScopeAdmin, s.undrainNode)
+	s.handle("GET /v1/cluster", ScopeJobsRead, s.clusterStatus)
+
+	s.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, problem(http.StatusNotFound, CodeNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path))
+	})
+}
+
+// handle registers an endpoint behind authentication, scope, rate limit,
+// body checks and, for POSTs, Idempotency-Key.
+func (s *Server) handle(pattern, scope string, h handler) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		defer func() {
+			if v := recover(); v != nil {
+				s.log.Error("handler panicked", "route", pattern, "panic", v)
+				writeProblem(rec, asProblem(nil))
+			}
+			s.metrics.WithLabelValues(pattern, strconv.Itoa(rec.status)).Observe(time.Since(start).Seconds())
+		}()
+		s.serve(rec, r, pattern, scope, h)
+	})
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern, scope string, h handler) {
+	text, ok := bearer(r)
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="gaffer"`)
+		writeProblem(w, problem(http.StatusUnauthorized, CodeUnauthorized, "send an API token: Authorization: Bearer <token>"))
+		return
+	}
+	p, err := s.cfg.Tokens.Authenticate(r.Context(), text)
+	if errors.Is(err, ErrBadToken) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="gaffer", error="invalid_token"`)
+		writeProblem(w, problem(http.StatusUnauthorized, CodeUnauthorized, "the token is unknown or revoked"))
+		return
+	}
+	if err != nil {
+		s.log.Error("authenticate", "error", err)
+		writeProblem(w, problem(http.StatusServiceUnavailable, CodeUnavailable, "could not check the token: the database is unreachable"))
+		return
+	}
+	if !p.has(scope) {
+		writeProblem(w, problem(http.StatusForbidden, CodeForbidden, "this endpoint needs the "+scope+" scope"))
+		return
+	}
+	if wait, ok := s.allow(p.TokenID); !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "this token is over its request rate; retry after the Retry-After seconds"))
+		return
+	}
+	var body []byte
+	if r.ContentLength != 0 && (r.Method == http.MethodPost || r.Method == http.MethodPatch) {
+		var pr *Problem
+		if body, pr = readBody(r, s.cfg.MaxBodyBytes); pr != nil {
+			writeProblem(w, pr)
+			return
+		}
+	}
+	if key := r.Header.Get("Idempotency-Key"); key != "" && r.Method == http.MethodPost {
+		s.idempotent(w, r, p, key, body, h)
+		return
+	}
+	status, v, err := h(r, p, body)
+	s.respond(w, r, status, v, err)
+}
+
+func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
+	if err != nil {
+		pr := asProblem(err)
+		if pr.Status >= 500 {
+			s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+		}
+		writeProblem(w, pr)
+		return
+	}
+	if status == http.StatusNoContent {
+		w.WriteHeader(status)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// idempotent runs a POST once per (tenant, key): the same key with the
+// same request replays the first response; with a different one, 422.
+func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p Principal, key string, body []byte, h handler) {
+	if len(key) > 255 {
+		writeProblem(w, fieldProblem("Idempotency-Key", "the Idempotency-Key header must be at most 255 characters"))
+		return
+	}
+	sum := sha256.Sum256(append([]byte(r.Method+" "+r.URL.RequestURI()+"\n"), body...))
+	ctx := r.Context()
+	taken, prev, err := s.cfg.Store.ClaimIdempotencyKey(ctx, p.Tenant, key, sum[:], time.Minute)
+	if err != nil {
+		s.respond(w, r, 0, nil, err)
+		return
+	}
+	if !taken {
+		switch {
+		case !bytes.Equal(prev.RequestHash, sum[:]):
+			writeProblem(w, problem(http.StatusUnprocessableEntity, CodeIdempotencyReuse, "this Idempotency-Key was used with a different request"))
+		case prev.Status == 0:
+			writeProblem(w, problem(http.StatusConflict, CodeIdempotencyBusy, "the first request with this Idempotency-Key is still in progress; retry shortly"))
+		default:
+			w.Header().Set("Content-Type", prev.ContentType)
+			w.Header().Set("Idempotent-Replayed", "true")
+			w.WriteHeader(prev.Status)
+			w.Write(prev.Body)
+		}
+		return
+	}
+	buf := &bufferedResponse{header: http.Header{}, status: http.StatusOK}
+	status, v, herr := h(r, p, body)
+	s.respond(buf, r, status, v, herr)
+	done := context.WithoutCancel(ctx)
+	if buf.status >= 500 {
+		// Nothing durable is known to have happened: let a retry run anew.
+		s.cfg.Store.ReleaseIdempotencyKey(done, p.Tenant, key)
+	} else if err := s.cfg.Store.FinishIdempotencyKey(done, p.Tenant, key, buf.status, buf.body.Bytes(), buf.header.Get("Content-Type")); err != nil {
+		s.log.Error("store idempotent response", "error", err)
+	}
+	for k, vs := range buf.header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(buf.status)
+	w.Write(buf.body.Bytes())
+}
+
+func (s *Server) allow(tokenID string) (time.Duration, bool) {
+	s.limitMu.Lock()
+	l := s.limiters[tokenID]
+	if l == nil {
+		l = rate.NewLimiter(rate.Limit(s.cfg.RateLimit), s.cfg.RateBurst)
+		s.limiters[tokenID] = l
+	}
+	s.limitMu.Unlock()
+	res := l.Reserve()
+	if d := res.Delay(); d > 0 {
+		res.Cancel()
+		return d, false
+	}
+	return 0, true
+}
+
+type recorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *recorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+type bufferedResponse struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *bufferedResponse) Header() http.Header         { return b.header }
+func (b *bufferedResponse) Write(p []byte) (int, error) { return b.body.Write(p) }
+func (b *bufferedResponse) WriteHeader(code int)        { b.status = code }

@@ -1,0 +1,2 @@
+DROP TABLE gaffer.idempotency_keys;
+DROP TABLE gaffer.api_tokens;
