@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/cron"
+	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/webhook"
 )
 
 type cronJobBody struct {
@@ -24,6 +26,13 @@ func (b cronJobBody) template(field string) (cron.JobTemplate, *Problem) {
 	timeout, pr := parseDuration(field+".timeout", b.Timeout)
 	if pr != nil {
 		return cron.JobTemplate{}, pr
+	}
+	if b.Kind == webhook.Kind {
+		if _, _, err := webhook.Validate(b.Args); err != nil {
+			var ve *job.ValidationError
+			errors.As(err, &ve)
+			return cron.JobTemplate{}, fieldProblem(field+"."+ve.Field, ve.Error())
+		}
 	}
 	return cron.JobTemplate{Kind: b.Kind, Queue: b.Queue, Args: b.Args, Priority: b.Priority, MaxAttempts: b.MaxAttempts, Timeout: timeout}, nil
 }

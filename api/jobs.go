@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/webhook"
 )
 
 type enqueueRequest struct {
@@ -69,6 +70,11 @@ func (s *Server) enqueue(r *http.Request, p Principal, body []byte) (int, any, e
 			return 0, nil, fieldProblem("max_attempts", "max_attempts: must be between 1 and 1000, got 0")
 		}
 		jr.MaxAttempts = *req.MaxAttempts
+	}
+	if req.Kind == webhook.Kind {
+		if _, _, err := webhook.Validate(req.Args); err != nil {
+			return 0, nil, err
+		}
 	}
 	res, err := s.cfg.Jobs.Enqueue(r.Context(), jr)
 	if err != nil {

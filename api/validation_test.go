@@ -45,6 +45,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"invalid missed policy", "POST", "/v1/cron", `{"name":"c","schedule":"@daily","missed":"maybe","job":{"kind":"k"}}`, "", 400, "invalid_field", "missed"},
 		{"cron job priority", "POST", "/v1/cron", `{"name":"c","schedule":"@daily","job":{"kind":"k","priority":99}}`, "", 400, "invalid_field", "job.priority"},
 		{"cron bad name", "POST", "/v1/cron", `{"name":"no spaces please","schedule":"@daily","job":{"kind":"k"}}`, "", 400, "invalid_field", "name"},
+		{"http job without url", "POST", "/v1/jobs", `{"kind":"http","args":{"method":"POST"}}`, "", 400, "invalid_field", "args.url"},
+		{"http cron job bad method", "POST", "/v1/cron", `{"name":"c","schedule":"@daily","job":{"kind":"http","args":{"url":"https://x.test","method":"FETCH"}}}`, "", 400, "invalid_field", "job.args.method"},
 		{"bad limit", "GET", "/v1/jobs?limit=0", ``, "", 400, "invalid_parameter", "limit"},
 		{"bad state", "GET", "/v1/jobs?state=done", ``, "", 400, "invalid_parameter", "state"},
 		{"bad cursor", "GET", "/v1/jobs?cursor=!!", ``, "", 400, "invalid_parameter", "cursor"},

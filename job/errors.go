@@ -48,6 +48,25 @@ func Permanent(err error) error {
 	return &PermanentError{Err: err}
 }
 
+// RetryAfterError is a failed attempt whose retry is due after Delay
+// rather than after the kind's backoff (e.g. a server's Retry-After).
+type RetryAfterError struct {
+	Err   error
+	Delay time.Duration
+}
+
+func (e *RetryAfterError) Error() string { return e.Err.Error() }
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// RetryAfter wraps err so that, returned by a handler, the attempt counts
+// as failed and the retry is due after d instead of the backoff.
+func RetryAfter(err error, d time.Duration) error {
+	if err == nil {
+		err = errors.New("retry requested")
+	}
+	return &RetryAfterError{Err: err, Delay: max(d, 0)}
+}
+
 // CancelError ends the job cancelled, from inside its handler.
 type CancelError struct{ Err error }
 

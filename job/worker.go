@@ -509,7 +509,12 @@ func (w *Worker) record(e *execution, err error, errKind, stack string, cause er
 		return
 	}
 	f := store.Failure{Lease: e.lease, Message: err.Error(), Kind: errKind, Stack: stack, Permanent: errors.As(err, &perm)}
-	if !f.Permanent {
+	var after *RetryAfterError
+	switch {
+	case f.Permanent:
+	case errors.As(err, &after):
+		f.RetryDelay = after.Delay
+	default:
 		f.RetryDelay = backoff.Delay(j.Attempt)
 	}
 	var state string
