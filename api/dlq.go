@@ -104,7 +104,7 @@ func (s *Server) replayDLQ(r *http.Request, p Principal, _ []byte) (int, any, er
 	case errors.Is(err, dlq.ErrNotFound):
 		return 0, nil, notFoundProblem("DLQ entry", id)
 	case errors.Is(err, dlq.ErrAlreadyReplayed):
-		return 0, nil, problem(http.StatusConflict, CodeAlreadyReplayed, "entry "+strconv.FormatInt(id, 10)+" is no longer in the DLQ: it was replayed before ("+err.Error()+")")
+		return 0, nil, problem(http.StatusConflict, CodeAlreadyReplayed, "entry "+strconv.FormatInt(id, 10)+" is no longer in the DLQ: "+err.Error())
 	case err != nil:
 		return 0, nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gafferhq/gaffer/job"
@@ -132,7 +133,8 @@ func (c *Client) Replay(ctx context.Context, tenant string, id int64) (Replay, e
 	case errors.Is(err, store.ErrNotFound):
 		return Replay{}, ErrNotFound
 	case errors.Is(err, store.ErrAlreadyReplayed):
-		return Replay{}, fmt.Errorf("%w: %v", ErrAlreadyReplayed, err)
+		// Keep the store's "(into job N)".
+		return Replay{}, fmt.Errorf("%w%s", ErrAlreadyReplayed, strings.TrimPrefix(err.Error(), store.ErrAlreadyReplayed.Error()))
 	case err != nil:
 		return Replay{}, err
 	}

@@ -112,7 +112,7 @@ func benchWork(ctx context.Context, url string, jobs, concurrency, claimBatch in
 	if err != nil {
 		return err
 	}
-	registerBuiltinKinds(node)
+	registerBuiltinKinds(node, "")
 	start := time.Now()
 	if err := node.Start(ctx); err != nil {
 		return err

@@ -8,12 +8,14 @@ import (
 
 	"github.com/gafferhq/gaffer"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/webhook"
 )
 
 // registerBuiltinKinds registers the kinds every gaffer node handles
-// without Go code.
-func registerBuiltinKinds(node *gaffer.Node) {
+// without Go code: "http" (a webhook call) and "noop".
+func registerBuiltinKinds(node *gaffer.Node, webhookSecret string) {
 	node.HandleFunc("noop", func(ctx context.Context, j *job.Job) error { return nil })
+	webhook.Register(node.Registry(), webhook.Config{Secret: webhookSecret})
 }
 
 // registerDemoKinds registers the demo kinds `gaffer dev` offers, so that

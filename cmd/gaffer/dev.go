@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gafferhq/gaffer"
+	"github.com/gafferhq/gaffer/api"
 	"github.com/gafferhq/gaffer/internal/etcdserver"
 	"github.com/gafferhq/gaffer/internal/pgserver"
 	"github.com/gafferhq/gaffer/store"
@@ -19,7 +20,8 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	dbURL := fs.String("database-url", "DATABASE_URL", "", "use this PostgreSQL instead of starting one")
 	dataDir := fs.String("data", "", "", "keep PostgreSQL's data in this directory across runs")
 	nodes := fs.Int("nodes", "", 1, "how many nodes to run")
-	addr := fs.String("addr", "", "127.0.0.1:8080", "HTTP listen address for /metrics, /healthz, /readyz")
+	addr := fs.String("addr", "", "127.0.0.1:8080", "HTTP listen address: the API (/v1), /metrics, /healthz, /readyz")
+	devToken := fs.String("token", "", "", "the dev API token to create (at least 16 characters; default: a random one)")
 	nf := addNodeFlags(fs)
 	if err := fs.parse(args); err != nil {
 		return err
@@ -102,7 +104,7 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		registerBuiltinKinds(n)
+		registerBuiltinKinds(n, *nf.webhookSecret)
 		registerDemoKinds(n)
 		if err := n.Start(ctx); err != nil {
 			n.Stop(context.Background())
@@ -110,18 +112,48 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 		}
 		running = append(running, n)
 	}
-	srv, err := serveHTTP(*addr, healthMux(reg, running...), log)
+	h, tokens, err := httpHandler(reg, nf, log, running...)
+	if err != nil {
+		return err
+	}
+	token, err := devAPIToken(ctx, tokens, *devToken)
+	if err != nil {
+		return err
+	}
+	srv, err := serveHTTP(*addr, h, nf, log)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	fmt.Fprintf(m.Stdout, "\nGaffer dev cluster is up: %d node(s).\n  database: %s\n  etcd:     %s\n  metrics:  http://%s/metrics\n\nPress Ctrl-C to stop.\n",
-		len(running), url, strings.Join(cfg.EtcdEndpoints, ","), *addr)
+	scheme := "http"
+	if *nf.tlsCert != "" {
+		scheme = "https"
+	}
+	base := scheme + "://" + *addr
+	fmt.Fprintf(m.Stdout, "\nGaffer dev cluster is up: %d node(s).\n  API:      %s/v1  (OpenAPI: %s/v1/openapi.json)\n  token:    %s\n  database: %s\n  etcd:     %s\n  metrics:  %s/metrics\n\nTry:\n  export GAFFER_URL=%s GAFFER_TOKEN=%s\n  gaffer jobs enqueue --kind demo.echo --args '{\"hello\":\"world\"}'\n\nPress Ctrl-C to stop.\n",
+		len(running), base, base, token, url, strings.Join(cfg.EtcdEndpoints, ","), base, base, token)
 	if *dataDir == "" && *dbURL == "" {
 		fmt.Fprintln(m.Stdout, "  (the database is thrown away on exit; use --data DIR to keep it)")
 	}
 	<-ctx.Done()
 	fmt.Fprintln(m.Stdout, "stopping…")
+	_ = token
 	_ = os.Stdout.Sync()
 	return nil
+}
+
+// devAPIToken creates the dev token: an admin token spanning tenants. A
+// token given with --token that a kept database (--data) already holds is
+// used as is.
+func devAPIToken(ctx context.Context, tokens *api.Tokens, text string) (string, error) {
+	if text != "" {
+		if _, err := tokens.Authenticate(ctx, text); err == nil {
+			return text, nil
+		}
+	}
+	created, _, err := tokens.Create(ctx, api.NewTokenRequest{Name: "gaffer dev", Tenant: api.AllTenants, Scopes: []string{api.ScopeAdmin}, Secret: text})
+	if err != nil {
+		return "", fmt.Errorf("create the dev token: %w", err)
+	}
+	return created, nil
 }

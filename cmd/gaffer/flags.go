@@ -57,8 +57,13 @@ func envVar(flagName string) string {
 	return "GAFFER_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
+// bind ties a flag to a variable: env, or GAFFER_<FLAG> when env is "",
+// or none when env is "-".
 func (fs *flagSet) bind(name, env string) {
-	if env == "" {
+	switch env {
+	case "-":
+		return
+	case "":
 		env = envVar(name)
 	}
 	fs.env[name] = env

@@ -53,6 +53,13 @@ func commands() []command {
 		{"dev", "run a throwaway local cluster (Postgres, nodes) in one process", (*Main).runDev},
 		{"migrate", "apply, revert or show database migrations", (*Main).runMigrate},
 		{"bench", "measure throughput against a database", (*Main).runBench},
+		{"jobs", "enqueue, inspect and cancel jobs", (*Main).runJobs},
+		{"dlq", "list, replay and purge dead letters", (*Main).runDLQ},
+		{"cron", "manage cron entries", (*Main).runCron},
+		{"queues", "list, pause and resume queues", (*Main).runQueues},
+		{"nodes", "list, drain and undrain nodes", (*Main).runNodes},
+		{"cluster", "show the leader and cluster health", (*Main).runCluster},
+		{"tokens", "create, list and revoke API tokens", (*Main).runTokens},
 		{"version", "print the version", func(m *Main, _ context.Context, _ []string) error {
 			fmt.Fprintln(m.Stdout, "gaffer", Version)
 			return nil

@@ -16,36 +16,46 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gafferhq/gaffer"
+	"github.com/gafferhq/gaffer/api"
+	"github.com/gafferhq/gaffer/cluster"
 )
 
 // nodeFlags are the flags shared by `server` and `dev` that shape a node.
 type nodeFlags struct {
-	etcd         *string
-	sessionTTL   *time.Duration
-	prefix       *string
-	queues       *string
-	leaseTTL     *time.Duration
-	pollInterval *time.Duration
-	drainTimeout *time.Duration
-	jobRetention *time.Duration
-	dlqRetention *time.Duration
-	logLevel     *string
-	logJSON      *bool
+	webhookSecret *string
+	rateLimit     *int
+	tlsCert       *string
+	tlsKey        *string
+	etcd          *string
+	sessionTTL    *time.Duration
+	prefix        *string
+	queues        *string
+	leaseTTL      *time.Duration
+	pollInterval  *time.Duration
+	drainTimeout  *time.Duration
+	jobRetention  *time.Duration
+	dlqRetention  *time.Duration
+	logLevel      *string
+	logJSON       *bool
 }
 
 func addNodeFlags(fs *flagSet) *nodeFlags {
 	return &nodeFlags{
-		etcd:         fs.String("etcd", "", "", "etcd endpoints, comma-separated; without them the node runs alone (no leader election, no cron)"),
-		sessionTTL:   fs.Duration("session-ttl", "", 10*time.Second, "etcd session TTL: how soon a dead node is noticed and a new leader elected"),
-		prefix:       fs.String("cluster-prefix", "", "/gaffer", "etcd key prefix; clusters sharing an etcd need different prefixes"),
-		queues:       fs.String("queues", "", "default=10", "queues to work and how many jobs of each to run at once: name=N,…"),
-		leaseTTL:     fs.Duration("lease-ttl", "", 30*time.Second, "how long a claimed job stays owned without a heartbeat"),
-		pollInterval: fs.Duration("poll-interval", "", time.Second, "fallback poll for due jobs (inserts wake nodes at once)"),
-		drainTimeout: fs.Duration("drain-timeout", "", 30*time.Second, "on SIGTERM, how long running jobs get to finish before they are released"),
-		jobRetention: fs.Duration("job-retention", "", 24*time.Hour, "how long finished jobs are kept"),
-		dlqRetention: fs.Duration("dlq-retention", "", 14*24*time.Hour, "how long DLQ entries are kept"),
-		logLevel:     fs.String("log-level", "", "info", "trace, debug, info, warn or error"),
-		logJSON:      fs.Bool("log-json", "", false, "log JSON lines instead of text"),
+		webhookSecret: fs.String("webhook-secret", "", "", "HMAC-SHA256 key that signs the bodies of http jobs (Gaffer-Signature)"),
+		rateLimit:     fs.Int("rate-limit", "", 200, "API requests per second allowed per token (burst: twice that)"),
+		tlsCert:       fs.String("tls-cert", "", "", "serve HTTPS with this certificate (PEM); needs --tls-key"),
+		tlsKey:        fs.String("tls-key", "", "", "the certificate's private key (PEM)"),
+		etcd:          fs.String("etcd", "", "", "etcd endpoints, comma-separated; without them the node runs alone (no leader election, no cron)"),
+		sessionTTL:    fs.Duration("session-ttl", "", 10*time.Second, "etcd session TTL: how soon a dead node is noticed and a new leader elected"),
+		prefix:        fs.String("cluster-prefix", "", "/gaffer", "etcd key prefix; clusters sharing an etcd need different prefixes"),
+		queues:        fs.String("queues", "", "default=10", "queues to work and how many jobs of each to run at once: name=N,…"),
+		leaseTTL:      fs.Duration("lease-ttl", "", 30*time.Second, "how long a claimed job stays owned without a heartbeat"),
+		pollInterval:  fs.Duration("poll-interval", "", time.Second, "fallback poll for due jobs (inserts wake nodes at once)"),
+		drainTimeout:  fs.Duration("drain-timeout", "", 30*time.Second, "on SIGTERM, how long running jobs get to finish before they are released"),
+		jobRetention:  fs.Duration("job-retention", "", 24*time.Hour, "how long finished jobs are kept"),
+		dlqRetention:  fs.Duration("dlq-retention", "", 14*24*time.Hour, "how long DLQ entries are kept"),
+		logLevel:      fs.String("log-level", "", "info", "trace, debug, info, warn or error"),
+		logJSON:       fs.Bool("log-json", "", false, "log JSON lines instead of text"),
 	}
 }
 
@@ -68,6 +78,12 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 			return gaffer.Config{}, usageError(fmt.Sprintf("--%s must be positive, got %s", name, d))
 		}
 	}
+	if (*f.tlsCert == "") != (*f.tlsKey == "") {
+		return gaffer.Config{}, usageError("--tls-cert and --tls-key go together")
+	}
+	if *f.rateLimit < 1 {
+		return gaffer.Config{}, usageError(fmt.Sprintf("--rate-limit must be at least 1, got %d", *f.rateLimit))
+	}
 	if *f.sessionTTL < 2*time.Second || *f.sessionTTL%time.Second != 0 {
 		return gaffer.Config{}, usageError(fmt.Sprintf("--session-ttl must be whole seconds, at least 2s, got %s", *f.sessionTTL))
 	}
@@ -83,10 +99,10 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 }
 
 func (m *Main) runServer(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("server", "server [flags]\n\nRuns one production node: it claims and runs jobs from PostgreSQL and serves\n/metrics, /healthz and /readyz. SIGTERM drains it (see --drain-timeout).")
+	fs := m.newFlagSet("server", "server [flags]\n\nRuns one production node: it claims and runs jobs from PostgreSQL and serves\nthe API (/v1), /metrics, /healthz and /readyz. SIGTERM drains it (see --drain-timeout).")
 	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL connection URL (required)")
 	nodeID := fs.String("node-id", "", "", "this node's id (default hostname-<random>)")
-	addr := fs.String("addr", "", ":8080", "HTTP listen address for /metrics, /healthz, /readyz")
+	addr := fs.String("addr", "", ":8080", "HTTP listen address: the API (/v1), /metrics, /healthz, /readyz")
 	maxConns := fs.Int("max-conns", "", 0, "PostgreSQL pool size (default: from total concurrency, 4-20)")
 	nf := addNodeFlags(fs)
 	if err := fs.parse(args); err != nil {
@@ -112,12 +128,17 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	registerBuiltinKinds(node)
+	registerBuiltinKinds(node, *nf.webhookSecret)
 	if err := node.Start(ctx); err != nil {
 		node.Stop(context.Background())
 		return err
 	}
-	srv, err := serveHTTP(*addr, healthMux(reg, node), log)
+	h, _, err := httpHandler(reg, nf, log, node)
+	if err != nil {
+		node.Stop(context.Background())
+		return err
+	}
+	srv, err := serveHTTP(*addr, h, nf, log)
 	if err != nil {
 		node.Stop(context.Background())
 		return err
@@ -184,18 +205,40 @@ func healthMux(reg *prometheus.Registry, nodes ...*gaffer.Node) *http.ServeMux {
 	return mux
 }
 
-func serveHTTP(addr string, h http.Handler, log hclog.Logger) (*http.Server, error) {
+// httpHandler serves the API under /v1 beside the health endpoints.
+func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, nodes ...*gaffer.Node) (http.Handler, *api.Tokens, error) {
+	n := nodes[0]
+	tokens := api.NewTokens(n.Store())
+	a, err := api.New(api.Config{Store: n.Store(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(),
+		Admin: cluster.NewAdmin(n.Store()), Cluster: n.Cluster(), Logger: log, Registerer: reg,
+		RateLimit: float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit})
+	if err != nil {
+		return nil, nil, err
+	}
+	mux := healthMux(reg, nodes...)
+	mux.Handle("/v1/", a)
+	return mux, tokens, nil
+}
+
+func serveHTTP(addr string, h http.Handler, nf *nodeFlags, log hclog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	tls := *nf.tlsCert != ""
 	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		var err error
+		if tls {
+			err = srv.ServeTLS(ln, *nf.tlsCert, *nf.tlsKey)
+		} else {
+			err = srv.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server", "error", err)
 			os.Exit(1)
 		}
 	}()
-	log.Info("listening", "addr", ln.Addr().String())
+	log.Info("listening", "addr", ln.Addr().String(), "tls", tls)
 	return srv, nil
 }

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+func (m *Main) runQueues(ctx context.Context, args []string) error {
+	simple := func(action, method string) func(m *Main, ctx context.Context, args []string) error {
+		return func(m *Main, ctx context.Context, args []string) error {
+			fs := m.newFlagSet("queues "+action, "queues "+action+" QUEUE [flags]")
+			cf := addClientFlags(fs)
+			if err := fs.parse(args); err != nil {
+				return err
+			}
+			if err := needArgs(fs, 1, "a queue name"); err != nil {
+				return err
+			}
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var raw json.RawMessage
+			if err := c.do(ctx, method, "/v1/queues/"+url.PathEscape(fs.Arg(0))+"/"+action, nil, &raw); err != nil {
+				return err
+			}
+			return m.output(cf, raw, func(tw *tabwriter.Writer) { fmt.Fprintf(tw, "queue %s: %sd\n", fs.Arg(0), action) })
+		}
+	}
+	return m.runGroup(ctx, "queues", []action{
+		{"list", "list queues with their counts", (*Main).queuesList},
+		{"pause", "stop every node claiming from a queue", simple("pause", "POST")},
+		{"resume", "let nodes claim from a queue again", simple("resume", "POST")},
+	}, args)
+}
+
+func (m *Main) queuesList(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("queues list", "queues list [flags]")
+	cf := addClientFlags(fs)
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := needArgs(fs, 0, "no positional arguments"); err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	var raw json.RawMessage
+	if err := c.do(ctx, "GET", "/v1/queues", nil, &raw); err != nil {
+		return err
+	}
+	var page struct {
+		Data []struct {
+			Name     string  `json:"name"`
+			Paused   bool    `json:"paused"`
+			Pending  int64   `json:"pending"`
+			Retrying int64   `json:"retrying"`
+			Running  int64   `json:"running"`
+			Oldest   float64 `json:"oldest_due_age_seconds"`
+		} `json:"data"`
+	}
+	json.Unmarshal(raw, &page)
+	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+		fmt.Fprintln(tw, "QUEUE\tPAUSED\tPENDING\tRETRYING\tRUNNING\tOLDEST DUE")
+		for _, q := range page.Data {
+			fmt.Fprintf(tw, "%s\t%v\t%d\t%d\t%d\t%s\n", q.Name, q.Paused, q.Pending, q.Retrying, q.Running, time.Duration(q.Oldest*float64(time.Second)).Round(time.Millisecond))
+		}
+	})
+}
+
+type nodeRow struct {
+	ID       string         `json:"id"`
+	Hostname string         `json:"hostname"`
+	Version  string         `json:"version"`
+	Queues   map[string]int `json:"queues"`
+	State    string         `json:"state"`
+	InFlight int            `json:"in_flight"`
+	Leader   bool           `json:"leader"`
+	LastSeen *time.Time     `json:"last_seen"`
+	Since    float64        `json:"seconds_since_seen"`
+	Deadline *time.Time     `json:"drain_deadline"`
+	Reason   string         `json:"left_reason"`
+}
+
+func (m *Main) runNodes(ctx context.Context, args []string) error {
+	return m.runGroup(ctx, "nodes", []action{
+		{"list", "list every node the cluster has seen", (*Main).nodesList},
+		{"drain", "drain a node: stop claiming, finish or release its jobs, leave", (*Main).nodesDrain},
+		{"undrain", "put a draining node back to work", (*Main).nodesUndrain},
+	}, args)
+}
+
+func (m *Main) nodesList(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("nodes list", "nodes list [flags]")
+	cf := addClientFlags(fs)
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := needArgs(fs, 0, "no positional arguments"); err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	var raw json.RawMessage
+	if err := c.do(ctx, "GET", "/v1/nodes", nil, &raw); err != nil {
+		return err
+	}
+	var page struct {
+		Data []nodeRow `json:"data"`
+	}
+	json.Unmarshal(raw, &page)
+	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+		fmt.Fprintln(tw, "NODE\tSTATE\tLEADER\tIN FLIGHT\tQUEUES\tLAST SEEN\tHOST\tVERSION")
+		for _, n := range page.Data {
+			state := n.State
+			if n.Reason != "" {
+				state += " (" + n.Reason + ")"
+			}
+			leader := ""
+			if n.Leader {
+				leader = "*"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%.0fs ago\t%s\t%s\n", n.ID, state, leader, n.InFlight, queueList(n.Queues), n.Since, n.Hostname, n.Version)
+		}
+	})
+}
+
+func (m *Main) nodesDrain(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("nodes drain", "nodes drain NODE [--deadline 30s] [--wait]")
+	cf := addClientFlags(fs)
+	deadline := fs.Duration("deadline", "-", 30*time.Second, "how long running jobs get before they are released")
+	wait := fs.Bool("wait", "-", false, "wait until the node has left, showing its in-flight count")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := needArgs(fs, 1, "a node id"); err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	var raw json.RawMessage
+	path := "/v1/nodes/" + url.PathEscape(fs.Arg(0))
+	if err := c.do(ctx, "POST", path+"/drain", map[string]string{"deadline": deadline.String()}, &raw); err != nil {
+		return err
+	}
+	if !*wait {
+		var n nodeRow
+		json.Unmarshal(raw, &n)
+		return m.output(cf, raw, func(tw *tabwriter.Writer) {
+			fmt.Fprintf(tw, "draining %s: deadline %s, %d jobs in flight\n", n.ID, fmtTime(n.Deadline), n.InFlight)
+		})
+	}
+	for {
+		var page struct {
+			Data []nodeRow `json:"data"`
+		}
+		if err := c.do(ctx, "GET", "/v1/nodes", nil, &page); err != nil {
+			return err
+		}
+		for _, n := range page.Data {
+			if n.ID != fs.Arg(0) {
+				continue
+			}
+			if n.State == "dead" {
+				fmt.Fprintf(m.Stdout, "%s left (%s)\n", n.ID, orDash(n.Reason))
+				return nil
+			}
+			fmt.Fprintf(m.Stdout, "%s %s: %d jobs in flight\n", n.ID, n.State, n.InFlight)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (m *Main) nodesUndrain(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("nodes undrain", "nodes undrain NODE [flags]")
+	cf := addClientFlags(fs)
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := needArgs(fs, 1, "a node id"); err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	var raw json.RawMessage
+	if err := c.do(ctx, "POST", "/v1/nodes/"+url.PathEscape(fs.Arg(0))+"/undrain", nil, &raw); err != nil {
+		return err
+	}
+	return m.output(cf, raw, func(tw *tabwriter.Writer) { fmt.Fprintf(tw, "%s is active again\n", fs.Arg(0)) })
+}
+
+func (m *Main) runCluster(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("cluster", "cluster [flags]: the leader, its epoch, node counts, and what is degraded")
+	cf := addClientFlags(fs)
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := needArgs(fs, 0, "no positional arguments"); err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	var raw json.RawMessage
+	if err := c.do(ctx, "GET", "/v1/cluster", nil, &raw); err != nil {
+		return err
+	}
+	var cl struct {
+		Leader   string         `json:"leader"`
+		Epoch    int64          `json:"epoch"`
+		Since    *time.Time     `json:"leader_since"`
+		Nodes    map[string]int `json:"nodes"`
+		Etcd     bool           `json:"etcd_connected"`
+		Degraded []string       `json:"degraded"`
+	}
+	json.Unmarshal(raw, &cl)
+	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+		fmt.Fprintf(tw, "leader\t%s (epoch %d, since %s)\nnodes\tactive %d, draining %d, dead %d\netcd\t%v\n",
+			orDash(cl.Leader), cl.Epoch, fmtTime(cl.Since), cl.Nodes["active"], cl.Nodes["draining"], cl.Nodes["dead"], cl.Etcd)
+		if len(cl.Degraded) > 0 {
+			fmt.Fprintf(tw, "degraded\t%s\n", strings.Join(cl.Degraded, "; "))
+		}
+	})
+}

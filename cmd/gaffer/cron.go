@@ -1,0 +1,327 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/url"
+	"strconv"
+	"text/tabwriter"
+	"time"
+)
+
+type cronRow struct {
+	Tenant    string     `json:"tenant"`
+	Name      string     `json:"name"`
+	Schedule  string     `json:"schedule"`
+	Timezone  string     `json:"timezone"`
+	Missed    string     `json:"missed"`
+	Overlap   string     `json:"overlap"`
+	Paused    bool       `json:"paused"`
+	NextRunAt *time.Time `json:"next_run_at"`
+	Job       struct {
+		Kind  string          `json:"kind"`
+		Queue string          `json:"queue"`
+		Args  json.RawMessage `json:"args"`
+	} `json:"job"`
+}
+
+func (m *Main) runCron(ctx context.Context, args []string) error {
+	return m.runGroup(ctx, "cron", []action{
+		{"add", "create an entry", (*Main).cronAdd},
+		{"list", "list entries", (*Main).cronList},
+		{"get", "show an entry", (*Main).cronGet},
+		{"next", "show an entry's next fire times", (*Main).cronNext},
+		{"update", "change an entry", (*Main).cronUpdate},
+		{"pause", "stop an entry firing", func(m *Main, ctx context.Context, args []string) error { return m.cronSetPaused(ctx, args, true) }},
+		{"resume", "restart a paused entry from the next fire time", func(m *Main, ctx context.Context, args []string) error { return m.cronSetPaused(ctx, args, false) }},
+		{"trigger", "enqueue an entry's job now", (*Main).cronTrigger},
+		{"history", "list an entry's occurrences", (*Main).cronHistory},
+		{"delete", "delete an entry", (*Main).cronDelete},
+	}, args)
+}
+
+type cronFlags struct {
+	schedule, timezone, kind, args, queue, timeout, missed, overlap *string
+	priority, attempts, missedCap                                   *int
+}
+
+func addCronFlags(fs *flagSet) *cronFlags {
+	return &cronFlags{
+		schedule:  fs.String("schedule", "-", "", "5 or 6 fields, @daily-style, or @every 5m"),
+		timezone:  fs.String("timezone", "-", "", "IANA zone or offset (default UTC)"),
+		kind:      fs.String("kind", "-", "", "job kind"),
+		args:      fs.String("args", "-", "", "job args as JSON"),
+		queue:     fs.String("queue", "-", "", "job queue"),
+		timeout:   fs.String("timeout", "-", "", "job timeout, e.g. 30s"),
+		priority:  fs.Int("priority", "-", -1, "job priority 0-9"),
+		attempts:  fs.Int("max-attempts", "-", 0, "job max attempts"),
+		missed:    fs.String("missed", "-", "", "missed-fire policy: skip, once or all"),
+		missedCap: fs.Int("missed-cap", "-", 0, "cap on catch-up under policy all"),
+		overlap:   fs.String("overlap", "-", "", "overlap policy: allow or skip"),
+	}
+}
+
+// body returns the fields given; job fields are nested.
+func (f *cronFlags) body(fs *flagSet) (map[string]any, error) {
+	given := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	b := map[string]any{}
+	jobFields := map[string]any{}
+	str := func(flag, key string, v string, into map[string]any) {
+		if given[flag] {
+			into[key] = v
+		}
+	}
+	str("schedule", "schedule", *f.schedule, b)
+	str("timezone", "timezone", *f.timezone, b)
+	str("missed", "missed", *f.missed, b)
+	str("overlap", "overlap", *f.overlap, b)
+	if given["missed-cap"] {
+		b["missed_cap"] = *f.missedCap
+	}
+	str("kind", "kind", *f.kind, jobFields)
+	str("queue", "queue", *f.queue, jobFields)
+	str("timeout", "timeout", *f.timeout, jobFields)
+	if given["priority"] {
+		jobFields["priority"] = *f.priority
+	}
+	if given["max-attempts"] {
+		jobFields["max_attempts"] = *f.attempts
+	}
+	if given["args"] {
+		if !json.Valid([]byte(*f.args)) {
+			return nil, usageError("--args is not valid JSON")
+		}
+		jobFields["args"] = json.RawMessage(*f.args)
+	}
+	if len(jobFields) > 0 {
+		b["job"] = jobFields
+	}
+	return b, nil
+}
+
+func printCron(tw *tabwriter.Writer, e cronRow) {
+	fmt.Fprintf(tw, "name\t%s\nschedule\t%s (%s)\njob\t%s on %s %s\nmissed\t%s\noverlap\t%s\npaused\t%v\nnext run\t%s\n",
+		e.Name, e.Schedule, e.Timezone, e.Job.Kind, e.Job.Queue, e.Job.Args, e.Missed, e.Overlap, e.Paused, fmtTime(e.NextRunAt))
+}
+
+func (m *Main) cronAdd(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("cron add", "cron add NAME --schedule S --kind K [flags]")
+	cf := addClientFlags(fs)
+	f := addCronFlags(fs)
+	paused := fs.Bool("paused", "-", false, "create paused")
+	tenant := fs.String("tenant", "-", "", "tenant (tokens spanning tenants only)")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := needArgs(fs, 1, "an entry name"); err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	b, err := f.body(fs)
+	if err != nil {
+		return err
+	}
+	b["name"] = fs.Arg(0)
+	if _, ok := b["job"]; !ok {
+		b["job"] = map[string]any{}
+	}
+	if *paused {
+		b["paused"] = true
+	}
+	if *tenant != "" {
+		b["tenant"] = *tenant
+	}
+	var raw json.RawMessage
+	if err := c.do(ctx, "POST", "/v1/cron", b, &raw); err != nil {
+		return err
+	}
+	var e cronRow
+	json.Unmarshal(raw, &e)
+	return m.output(cf, raw, func(tw *tabwriter.Writer) { printCron(tw, e) })
+}
+
+func (m *Main) cronUpdate(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("cron update", "cron update NAME [flags]: only the flags given change")
+	cf := addClientFlags(fs)
+	f := addCronFlags(fs)
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := needArgs(fs, 1, "an entry name"); err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	b, err := f.body(fs)
+	if err != nil {
+		return err
+	}
+	if len(b) == 0 {
+		return usageError("nothing to change: give at least one flag")
+	}
+	if jf, ok := b["job"].(map[string]any); ok {
+		// PATCH replaces the job template: start from the current one.
+		var cur struct {
+			Job map[string]any `json:"job"`
+		}
+		if err := c.do(ctx, "GET", "/v1/cron/"+url.PathEscape(fs.Arg(0)), nil, &cur); err != nil {
+			return err
+		}
+		for k, v := range jf {
+			cur.Job[k] = v
+		}
+		b["job"] = cur.Job
+	}
+	var raw json.RawMessage
+	if err := c.do(ctx, "PATCH", "/v1/cron/"+url.PathEscape(fs.Arg(0)), b, &raw); err != nil {
+		return err
+	}
+	var e cronRow
+	json.Unmarshal(raw, &e)
+	return m.output(cf, raw, func(tw *tabwriter.Writer) { printCron(tw, e) })
+}
+
+func (m *Main) cronOne(ctx context.Context, args []string, action, method, suffix string, body any) (json.RawMessage, *clientFlags, *flagSet, error) {
+	fs := m.newFlagSet("cron "+action, "cron "+action+" NAME [flags]")
+	cf := addClientFlags(fs)
+	var n *int
+	if action == "next" {
+		n = fs.Int("n", "-", 5, "how many fire times")
+	}
+	if err := fs.parse(args); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := needArgs(fs, 1, "an entry name"); err != nil {
+		return nil, nil, nil, err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	path := "/v1/cron/" + url.PathEscape(fs.Arg(0)) + suffix
+	if n != nil {
+		path += "?n=" + strconv.Itoa(*n)
+	}
+	var raw json.RawMessage
+	err = c.do(ctx, method, path, body, &raw)
+	return raw, cf, fs, err
+}
+
+func (m *Main) cronGet(ctx context.Context, args []string) error {
+	raw, cf, _, err := m.cronOne(ctx, args, "get", "GET", "", nil)
+	if err != nil {
+		return err
+	}
+	var e cronRow
+	json.Unmarshal(raw, &e)
+	return m.output(cf, raw, func(tw *tabwriter.Writer) { printCron(tw, e) })
+}
+
+func (m *Main) cronNext(ctx context.Context, args []string) error {
+	raw, cf, _, err := m.cronOne(ctx, args, "next", "GET", "/next", nil)
+	if err != nil {
+		return err
+	}
+	var r struct {
+		Times []time.Time `json:"times"`
+	}
+	json.Unmarshal(raw, &r)
+	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+		for _, t := range r.Times {
+			fmt.Fprintln(tw, t.UTC().Format(time.RFC3339))
+		}
+	})
+}
+
+func (m *Main) cronSetPaused(ctx context.Context, args []string, paused bool) error {
+	action := "resume"
+	if paused {
+		action = "pause"
+	}
+	raw, cf, fs, err := m.cronOne(ctx, args, action, "PATCH", "", map[string]bool{"paused": paused})
+	if err != nil {
+		return err
+	}
+	return m.output(cf, raw, func(tw *tabwriter.Writer) { fmt.Fprintf(tw, "%s: paused=%v\n", fs.Arg(0), paused) })
+}
+
+func (m *Main) cronTrigger(ctx context.Context, args []string) error {
+	raw, cf, fs, err := m.cronOne(ctx, args, "trigger", "POST", "/trigger", nil)
+	if err != nil {
+		return err
+	}
+	var r struct {
+		JobID int64 `json:"job_id"`
+	}
+	json.Unmarshal(raw, &r)
+	return m.output(cf, raw, func(tw *tabwriter.Writer) { fmt.Fprintf(tw, "%s: enqueued job %d\n", fs.Arg(0), r.JobID) })
+}
+
+func (m *Main) cronHistory(ctx context.Context, args []string) error {
+	raw, cf, _, err := m.cronOne(ctx, args, "history", "GET", "/history", nil)
+	if err != nil {
+		return err
+	}
+	var r struct {
+		Data []struct {
+			ScheduledAt time.Time `json:"scheduled_at"`
+			Status      string    `json:"status"`
+			Count       int       `json:"count"`
+			Epoch       int64     `json:"epoch"`
+			JobID       int64     `json:"job_id"`
+			Reason      string    `json:"reason"`
+		} `json:"data"`
+	}
+	json.Unmarshal(raw, &r)
+	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+		fmt.Fprintln(tw, "SCHEDULED AT\tSTATUS\tCOUNT\tEPOCH\tJOB\tREASON")
+		for _, o := range r.Data {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", o.ScheduledAt.UTC().Format(time.RFC3339), o.Status, o.Count, o.Epoch, o.JobID, o.Reason)
+		}
+	})
+}
+
+func (m *Main) cronDelete(ctx context.Context, args []string) error {
+	_, cf, fs, err := m.cronOne(ctx, args, "delete", "DELETE", "", nil)
+	if err != nil {
+		return err
+	}
+	return m.output(cf, json.RawMessage(`{"deleted":true}`), func(tw *tabwriter.Writer) { fmt.Fprintf(tw, "deleted %s\n", fs.Arg(0)) })
+}
+
+func (m *Main) cronList(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("cron list", "cron list [flags]")
+	cf := addClientFlags(fs)
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := needArgs(fs, 0, "no positional arguments"); err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	var raw json.RawMessage
+	if err := c.do(ctx, "GET", "/v1/cron?limit=1000", nil, &raw); err != nil {
+		return err
+	}
+	var page struct {
+		Data []cronRow `json:"data"`
+	}
+	json.Unmarshal(raw, &page)
+	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+		fmt.Fprintln(tw, "NAME\tSCHEDULE\tZONE\tKIND\tPAUSED\tNEXT RUN")
+		for _, e := range page.Data {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\n", e.Name, e.Schedule, e.Timezone, e.Job.Kind, e.Paused, fmtTime(e.NextRunAt))
+		}
+	})
+}

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+	"text/tabwriter"
+	"time"
+)
+
+type jobRow struct {
+	ID          int64           `json:"id"`
+	Tenant      string          `json:"tenant"`
+	Kind        string          `json:"kind"`
+	Queue       string          `json:"queue"`
+	State       string          `json:"state"`
+	Priority    int             `json:"priority"`
+	Attempt     int             `json:"attempt"`
+	MaxAttempts int             `json:"max_attempts"`
+	RunAt       *time.Time      `json:"run_at"`
+	CreatedAt   *time.Time      `json:"created_at"`
+	FinalizedAt *time.Time      `json:"finalized_at"`
+	Node        string          `json:"node"`
+	Args        json.RawMessage `json:"args"`
+	Result      json.RawMessage `json:"result"`
+	Errors      []struct {
+		Attempt int    `json:"attempt"`
+		Kind    string `json:"kind"`
+		Error   string `json:"error"`
+	} `json:"errors"`
+}
+
+func (m *Main) runJobs(ctx context.Context, args []string) error {
+	return m.runGroup(ctx, "jobs", []action{
+		{"enqueue", "enqueue a job", (*Main).jobsEnqueue},
+		{"get", "show one job", (*Main).jobsGet},
+		{"list", "list jobs, newest first", (*Main).jobsList},
+		{"cancel", "cancel a job", (*Main).jobsCancel},
+	}, args)
+}
+
+func (m *Main) jobsEnqueue(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("jobs enqueue", "jobs enqueue --kind KIND [flags]")
+	cf := addClientFlags(fs)
+	kind := fs.String("kind", "-", "", "job kind (required)")
+	argsJSON := fs.String("args", "-", "", "job args as JSON, e.g. '{\"to\":\"ada@example.com\"}'")
+	queue := fs.String("queue", "-", "", "queue (default \"default\")")
+	priority := fs.Int("priority", "-", 0, "0 (first) to 9 (last)")
+	delay := fs.String("delay", "-", "", "run after this long, e.g. 5m")
+	runAt := fs.String("run-at", "-", "", "run at this RFC 3339 time")
+	attempts := fs.Int("max-attempts", "-", 0, "attempts before the DLQ (default 25)")
+	timeout := fs.String("timeout", "-", "", "per-attempt timeout, e.g. 30s")
+	unique := fs.String("unique-key", "-", "", "while an unfinished job holds this key, return it instead")
+	tenant := fs.String("tenant", "-", "", "tenant (tokens spanning tenants only)")
+	idem := fs.String("idempotency-key", "-", "", "Idempotency-Key header: retries with the same key enqueue once")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := needArgs(fs, 0, "no positional arguments"); err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	body := map[string]any{"kind": *kind}
+	if *argsJSON != "" {
+		if !json.Valid([]byte(*argsJSON)) {
+			return usageError("--args is not valid JSON")
+		}
+		body["args"] = json.RawMessage(*argsJSON)
+	}
+	set := func(k string, v string) {
+		if v != "" {
+			body[k] = v
+		}
+	}
+	set("queue", *queue)
+	set("delay", *delay)
+	set("run_at", *runAt)
+	set("timeout", *timeout)
+	set("unique_key", *unique)
+	set("tenant", *tenant)
+	if *priority != 0 {
+		body["priority"] = *priority
+	}
+	if *attempts != 0 {
+		body["max_attempts"] = *attempts
+	}
+	var raw json.RawMessage
+	if err := c.do(ctx, "POST", "/v1/jobs", body, &raw, "Idempotency-Key", *idem); err != nil {
+		return err
+	}
+	var res struct {
+		Job      jobRow `json:"job"`
+		Existing bool   `json:"existing"`
+	}
+	json.Unmarshal(raw, &res)
+	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+		if res.Existing {
+			fmt.Fprintf(tw, "unique key held: existing job %d (%s)\n", res.Job.ID, res.Job.State)
+			return
+		}
+		fmt.Fprintf(tw, "enqueued job %d (%s, queue %s)\n", res.Job.ID, res.Job.Kind, res.Job.Queue)
+	})
+}
+
+func (m *Main) jobsGet(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("jobs get", "jobs get ID [flags]")
+	cf := addClientFlags(fs)
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := needArgs(fs, 1, "a job id"); err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	var raw json.RawMessage
+	if err := c.do(ctx, "GET", "/v1/jobs/"+url.PathEscape(fs.Arg(0)), nil, &raw); err != nil {
+		return err
+	}
+	var j jobRow
+	json.Unmarshal(raw, &j)
+	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+		fmt.Fprintf(tw, "id\t%d\nkind\t%s\ntenant\t%s\nqueue\t%s\nstate\t%s\npriority\t%d\nattempt\t%d of %d\nrun at\t%s\ncreated\t%s\nfinished\t%s\nnode\t%s\nargs\t%s\n",
+			j.ID, j.Kind, j.Tenant, j.Queue, j.State, j.Priority, j.Attempt, j.MaxAttempts, fmtTime(j.RunAt), fmtTime(j.CreatedAt), fmtTime(j.FinalizedAt), orDash(j.Node), j.Args)
+		if len(j.Result) > 0 {
+			fmt.Fprintf(tw, "result\t%s\n", j.Result)
+		}
+		for _, e := range j.Errors {
+			fmt.Fprintf(tw, "error\tattempt %d (%s): %s\n", e.Attempt, e.Kind, e.Error)
+		}
+	})
+}
+
+func (m *Main) jobsList(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("jobs list", "jobs list [flags]")
+	cf := addClientFlags(fs)
+	state := fs.String("state", "-", "", "states, comma-separated")
+	queue := fs.String("queue", "-", "", "queue")
+	kind := fs.String("kind", "-", "", "kind")
+	limit := fs.Int("limit", "-", 50, "rows per page")
+	cursor := fs.String("cursor", "-", "", "next_cursor of the previous page")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := needArgs(fs, 0, "no positional arguments"); err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	q := url.Values{}
+	for k, v := range map[string]string{"state": *state, "queue": *queue, "kind": *kind, "cursor": *cursor} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	q.Set("limit", strconv.Itoa(*limit))
+	var raw json.RawMessage
+	if err := c.do(ctx, "GET", "/v1/jobs?"+q.Encode(), nil, &raw); err != nil {
+		return err
+	}
+	var page struct {
+		Data       []jobRow `json:"data"`
+		NextCursor string   `json:"next_cursor"`
+	}
+	json.Unmarshal(raw, &page)
+	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+		fmt.Fprintln(tw, "ID\tKIND\tQUEUE\tSTATE\tATTEMPT\tRUN AT\tNODE")
+		for _, j := range page.Data {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, j.Kind, j.Queue, j.State, j.Attempt, j.MaxAttempts, fmtTime(j.RunAt), orDash(j.Node))
+		}
+		if page.NextCursor != "" {
+			fmt.Fprintf(tw, "(more: --cursor %s)\n", page.NextCursor)
+		}
+	})
+}
+
+func (m *Main) jobsCancel(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("jobs cancel", "jobs cancel ID [flags]")
+	cf := addClientFlags(fs)
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := needArgs(fs, 1, "a job id"); err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	var raw json.RawMessage
+	if err := c.do(ctx, "POST", "/v1/jobs/"+url.PathEscape(fs.Arg(0))+"/cancel", nil, &raw); err != nil {
+		return err
+	}
+	var j jobRow
+	json.Unmarshal(raw, &j)
+	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+		if j.State == "running" {
+			fmt.Fprintf(tw, "job %d is running: its handler is being cancelled\n", j.ID)
+			return
+		}
+		fmt.Fprintf(tw, "job %d %s\n", j.ID, j.State)
+	})
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/gafferhq/gaffer/api"
+	"github.com/gafferhq/gaffer/store"
+)
+
+// Tokens are managed against the database directly: the first token
+// cannot come from an API that needs one.
+func (m *Main) runTokens(ctx context.Context, args []string) error {
+	return m.runGroup(ctx, "tokens", []action{
+		{"create", "create an API token (printed once)", (*Main).tokensCreate},
+		{"list", "list tokens", (*Main).tokensList},
+		{"revoke", "revoke a token by id", (*Main).tokensRevoke},
+	}, args)
+}
+
+func (m *Main) tokenStore(ctx context.Context, fs *flagSet, dbURL *string) (*store.Store, error) {
+	if *dbURL == "" {
+		return nil, usageError("--database-url (or $DATABASE_URL) is required: tokens are managed in the database")
+	}
+	st, err := store.Open(ctx, *dbURL, 2)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.CheckSchema(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+func (m *Main) tokensCreate(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("tokens create", "tokens create --name NAME --scopes jobs:read,jobs:write [--tenant T] [flags]\n\nScopes: jobs:read, jobs:write, admin (implies the others). --tenant \"*\" (admin only)\nspans tenants. The token is printed once; only its hash is stored.")
+	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL connection URL")
+	name := fs.String("name", "-", "", "what the token is for")
+	tenant := fs.String("tenant", "-", "default", "tenant the token acts for, or * (admin)")
+	scopes := fs.String("scopes", "-", "", "comma-separated: jobs:read, jobs:write, admin")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := needArgs(fs, 0, "no positional arguments"); err != nil {
+		return err
+	}
+	st, err := m.tokenStore(ctx, fs, dbURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	var sc []string
+	for _, s := range strings.Split(*scopes, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			sc = append(sc, s)
+		}
+	}
+	text, rec, err := api.NewTokens(st).Create(ctx, api.NewTokenRequest{Name: *name, Tenant: *tenant, Scopes: sc})
+	if err != nil {
+		return usageError(err.Error())
+	}
+	fmt.Fprintf(m.Stderr, "created %s (%s) for tenant %s with %s; keep it, it is not shown again:\n", rec.ID, rec.Name, rec.Tenant, strings.Join(rec.Scopes, ","))
+	fmt.Fprintln(m.Stdout, text)
+	return nil
+}
+
+func (m *Main) tokensList(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("tokens list", "tokens list [flags]")
+	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL connection URL")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	st, err := m.tokenStore(ctx, fs, dbURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	toks, err := api.NewTokens(st).List(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tTENANT\tSCOPES\tCREATED\tREVOKED")
+	for _, t := range toks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Tenant, strings.Join(t.Scopes, ","), fmtTime(&t.CreatedAt), fmtTime(t.RevokedAt))
+	}
+	return tw.Flush()
+}
+
+func (m *Main) tokensRevoke(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("tokens revoke", "tokens revoke ID [flags]")
+	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL connection URL")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := needArgs(fs, 1, "a token id (see tokens list)"); err != nil {
+		return err
+	}
+	st, err := m.tokenStore(ctx, fs, dbURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := api.NewTokens(st).Revoke(ctx, fs.Arg(0)); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("no token %q", fs.Arg(0))
+		}
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "revoked %s (effective on every node within 5s)\n", fs.Arg(0))
+	return nil
+}
