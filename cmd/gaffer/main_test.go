@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -78,7 +79,7 @@ func TestMigrateCommands(t *testing.T) {
 		t.Fatalf("second up: %v\n%s", err, out)
 	}
 	// A node refuses a schema that is behind, naming the fix.
-	if out, _, err = run(t, env, "migrate", "down", "--steps", "1"); err != nil || !strings.Contains(out, "reverted 0002") {
+	if out, _, err = run(t, env, "migrate", "down", "--steps", "1"); err != nil || !strings.Contains(out, fmt.Sprintf("reverted %04d", store.LatestVersion())) {
 		t.Fatalf("down: %v\n%s", err, out)
 	}
 	_, _, err = run(t, map[string]string{"DATABASE_URL": url, "GAFFER_ADDR": "127.0.0.1:0"}, "server")
