@@ -98,13 +98,30 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 		SessionTTL: *f.sessionTTL, ClusterPrefix: *f.prefix, Version: Version}, nil
 }
 
-func (m *Main) runServer(ctx context.Context, args []string) error {
+type serverFlags struct {
+	dbURL    *string
+	nodeID   *string
+	addr     *string
+	maxConns *int
+	*nodeFlags
+}
+
+// serverFlagSet defines `gaffer server`'s flags; the compose file test
+// reads it too.
+func (m *Main) serverFlagSet() (*flagSet, *serverFlags) {
 	fs := m.newFlagSet("server", "server [flags]\n\nRuns one production node: it claims and runs jobs from PostgreSQL and serves\nthe API (/v1), /metrics, /healthz and /readyz. SIGTERM drains it (see --drain-timeout).")
-	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL connection URL (required)")
-	nodeID := fs.String("node-id", "", "", "this node's id (default hostname-<random>)")
-	addr := fs.String("addr", "", ":8080", "HTTP listen address: the API (/v1), /metrics, /healthz, /readyz")
-	maxConns := fs.Int("max-conns", "", 0, "PostgreSQL pool size (default: from total concurrency, 4-20)")
-	nf := addNodeFlags(fs)
+	return fs, &serverFlags{
+		dbURL:     fs.String("database-url", "DATABASE_URL", "", "PostgreSQL connection URL (required)"),
+		nodeID:    fs.String("node-id", "", "", "this node's id (default hostname-<random>)"),
+		addr:      fs.String("addr", "", ":8080", "HTTP listen address: the API (/v1), /metrics, /healthz, /readyz"),
+		maxConns:  fs.Int("max-conns", "", 0, "PostgreSQL pool size (default: from total concurrency, 4-20)"),
+		nodeFlags: addNodeFlags(fs),
+	}
+}
+
+func (m *Main) runServer(ctx context.Context, args []string) error {
+	fs, sf := m.serverFlagSet()
+	dbURL, nodeID, addr, maxConns, nf := sf.dbURL, sf.nodeID, sf.addr, sf.maxConns, sf.nodeFlags
 	if err := fs.parse(args); err != nil {
 		return err
 	}
