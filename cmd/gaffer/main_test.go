@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -11,7 +12,14 @@ import (
 	"github.com/gafferhq/gaffer/store"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	// The end-to-end tests run this test binary as the gaffer command.
+	if os.Getenv("GAFFER_E2E_MAIN") != "" {
+		main()
+		os.Exit(0)
+	}
+	pgtest.Main(m)
+}
 
 func run(t *testing.T, env map[string]string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
