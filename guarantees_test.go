@@ -85,9 +85,17 @@ func testStaleWorker(t *testing.T, mode string) {
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "node-b to complete the job", func() bool {
-		return scalar[string](t, pool, `SELECT state FROM gaffer.jobs WHERE id = $1`, id) == "completed"
-	})
+	deadline := time.Now().Add(20 * time.Second)
+	for scalar[string](t, pool, `SELECT state FROM gaffer.jobs WHERE id = $1`, id) != "completed" {
+		if time.Now().After(deadline) {
+			// Say why: the job's row, and any session holding locks.
+			t.Logf("job: %s", scalar[string](t, pool, `SELECT row_to_json(j)::text FROM gaffer.jobs j WHERE id = $1`, id))
+			t.Logf("sessions: %s", scalar[string](t, pool, `SELECT coalesce(json_agg(json_build_object('pid', pid, 'state', state, 'query', query, 'xact', xact_start))::text, '')
+				FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`))
+			t.Fatal("node-b did not complete the job within 20s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	b.Stop(ctx)
 
 	// Node A wakes up believing it still owns the job.

@@ -19,6 +19,7 @@ import (
 	"github.com/gafferhq/gaffer/dlq"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/workflow"
 )
 
 // Config configures a Node. Zero values take the defaults shown.
@@ -147,6 +148,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, errors.New("gaffer: Config.Pool or Config.DatabaseURL is required")
 	}
 	n.metrics = job.NewMetrics(cfg.Registerer)
+	workflow.RegisterBuiltins(n.registry)
 	n.client = job.NewClient(n.store, n.metrics)
 	n.dlq = dlq.NewClient(n.store)
 	var err error
@@ -290,6 +292,9 @@ func (n *Node) Client() *job.Client { return n.client }
 
 // DLQ lists and replays dead letters through the node's pool.
 func (n *Node) DLQ() *dlq.Client { return n.dlq }
+
+// Workflows submits and manages workflow runs through the node's pool.
+func (n *Node) Workflows() *workflow.Client { return workflow.NewClient(n.store) }
 
 // Cron manages cron entries through the node's pool.
 func (n *Node) Cron() *cron.Client { return cron.NewClient(n.store) }

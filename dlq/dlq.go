@@ -39,6 +39,10 @@ type Entry struct {
 	FailedAt    time.Time  `json:"failed_at"`
 	ReplayedAt  *time.Time `json:"replayed_at,omitempty"`
 	ReplayJobID int64      `json:"replay_job_id,omitempty"`
+	// WorkflowRun and Step: the job was a workflow step; replaying it
+	// resumes the run.
+	WorkflowRun int64  `json:"workflow_run,omitempty"`
+	Step        string `json:"step,omitempty"`
 }
 
 // Filter selects entries; zero fields do not filter.
@@ -189,7 +193,7 @@ func (c *Client) Purge(ctx context.Context, f Filter) (int64, error) {
 func fromRow(r store.DLQEntry) Entry {
 	e := Entry{ID: r.ID, Tenant: r.Tenant, JobID: r.JobID, Kind: r.Kind, Queue: r.Queue, Priority: r.Priority,
 		MaxAttempts: r.MaxAttempts, Attempts: r.Attempts, Timeout: r.Timeout, Args: r.Args, Reason: r.Reason,
-		FailedAt: r.FailedAt, ReplayedAt: r.ReplayedAt, ReplayJobID: r.ReplayJobID}
+		FailedAt: r.FailedAt, ReplayedAt: r.ReplayedAt, ReplayJobID: r.ReplayJobID, WorkflowRun: r.WorkflowRun, Step: r.Step}
 	_ = json.Unmarshal(r.Errors, &e.Errors) // written only by the store: always an array
 	if e.Errors == nil {
 		e.Errors = []job.AttemptError{}

@@ -80,6 +80,11 @@ type Job struct {
 	// CronEntry and CronAt name the cron occurrence that made the job.
 	CronEntry string     `json:"cron_entry,omitempty"`
 	CronAt    *time.Time `json:"cron_at,omitempty"`
+	// WorkflowRun and Step name the workflow step the job runs.
+	WorkflowRun int64  `json:"workflow_run,omitempty"`
+	Step        string `json:"step,omitempty"`
+	// Inputs are a workflow step's dependencies' results, {"step": result}.
+	Inputs json.RawMessage `json:"inputs,omitempty"`
 
 	result json.RawMessage
 }
@@ -88,6 +93,25 @@ type Job struct {
 func (j *Job) UnmarshalArgs(v any) error {
 	if err := json.Unmarshal(j.Args, v); err != nil {
 		return fmt.Errorf("job %d: decode args: %w", j.ID, err)
+	}
+	return nil
+}
+
+// Input decodes the result of dependency step into v (workflow steps
+// only). A dependency that failed with allow_failure has a null result.
+func (j *Job) Input(step string, v any) error {
+	var inputs map[string]json.RawMessage
+	if len(j.Inputs) > 0 {
+		if err := json.Unmarshal(j.Inputs, &inputs); err != nil {
+			return fmt.Errorf("job %d: decode inputs: %w", j.ID, err)
+		}
+	}
+	raw, ok := inputs[step]
+	if !ok {
+		return fmt.Errorf("job %d: step %q is not a dependency of step %q", j.ID, step, j.Step)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("job %d: decode the result of %q: %w", j.ID, step, err)
 	}
 	return nil
 }
@@ -111,6 +135,7 @@ func FromRow(r store.Job) *Job {
 		RunAt: r.RunAt, CreatedAt: r.CreatedAt, AttemptedAt: r.AttemptedAt, FinalizedAt: r.FinalizedAt,
 		Node: r.Node, UniqueKey: r.UniqueKey, ReplayOf: r.ReplayOf, Args: r.Args, Result: r.Result,
 		CancelRequested: r.CancelRequested, CronEntry: r.CronEntry, CronAt: r.CronAt,
+		WorkflowRun: r.WorkflowRun, Step: r.Step, Inputs: r.Inputs,
 	}
 	if len(r.Errors) > 0 {
 		// Written only by the store, so always a JSON array.

@@ -30,6 +30,9 @@ type DLQEntry struct {
 	FailedAt    time.Time
 	ReplayedAt  *time.Time
 	ReplayJobID int64
+	// WorkflowRun and Step, for a workflow step's job.
+	WorkflowRun int64
+	Step        string
 }
 
 // Replay is one DLQ entry replayed into one new job.
@@ -175,9 +178,10 @@ func scanDLQEntry(row pgx.Row) (DLQEntry, error) {
 	var e DLQEntry
 	var priority int16
 	var timeoutMS int64
-	var replayJob *int64
+	var replayJob, run *int64
+	var step *string
 	err := row.Scan(&e.ID, &e.Tenant, &e.JobID, &e.Kind, &e.Queue, &priority, &e.MaxAttempts, &e.Attempts,
-		&timeoutMS, &e.Args, &e.Errors, &e.Reason, &e.FailedAt, &e.ReplayedAt, &replayJob)
+		&timeoutMS, &e.Args, &e.Errors, &e.Reason, &e.FailedAt, &e.ReplayedAt, &replayJob, &run, &step)
 	if err != nil {
 		return DLQEntry{}, err
 	}
@@ -185,6 +189,12 @@ func scanDLQEntry(row pgx.Row) (DLQEntry, error) {
 	e.Timeout = time.Duration(timeoutMS) * time.Millisecond
 	if replayJob != nil {
 		e.ReplayJobID = *replayJob
+	}
+	if run != nil {
+		e.WorkflowRun = *run
+	}
+	if step != nil {
+		e.Step = *step
 	}
 	return e, nil
 }

@@ -38,6 +38,11 @@ type Job struct {
 	// CronEntry and CronAt name the cron occurrence that made the job.
 	CronEntry string
 	CronAt    *time.Time
+	// WorkflowRun and Step name the workflow step the job runs; Inputs are
+	// its dependencies' results, {"step": result}.
+	WorkflowRun int64
+	Step        string
+	Inputs      json.RawMessage
 }
 
 // Lease names one attempt of one job: the compare-and-set key of every
@@ -93,15 +98,15 @@ var (
 func scanJob(row pgx.Row, extra ...any) (Job, error) {
 	var j Job
 	var (
-		priority                   int16
-		timeoutMS                  int64
-		token, replayOf            *int64
-		node, uniqueKey, cronEntry *string
+		priority                         int16
+		timeoutMS                        int64
+		token, replayOf, run             *int64
+		node, uniqueKey, cronEntry, step *string
 	)
 	dest := []any{&j.ID, &j.Tenant, &j.Kind, &j.Queue, &j.State, &priority, &j.Attempt, &j.MaxAttempts,
 		&timeoutMS, &j.RunAt, &j.CreatedAt, &j.AttemptedAt, &j.FinalizedAt, &token,
 		&j.LeaseExpiresAt, &j.CancelRequested, &node, &uniqueKey, &replayOf, &j.Args, &j.Result, &j.Errors,
-		&cronEntry, &j.CronAt}
+		&cronEntry, &j.CronAt, &run, &step, &j.Inputs}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return Job{}, err
 	}
@@ -121,6 +126,12 @@ func scanJob(row pgx.Row, extra ...any) (Job, error) {
 	}
 	if cronEntry != nil {
 		j.CronEntry = *cronEntry
+	}
+	if run != nil {
+		j.WorkflowRun = *run
+	}
+	if step != nil {
+		j.Step = *step
 	}
 	return j, nil
 }

@@ -11,8 +11,8 @@ WITH entry AS (
     LIMIT {{limit}}
     {{lock}}
 ), made AS (
-    INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, args, replay_of)
-    SELECT tenant, kind, queue, priority, max_attempts, timeout_ms, args, id FROM entry ORDER BY id
+    INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, args, replay_of, workflow_run, step)
+    SELECT tenant, kind, queue, priority, max_attempts, timeout_ms, args, id, workflow_run, step FROM entry ORDER BY id
     RETURNING id, replay_of, queue
 ), marked AS (
     UPDATE gaffer.dlq d SET replayed_at = now(), replay_job_id = made.id
@@ -24,7 +24,7 @@ SELECT made.replay_of, made.id, (SELECT count(*) FROM wake) FROM made;
 
 -- name: list_dlq
 SELECT id, tenant, job_id, kind, queue, priority, max_attempts, attempts, timeout_ms, args, errors,
-       reason, failed_at, replayed_at, replay_job_id
+       reason, failed_at, replayed_at, replay_job_id, workflow_run, step
 FROM gaffer.dlq
 WHERE {{where}}
 ORDER BY id DESC

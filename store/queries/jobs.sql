@@ -84,9 +84,9 @@ WITH upd AS (
     WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state = 'running'
     RETURNING *
 ), dead AS (
-    INSERT INTO gaffer.dlq (tenant, job_id, kind, queue, priority, max_attempts, attempts, timeout_ms, args, errors, reason)
+    INSERT INTO gaffer.dlq (tenant, job_id, kind, queue, priority, max_attempts, attempts, timeout_ms, args, errors, reason, workflow_run, step)
     SELECT tenant, id, kind, queue, priority, max_attempts, attempt, timeout_ms, args, errors,
-           CASE WHEN $5 THEN 'permanent' ELSE 'exhausted' END
+           CASE WHEN $5 THEN 'permanent' ELSE 'exhausted' END, workflow_run, step
     FROM upd WHERE state = 'failed'
 )
 SELECT state, run_at FROM upd;
@@ -168,8 +168,8 @@ WITH lost AS (
     WHERE j.id = lost.id
     RETURNING j.*
 ), dead AS (
-    INSERT INTO gaffer.dlq (tenant, job_id, kind, queue, priority, max_attempts, attempts, timeout_ms, args, errors, reason)
-    SELECT tenant, id, kind, queue, priority, max_attempts, attempt, timeout_ms, args, errors, 'lost'
+    INSERT INTO gaffer.dlq (tenant, job_id, kind, queue, priority, max_attempts, attempts, timeout_ms, args, errors, reason, workflow_run, step)
+    SELECT tenant, id, kind, queue, priority, max_attempts, attempt, timeout_ms, args, errors, 'lost', workflow_run, step
     FROM upd WHERE state = 'failed'
 ), wake AS (
     SELECT pg_notify('gaffer_jobs', q) FROM (SELECT DISTINCT queue AS q FROM upd WHERE state = 'retrying') qs

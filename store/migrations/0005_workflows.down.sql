@@ -1,0 +1,10 @@
+DROP TRIGGER workflow_step_replayed ON gaffer.jobs;
+DROP TRIGGER workflow_job_finished ON gaffer.jobs;
+DROP FUNCTION gaffer.workflow_step_replayed();
+DROP FUNCTION gaffer.workflow_job_finished();
+DROP FUNCTION gaffer.workflow_finish_if_done(bigint);
+DROP FUNCTION gaffer.workflow_start_ready(bigint);
+DROP TABLE gaffer.workflow_steps;
+DROP TABLE gaffer.workflow_runs;
+ALTER TABLE gaffer.dlq DROP COLUMN step, DROP COLUMN workflow_run;
+ALTER TABLE gaffer.jobs DROP COLUMN inputs, DROP COLUMN step, DROP COLUMN workflow_run;

@@ -1,0 +1,83 @@
+-- Workflow queries. The run's progress is driven by the triggers of
+-- migration 0005; these create, read, cancel and signal runs.
+
+-- name: insert_workflow_run
+INSERT INTO gaffer.workflow_runs (tenant, name) VALUES ($1, $2) RETURNING id;
+
+-- name: insert_workflow_steps
+-- $1 run, then parallel arrays, one element per step.
+INSERT INTO gaffer.workflow_steps (run_id, name, type, kind, queue, args, priority, max_attempts, timeout_ms, wait_ms,
+                                   depends_on, allow_failure, deps_left)
+SELECT $1, s.name, s.type, s.kind, s.queue, s.args, s.priority, s.max_attempts, s.timeout_ms, s.wait_ms,
+       coalesce((SELECT array_agg(d) FROM jsonb_array_elements_text(s.deps) d), '{}'), s.allow_failure,
+       jsonb_array_length(s.deps)
+FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::smallint[], $8::integer[], $9::bigint[],
+            $10::bigint[], $11::jsonb[], $12::boolean[])
+    AS s(name, type, kind, queue, args, priority, max_attempts, timeout_ms, wait_ms, deps, allow_failure);
+
+-- name: start_workflow
+SELECT gaffer.workflow_start_ready($1);
+
+-- name: get_workflow_run
+SELECT id, tenant, name, state, output, coalesce(error, ''), created_at, finished_at
+FROM gaffer.workflow_runs
+WHERE id = $1 AND ($2::text IS NULL OR tenant = $2);
+
+-- name: list_workflow_runs
+-- $1 tenant (NULL: all), $2 state (NULL: any), $3 before id, $4 limit.
+SELECT id, tenant, name, state, output, coalesce(error, ''), created_at, finished_at
+FROM gaffer.workflow_runs
+WHERE ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR state = $2) AND ($3::bigint IS NULL OR id < $3)
+ORDER BY id DESC
+LIMIT $4;
+
+-- name: get_workflow_steps
+SELECT s.name, s.type, s.kind, s.queue, s.depends_on, s.allow_failure, s.state, coalesce(s.job_id, 0),
+       coalesce(j.attempt, 0), s.result, coalesce(s.error, ''), s.started_at, s.finished_at, coalesce(s.cancel_reason, '')
+FROM gaffer.workflow_steps s
+LEFT JOIN gaffer.jobs j ON j.id = s.job_id
+WHERE s.run_id = $1
+ORDER BY s.started_at NULLS LAST, s.name;
+
+-- name: lock_workflow_run
+SELECT state FROM gaffer.workflow_runs WHERE id = $1 AND ($2::text IS NULL OR tenant = $2) FOR UPDATE;
+
+-- name: cancel_workflow_run
+-- Inside a transaction holding the run: the run and its waiting steps end
+-- cancelled; the jobs of active steps are cancelled (pending, retrying)
+-- or told to stop (running).
+WITH run AS (
+    UPDATE gaffer.workflow_runs SET state = 'cancelled', finished_at = now(), error = 'cancelled'
+    WHERE id = $1 RETURNING id
+), waiting AS (
+    UPDATE gaffer.workflow_steps SET state = 'cancelled', cancel_reason = 'run cancelled', finished_at = now()
+    WHERE run_id = $1 AND state = 'waiting'
+    RETURNING name
+), jobs AS (
+    UPDATE gaffer.jobs
+    SET state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
+        finalized_at = CASE WHEN state = 'running' THEN finalized_at ELSE now() END,
+        cancel_requested = true
+    WHERE id IN (SELECT job_id FROM gaffer.workflow_steps WHERE run_id = $1 AND state = 'active')
+      AND state IN ('pending', 'retrying', 'running')
+    RETURNING id, state, node
+), tell AS (
+    SELECT pg_notify('gaffer_control', json_build_object('op', 'cancel', 'id', id, 'node', node)::text)
+    FROM jobs WHERE state = 'running'
+)
+SELECT (SELECT count(*) FROM waiting), (SELECT count(*) FROM jobs), (SELECT count(*) FROM tell);
+
+-- name: signal_workflow_step
+-- Completes a waiting signal step's timer job with the payload as its
+-- result; the job trigger then moves the run on.
+UPDATE gaffer.jobs j
+SET state = 'completed', finalized_at = now(), result = $4
+FROM gaffer.workflow_steps s
+JOIN gaffer.workflow_runs r ON r.id = s.run_id
+WHERE s.run_id = $1 AND s.name = $2 AND ($3::text IS NULL OR r.tenant = $3)
+  AND s.type = 'signal' AND s.state = 'active' AND j.id = s.job_id AND j.state IN ('pending', 'retrying')
+RETURNING j.id;
+
+-- name: get_workflow_step_state
+SELECT s.type, s.state FROM gaffer.workflow_steps s JOIN gaffer.workflow_runs r ON r.id = s.run_id
+WHERE s.run_id = $1 AND s.name = $2 AND ($3::text IS NULL OR r.tenant = $3);

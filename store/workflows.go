@@ -1,0 +1,205 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	sqlInsertWorkflowRun   = query("insert_workflow_run")
+	sqlInsertWorkflowSteps = query("insert_workflow_steps")
+	sqlStartWorkflow       = query("start_workflow")
+	sqlGetWorkflowRun      = query("get_workflow_run")
+	sqlListWorkflowRuns    = query("list_workflow_runs")
+	sqlGetWorkflowSteps    = query("get_workflow_steps")
+	sqlLockWorkflowRun     = query("lock_workflow_run")
+	sqlCancelWorkflowRun   = query("cancel_workflow_run")
+	sqlSignalWorkflowStep  = query("signal_workflow_step")
+	sqlWorkflowStepState   = query("get_workflow_step_state")
+)
+
+// WorkflowStepParams is one validated step to create.
+type WorkflowStepParams struct {
+	Name         string
+	Type         string // job, sleep, signal
+	Kind         string
+	Queue        string
+	Args         json.RawMessage
+	Priority     int
+	MaxAttempts  int
+	Timeout      time.Duration
+	Wait         time.Duration // sleep length, or signal timeout
+	DependsOn    []string
+	AllowFailure bool
+}
+
+// WorkflowRun is a run's row.
+type WorkflowRun struct {
+	ID         int64
+	Tenant     string
+	Name       string
+	State      string
+	Output     json.RawMessage
+	Error      string
+	CreatedAt  time.Time
+	FinishedAt *time.Time
+}
+
+// WorkflowStep is a step's state, with its current job's attempt.
+type WorkflowStep struct {
+	Name         string
+	Type         string
+	Kind         string
+	Queue        string
+	DependsOn    []string
+	AllowFailure bool
+	State        string
+	JobID        int64
+	Attempt      int
+	Result       json.RawMessage
+	Error        string
+	StartedAt    *time.Time
+	FinishedAt   *time.Time
+	CancelReason string
+}
+
+// CreateWorkflowRun stores a run and its steps and starts the steps with
+// no dependencies, in one transaction. It returns the run's id.
+func (s *Store) CreateWorkflowRun(ctx context.Context, tenant, name string, steps []WorkflowStepParams) (int64, error) {
+	var id int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, sqlInsertWorkflowRun, tenant, name).Scan(&id); err != nil {
+			return err
+		}
+		n := len(steps)
+		names, types, kinds, queues := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		args, deps := make([][]byte, n), make([][]byte, n)
+		prio, attempts := make([]int16, n), make([]int32, n)
+		timeouts, waits := make([]int64, n), make([]int64, n)
+		allow := make([]bool, n)
+		for i, st := range steps {
+			names[i], types[i], kinds[i], queues[i], args[i] = st.Name, st.Type, st.Kind, st.Queue, st.Args
+			prio[i], attempts[i], timeouts[i], waits[i] = int16(st.Priority), int32(st.MaxAttempts), st.Timeout.Milliseconds(), st.Wait.Milliseconds()
+			d := st.DependsOn
+			if d == nil {
+				d = []string{}
+			}
+			deps[i], _ = json.Marshal(d)
+			allow[i] = st.AllowFailure
+		}
+		if _, err := tx.Exec(ctx, sqlInsertWorkflowSteps, id, names, types, kinds, queues, args, prio, attempts, timeouts, waits, deps, allow); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, sqlStartWorkflow, id)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("create workflow run: %w", err)
+	}
+	return id, nil
+}
+
+func scanWorkflowRun(row pgx.Row) (WorkflowRun, error) {
+	var r WorkflowRun
+	err := row.Scan(&r.ID, &r.Tenant, &r.Name, &r.State, &r.Output, &r.Error, &r.CreatedAt, &r.FinishedAt)
+	return r, err
+}
+
+// GetWorkflowRun returns a run and its steps; tenant, when not empty,
+// scopes the lookup. Errors: ErrNotFound.
+func (s *Store) GetWorkflowRun(ctx context.Context, tenant string, id int64) (WorkflowRun, []WorkflowStep, error) {
+	r, err := scanWorkflowRun(s.pool.QueryRow(ctx, sqlGetWorkflowRun, id, nullString(tenant)))
+	if err != nil {
+		return r, nil, notFound(err)
+	}
+	rows, err := s.pool.Query(ctx, sqlGetWorkflowSteps, id)
+	if err != nil {
+		return r, nil, fmt.Errorf("workflow steps: %w", err)
+	}
+	defer rows.Close()
+	var steps []WorkflowStep
+	for rows.Next() {
+		var st WorkflowStep
+		if err := rows.Scan(&st.Name, &st.Type, &st.Kind, &st.Queue, &st.DependsOn, &st.AllowFailure, &st.State, &st.JobID,
+			&st.Attempt, &st.Result, &st.Error, &st.StartedAt, &st.FinishedAt, &st.CancelReason); err != nil {
+			return r, nil, err
+		}
+		steps = append(steps, st)
+	}
+	return r, steps, rows.Err()
+}
+
+// ListWorkflowRuns lists runs newest first.
+func (s *Store) ListWorkflowRuns(ctx context.Context, tenant, state string, beforeID int64, limit int) ([]WorkflowRun, error) {
+	var before *int64
+	if beforeID > 0 {
+		before = &beforeID
+	}
+	rows, err := s.pool.Query(ctx, sqlListWorkflowRuns, nullString(tenant), nullString(state), before, clampLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("list workflow runs: %w", err)
+	}
+	defer rows.Close()
+	var out []WorkflowRun
+	for rows.Next() {
+		r, err := scanWorkflowRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// ErrRunFinished: the run already completed, failed or was cancelled.
+var ErrRunFinished = errors.New("workflow run already finished")
+
+// CancelWorkflowRun cancels a running run: waiting steps are cancelled,
+// active steps' jobs are cancelled or told to stop. Errors: ErrNotFound,
+// ErrRunFinished.
+func (s *Store) CancelWorkflowRun(ctx context.Context, tenant string, id int64) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var state string
+		if err := tx.QueryRow(ctx, sqlLockWorkflowRun, id, nullString(tenant)).Scan(&state); err != nil {
+			return notFound(err)
+		}
+		if state != "running" {
+			return ErrRunFinished
+		}
+		var waiting, jobs, told int64
+		return tx.QueryRow(ctx, sqlCancelWorkflowRun, id).Scan(&waiting, &jobs, &told)
+	})
+}
+
+// Errors of SignalWorkflowStep.
+var (
+	ErrNotSignalStep = errors.New("not a signal step")
+	ErrNotWaiting    = errors.New("the step is not waiting for a signal")
+)
+
+// SignalWorkflowStep delivers payload to a waiting signal step: its timer
+// job completes with payload as the result, in the statement that moves
+// the run on. Errors: ErrNotFound, ErrNotSignalStep, ErrNotWaiting.
+func (s *Store) SignalWorkflowStep(ctx context.Context, tenant string, run int64, step string, payload json.RawMessage) error {
+	var id int64
+	err := s.pool.QueryRow(ctx, sqlSignalWorkflowStep, run, step, nullString(tenant), []byte(payload)).Scan(&id)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("signal step %q: %w", step, err)
+	}
+	var typ, state string
+	if err := s.pool.QueryRow(ctx, sqlWorkflowStepState, run, step, nullString(tenant)).Scan(&typ, &state); err != nil {
+		return notFound(err)
+	}
+	if typ != "signal" {
+		return ErrNotSignalStep
+	}
+	return fmt.Errorf("%w (it is %s)", ErrNotWaiting, state)
+}

@@ -1,0 +1,182 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
+)
+
+// Run states.
+const (
+	Running   = "running"
+	Completed = "completed"
+	Failed    = "failed"
+	Cancelled = "cancelled"
+)
+
+// Run is a workflow run and its steps.
+type Run struct {
+	ID         int64           `json:"id"`
+	Tenant     string          `json:"tenant"`
+	Name       string          `json:"name"`
+	State      string          `json:"state"`
+	Output     json.RawMessage `json:"output,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	Steps      []StepState     `json:"steps,omitempty"`
+}
+
+// StepState is a step as it stands: waiting, active (its job exists),
+// completed, failed or cancelled.
+type StepState struct {
+	Name         string          `json:"name"`
+	Type         string          `json:"type"`
+	Kind         string          `json:"kind"`
+	Queue        string          `json:"queue"`
+	DependsOn    []string        `json:"depends_on"`
+	AllowFailure bool            `json:"allow_failure"`
+	State        string          `json:"state"`
+	JobID        int64           `json:"job_id,omitempty"`
+	Attempt      int             `json:"attempt"`
+	Result       json.RawMessage `json:"result,omitempty"`
+	Error        string          `json:"error,omitempty"`
+	CancelReason string          `json:"cancel_reason,omitempty"`
+	StartedAt    *time.Time      `json:"started_at,omitempty"`
+	FinishedAt   *time.Time      `json:"finished_at,omitempty"`
+}
+
+// Errors.
+var (
+	ErrNotFound      = errors.New("workflow run not found")
+	ErrFinished      = errors.New("workflow run already finished")
+	ErrNotSignalStep = errors.New("not a signal step")
+	ErrNotWaiting    = errors.New("the step is not waiting for a signal")
+)
+
+// Client submits and manages workflow runs. It needs only PostgreSQL.
+type Client struct{ store *store.Store }
+
+// NewClient returns a client on st.
+func NewClient(st *store.Store) *Client { return &Client{store: st} }
+
+// Submit validates def and starts a run: its steps without dependencies
+// are enqueued in the same transaction. Errors: *job.ValidationError
+// naming the field.
+func (c *Client) Submit(ctx context.Context, def Definition) (Run, error) {
+	steps, err := def.Validate()
+	if err != nil {
+		return Run{}, err
+	}
+	tenant := def.Tenant
+	if tenant == "" {
+		tenant = job.DefaultTenant
+	}
+	if err := job.ValidateName("tenant", tenant); err != nil {
+		return Run{}, err
+	}
+	id, err := c.store.CreateWorkflowRun(ctx, tenant, def.Name, steps)
+	if err != nil {
+		return Run{}, err
+	}
+	return c.Get(ctx, tenant, id)
+}
+
+// Get returns a run with its steps; tenant, when not empty, must own it.
+func (c *Client) Get(ctx context.Context, tenant string, id int64) (Run, error) {
+	r, steps, err := c.store.GetWorkflowRun(ctx, tenant, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return Run{}, fmt.Errorf("%w: %d", ErrNotFound, id)
+	}
+	if err != nil {
+		return Run{}, err
+	}
+	run := fromRow(r)
+	run.Steps = make([]StepState, len(steps))
+	for i, s := range steps {
+		run.Steps[i] = StepState{Name: s.Name, Type: s.Type, Kind: s.Kind, Queue: s.Queue, DependsOn: s.DependsOn,
+			AllowFailure: s.AllowFailure, State: s.State, JobID: s.JobID, Attempt: s.Attempt, Result: s.Result,
+			Error: s.Error, CancelReason: s.CancelReason, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt}
+		if run.Steps[i].DependsOn == nil {
+			run.Steps[i].DependsOn = []string{}
+		}
+	}
+	return run, nil
+}
+
+// List returns runs newest first, without their steps.
+func (c *Client) List(ctx context.Context, tenant, state string, beforeID int64, limit int) ([]Run, error) {
+	switch state {
+	case "", Running, Completed, Failed, Cancelled:
+	default:
+		return nil, &job.ValidationError{Field: "state", Message: fmt.Sprintf("must be running, completed, failed or cancelled, got %q", state)}
+	}
+	rows, err := c.store.ListWorkflowRuns(ctx, tenant, state, beforeID, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Run, len(rows))
+	for i, r := range rows {
+		out[i] = fromRow(r)
+	}
+	return out, nil
+}
+
+// Cancel cancels a running run: steps not started are cancelled, running
+// steps' handlers have their contexts cancelled. Errors: ErrNotFound,
+// ErrFinished.
+func (c *Client) Cancel(ctx context.Context, tenant string, id int64) (Run, error) {
+	err := c.store.CancelWorkflowRun(ctx, tenant, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return Run{}, fmt.Errorf("%w: %d", ErrNotFound, id)
+	case errors.Is(err, store.ErrRunFinished):
+		return Run{}, ErrFinished
+	case err != nil:
+		return Run{}, err
+	}
+	return c.Get(ctx, tenant, id)
+}
+
+// Signal delivers payload (JSON; nil means null) to a signal step that is
+// waiting: it completes with payload as its result, and the run goes on.
+// Errors: ErrNotFound, ErrNotSignalStep, ErrNotWaiting (not started yet,
+// already signalled, or timed out).
+func (c *Client) Signal(ctx context.Context, tenant string, id int64, step string, payload json.RawMessage) error {
+	if len(payload) == 0 {
+		payload = json.RawMessage("null")
+	}
+	if !json.Valid(payload) {
+		return &job.ValidationError{Field: "payload", Message: "is not valid JSON"}
+	}
+	err := c.store.SignalWorkflowStep(ctx, tenant, id, step, payload)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("%w: run %d has no step %q", ErrNotFound, id, step)
+	case errors.Is(err, store.ErrNotSignalStep):
+		return fmt.Errorf("%w: %q", ErrNotSignalStep, step)
+	case errors.Is(err, store.ErrNotWaiting):
+		return fmt.Errorf("%w: %v", ErrNotWaiting, err)
+	}
+	return err
+}
+
+func fromRow(r store.WorkflowRun) Run {
+	return Run{ID: r.ID, Tenant: r.Tenant, Name: r.Name, State: r.State, Output: r.Output, Error: r.Error,
+		CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt}
+}
+
+// RegisterBuiltins adds the kinds behind sleep and signal steps to r.
+// Every node that works the queues of such steps needs them; gaffer.Node
+// registers them itself.
+func RegisterBuiltins(r *job.Registry) {
+	r.HandleFunc(KindSleep, func(ctx context.Context, j *job.Job) error { return nil })
+	r.HandleFunc(KindSignal, func(ctx context.Context, j *job.Job) error {
+		return job.Permanent(errors.New("no signal arrived before the step's timeout"))
+	})
+}
