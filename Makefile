@@ -1,7 +1,7 @@
 # Gaffer's everyday commands. The README's quick start needs none of them.
 GO ?= go
 
-.PHONY: build test race vet fmt ci dev bench clean
+.PHONY: build test race vet fmt ci dev bench openapi clean
 
 build:            ## build bin/gaffer
 	$(GO) build -o bin/gaffer ./cmd/gaffer
@@ -23,6 +23,9 @@ ci:               ## what CI runs
 
 dev:              ## a local cluster with a throwaway database
 	$(GO) run ./cmd/gaffer dev
+
+openapi:          ## regenerate api/openapi.json from api/gen_openapi.py
+	python3 api/gen_openapi.py api/openapi.json
 
 bench:            ## work off a 100,000-job backlog (throwaway database)
 	$(GO) run ./cmd/gaffer bench backlog --jobs 100000

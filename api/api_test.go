@@ -21,6 +21,7 @@ import (
 	"github.com/gafferhq/gaffer/internal/pgtest"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/workflow"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -56,7 +57,7 @@ func newEnv(t *testing.T, mut ...func(*api.Config)) *env {
 	t.Helper()
 	st := pgtest.NewStore(t)
 	tokens := api.NewTokens(st)
-	cfg := api.Config{Store: st, Tokens: tokens, Jobs: job.NewClient(st, nil), DLQ: dlq.NewClient(st), Cron: cron.NewClient(st)}
+	cfg := api.Config{Store: st, Tokens: tokens, Jobs: job.NewClient(st, nil), DLQ: dlq.NewClient(st), Cron: cron.NewClient(st), Workflows: workflow.NewClient(st)}
 	for _, m := range mut {
 		m(&cfg)
 	}

@@ -319,3 +319,58 @@ func TestQueueNodeClusterEndpoints(t *testing.T) {
 		t.Fatalf("cluster %+v", cl)
 	}
 }
+
+func TestWorkflowEndpoints(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.do(e.writer, "POST", "/v1/workflows", `{"name":"etl","steps":[
+		{"name":"extract","kind":"etl.extract","args":{"day":"2026-11-22"},"timeout":"1m"},
+		{"name":"approve","signal":"1h","depends_on":["extract"]},
+		{"name":"load","kind":"etl.load","depends_on":["approve"],"allow_failure":true}]}`)
+	if r.Status != 201 {
+		t.Fatalf("submit: %d %s", r.Status, r.Body)
+	}
+	var run struct {
+		ID    int64
+		State string
+		Steps []struct {
+			Name, State, Type string
+			JobID             int64 `json:"job_id"`
+		}
+	}
+	r.decode(t, &run)
+	if run.State != "running" || len(run.Steps) != 3 {
+		t.Fatalf("run %+v", run)
+	}
+	extract := run.Steps[0]
+	if extract.Name != "extract" || extract.State != "active" || extract.JobID == 0 {
+		t.Fatalf("first step %+v", extract)
+	}
+	var got struct {
+		ID    int64
+		Steps []struct{ Name, State string }
+	}
+	e.do(e.reader, "GET", fmt.Sprintf("/v1/workflows/%d", run.ID), nil).decode(t, &got)
+	if got.ID != run.ID || len(got.Steps) != 3 {
+		t.Fatalf("get %+v", got)
+	}
+	// Another tenant cannot see it.
+	e.expectProblem(e.do(e.acme, "GET", fmt.Sprintf("/v1/workflows/%d", run.ID), nil), 404, "not_found")
+	// The approve step is not active yet: signalling it is a conflict.
+	e.expectProblem(e.do(e.writer, "POST", fmt.Sprintf("/v1/workflows/%d/signal", run.ID), `{"step":"approve","payload":{"ok":true}}`), 409, "conflict")
+	var list struct{ Data []struct{ ID int64 } }
+	e.do(e.reader, "GET", "/v1/workflows?state=running", nil).decode(t, &list)
+	if len(list.Data) != 1 {
+		t.Fatalf("list %+v", list)
+	}
+	var cancelled struct{ State string }
+	e.do(e.writer, "POST", fmt.Sprintf("/v1/workflows/%d/cancel", run.ID), nil).decode(t, &cancelled)
+	if cancelled.State != "cancelled" {
+		t.Fatalf("cancel %+v", cancelled)
+	}
+	e.expectProblem(e.do(e.writer, "POST", fmt.Sprintf("/v1/workflows/%d/cancel", run.ID), nil), 409, "conflict")
+	if n := e.count(`SELECT count(*) FROM gaffer.jobs WHERE workflow_run = $1 AND state = 'cancelled'`, run.ID); n != 1 {
+		t.Fatalf("%d step jobs cancelled", n)
+	}
+	e.expectProblem(e.do(e.reader, "GET", "/v1/workflows/99999", nil), 404, "not_found")
+}

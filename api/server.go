@@ -22,6 +22,7 @@ import (
 	"github.com/gafferhq/gaffer/dlq"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/workflow"
 )
 
 // Config configures the API. Zero values take the defaults shown.
@@ -31,7 +32,9 @@ type Config struct {
 	Jobs   *job.Client  // required
 	DLQ    *dlq.Client  // required
 	Cron   *cron.Client // required
-	Admin  *cluster.Admin
+	// Workflows submits and manages runs. Required.
+	Workflows *workflow.Client
+	Admin     *cluster.Admin
 	// Cluster is this node's cluster membership, for GET /v1/cluster; nil
 	// when the node runs without etcd.
 	Cluster *cluster.Cluster
@@ -59,8 +62,8 @@ type Server struct {
 
 // New returns the API handler.
 func New(cfg Config) (*Server, error) {
-	if cfg.Store == nil || cfg.Tokens == nil || cfg.Jobs == nil || cfg.DLQ == nil || cfg.Cron == nil {
-		return nil, errors.New("api: Config.Store, Tokens, Jobs, DLQ and Cron are required")
+	if cfg.Store == nil || cfg.Tokens == nil || cfg.Jobs == nil || cfg.DLQ == nil || cfg.Cron == nil || cfg.Workflows == nil {
+		return nil, errors.New("api: Config.Store, Tokens, Jobs, DLQ, Cron and Workflows are required")
 	}
 	if cfg.Admin == nil {
 		cfg.Admin = cluster.NewAdmin(cfg.Store)
@@ -126,6 +129,12 @@ func (s *Server) routes() {
 	s.handle("GET /v1/cron/{name}/next", ScopeJobsRead, s.nextCron)
 	s.handle("GET /v1/cron/{name}/history", ScopeJobsRead, s.cronHistory)
 	s.handle("POST /v1/cron/{name}/trigger", ScopeJobsWrite, s.triggerCron)
+
+	s.handle("POST /v1/workflows", ScopeJobsWrite, s.submitWorkflow)
+	s.handle("GET /v1/workflows", ScopeJobsRead, s.listWorkflows)
+	s.handle("GET /v1/workflows/{id}", ScopeJobsRead, s.getWorkflow)
+	s.handle("POST /v1/workflows/{id}/cancel", ScopeJobsWrite, s.cancelWorkflow)
+	s.handle("POST /v1/workflows/{id}/signal", ScopeJobsWrite, s.signalWorkflow)
 
 	s.handle("GET /v1/queues", ScopeJobsRead, s.listQueues)
 	s.handle("POST /v1/queues/{queue}/pause", ScopeAdmin, s.pauseQueue)

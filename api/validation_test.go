@@ -47,6 +47,14 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"cron bad name", "POST", "/v1/cron", `{"name":"no spaces please","schedule":"@daily","job":{"kind":"k"}}`, "", 400, "invalid_field", "name"},
 		{"http job without url", "POST", "/v1/jobs", `{"kind":"http","args":{"method":"POST"}}`, "", 400, "invalid_field", "args.url"},
 		{"http cron job bad method", "POST", "/v1/cron", `{"name":"c","schedule":"@daily","job":{"kind":"http","args":{"url":"https://x.test","method":"FETCH"}}}`, "", 400, "invalid_field", "job.args.method"},
+		{"workflow with a cycle", "POST", "/v1/workflows", `{"name":"w","steps":[{"name":"a","kind":"k","depends_on":["b"]},{"name":"b","kind":"k","depends_on":["a"]}]}`, "", 400, "invalid_field", "steps"},
+		{"workflow unknown dependency", "POST", "/v1/workflows", `{"name":"w","steps":[{"name":"a","kind":"k","depends_on":["ghost"]}]}`, "", 400, "invalid_field", "steps[0].depends_on"},
+		{"workflow duplicate step", "POST", "/v1/workflows", `{"name":"w","steps":[{"name":"a","kind":"k"},{"name":"a","kind":"k"}]}`, "", 400, "invalid_field", "steps[1].name"},
+		{"workflow no steps", "POST", "/v1/workflows", `{"name":"w","steps":[]}`, "", 400, "invalid_field", "steps"},
+		{"workflow bad sleep", "POST", "/v1/workflows", `{"name":"w","steps":[{"name":"s","sleep":"soon"}]}`, "", 400, "invalid_field", "steps[0].sleep"},
+		{"workflow step unknown field", "POST", "/v1/workflows", `{"name":"w","steps":[{"name":"s","kind":"k","retries":3}]}`, "", 400, "unknown_field", "retries"},
+		{"signal without step", "POST", "/v1/workflows/1/signal", `{"payload":1}`, "", 400, "invalid_field", "step"},
+		{"bad workflow state", "GET", "/v1/workflows?state=done", ``, "", 400, "invalid_parameter", "state"},
 		{"bad limit", "GET", "/v1/jobs?limit=0", ``, "", 400, "invalid_parameter", "limit"},
 		{"bad state", "GET", "/v1/jobs?state=done", ``, "", 400, "invalid_parameter", "state"},
 		{"bad cursor", "GET", "/v1/jobs?cursor=!!", ``, "", 400, "invalid_parameter", "cursor"},
@@ -79,7 +87,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 			}
 		})
 	}
-	for table, n := range map[string]int{"jobs": 0, "cron_entries": 0, "dlq": 0, "queues": 0} {
+	for table, n := range map[string]int{"jobs": 0, "cron_entries": 0, "dlq": 0, "queues": 0, "workflow_runs": 0} {
 		if got := e.count(fmt.Sprintf(`SELECT count(*) FROM gaffer.%s`, table)); got != n {
 			t.Errorf("gaffer.%s has %d rows after rejected requests", table, got)
 		}

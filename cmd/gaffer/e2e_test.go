@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -319,6 +320,33 @@ func TestEndToEnd(t *testing.T) {
 	e.ok("cron", "resume", "tick")
 	e.ok("cron", "delete", "tick")
 	e.fails(1, "not_found", "cron", "get", "tick")
+
+	// Workflows.
+	def := filepath.Join(t.TempDir(), "wf.json")
+	os.WriteFile(def, []byte(`{"name":"e2e","steps":[
+		{"name":"a","kind":"noop"},
+		{"name":"b","kind":"noop","depends_on":["a"]},
+		{"name":"approve","signal":"1h","depends_on":["a"]},
+		{"name":"c","kind":"noop","depends_on":["b","approve"]}]}`), 0o644)
+	var run struct {
+		ID int64 `json:"id"`
+	}
+	e.jsonOK(&run, "workflows", "submit", "--file", def)
+	e.waitSQL("step b done", `SELECT state FROM gaffer.workflow_steps WHERE run_id = $1 AND name = 'b'`, "completed", run.ID)
+	e.fails(1, "conflict", "workflows", "signal", fmt.Sprint(run.ID), "b")
+	e.ok("workflows", "signal", fmt.Sprint(run.ID), "approve", "--payload", `{"by":"e2e"}`)
+	e.waitSQL("run completed", `SELECT state FROM gaffer.workflow_runs WHERE id = $1`, "completed", run.ID)
+	if out := e.ok("workflows", "get", fmt.Sprint(run.ID)); !strings.Contains(out, "completed") || !strings.Contains(out, `{"by":"e2e"}`) && !strings.Contains(out, `{"by": "e2e"}`) {
+		t.Fatalf("workflows get: %s", out)
+	}
+	e.jsonOK(&run, "workflows", "submit", "--file", def)
+	e.ok("workflows", "cancel", fmt.Sprint(run.ID))
+	e.waitSQL("run cancelled", `SELECT state FROM gaffer.workflow_runs WHERE id = $1`, "cancelled", run.ID)
+	if out := e.ok("workflows", "list", "--state", "cancelled"); !strings.Contains(out, fmt.Sprint(run.ID)) {
+		t.Fatalf("workflows list: %s", out)
+	}
+	os.WriteFile(def, []byte(`{"name":"bad","steps":[{"name":"a","kind":"noop","depends_on":["a"]}]}`), 0o644)
+	e.fails(1, "depends on itself", "workflows", "submit", "--file", def)
 
 	// Queues.
 	e.ok("queues", "pause", "slow")

@@ -56,6 +56,7 @@ func commands() []command {
 		{"jobs", "enqueue, inspect and cancel jobs", (*Main).runJobs},
 		{"dlq", "list, replay and purge dead letters", (*Main).runDLQ},
 		{"cron", "manage cron entries", (*Main).runCron},
+		{"workflows", "submit and manage workflow runs", (*Main).runWorkflows},
 		{"queues", "list, pause and resume queues", (*Main).runQueues},
 		{"nodes", "list, drain and undrain nodes", (*Main).runNodes},
 		{"cluster", "show the leader and cluster health", (*Main).runCluster},

@@ -1,0 +1,130 @@
+# Generates openapi.json: python3 api/gen_openapi.py api/openapi.json
+# Edit this file, not the JSON, then run the command above; the API tests
+# check every live response against the result.
+import json
+def ref(n): return {"$ref": "#/components/schemas/"+n}
+def arr(x): return {"type":"array","items":x}
+S=lambda **k: dict(type="string", **k)
+I=lambda **k: dict(type="integer", **k)
+T=lambda **k: dict(type="string", format="date-time", **k)
+B={"type":"boolean"}
+N={"type":"number"}
+ANY={}  # any JSON value
+def obj(props, req=(), extra=False):
+    o={"type":"object","properties":props}
+    if req: o["required"]=list(req)
+    if not extra: o["additionalProperties"]=False
+    return o
+schemas={
+ "Problem": obj({"type":S(),"title":S(),"status":I(),"detail":S(),"code":S(enum=["invalid_json","unknown_field","invalid_field","invalid_parameter","body_too_large","unsupported_media_type","unauthorized","forbidden","not_found","method_not_allowed","conflict","already_exists","already_replayed","job_finished","idempotency_key_reused","idempotency_key_in_progress","rate_limited","internal_error","unavailable"]),"field":S()},["type","title","status","code"]),
+ "AttemptError": obj({"attempt":I(),"at":T(),"error":S(),"kind":S(enum=["error","panic","timeout","unknown_kind","lost","released","cancelled"]),"node":S(),"stack":S()},["attempt","at","error","kind"]),
+ "Job": obj({"id":I(format="int64"),"tenant":S(),"kind":S(),"queue":S(),"state":S(enum=["pending","running","retrying","completed","failed","cancelled"]),
+   "priority":I(minimum=0,maximum=9),"attempt":I(),"max_attempts":I(),"timeout":S(description="Go duration, e.g. 30s"),"run_at":T(),"created_at":T(),
+   "attempted_at":T(),"finalized_at":T(),"node":S(),"unique_key":S(),"replay_of":I(format="int64"),"args":ANY,"result":ANY,
+   "errors":arr(ref("AttemptError")),"cancel_requested":B,"cron_entry":S(),"cron_at":T(),
+   "workflow_run":I(format="int64"),"step":S()},
+   ["id","tenant","kind","queue","state","priority","attempt","max_attempts","run_at","created_at","args","errors","cancel_requested"]),
+ "EnqueueRequest": obj({"kind":S(),"args":ANY,"tenant":S(),"queue":S(pattern="^[a-z0-9][a-z0-9_.-]{0,63}$"),"priority":I(minimum=0,maximum=9),
+   "run_at":T(),"delay":S(description="Go duration, e.g. 5m"),"max_attempts":I(minimum=1,maximum=1000),"timeout":S(),"unique_key":S(maxLength=255)},["kind"]),
+ "EnqueueResponse": obj({"job":ref("Job"),"existing":B},["job","existing"]),
+ "JobList": obj({"data":arr(ref("Job")),"next_cursor":S()},["data"]),
+ "DLQEntry": obj({"id":I(format="int64"),"tenant":S(),"job_id":I(format="int64"),"kind":S(),"queue":S(),"priority":I(),"max_attempts":I(),"attempts":I(),
+   "args":ANY,"errors":arr(ref("AttemptError")),"reason":S(enum=["exhausted","permanent","lost"]),"failed_at":T(),"replayed_at":T(),"replay_job_id":I(format="int64"),
+   "workflow_run":I(format="int64"),"step":S()},
+   ["id","tenant","job_id","kind","queue","priority","max_attempts","attempts","args","errors","reason","failed_at"]),
+ "DLQList": obj({"data":arr(ref("DLQEntry")),"next_cursor":S()},["data"]),
+ "DLQFilter": obj({"tenant":S(),"queue":S(),"kind":S(),"failed_after":T(),"failed_before":T(),"error":S(description="case-insensitive text in any attempt's error"),"limit":I(minimum=0,maximum=100000)}),
+ "Replay": obj({"entry_id":I(format="int64"),"job_id":I(format="int64")},["entry_id","job_id"]),
+ "ReplayedResponse": obj({"replayed":arr(ref("Replay"))},["replayed"]),
+ "PurgedResponse": obj({"deleted":I(format="int64")},["deleted"]),
+ "CronJob": obj({"kind":S(),"queue":S(),"args":ANY,"priority":I(minimum=0,maximum=9),"max_attempts":I(minimum=0,maximum=1000),"timeout":S()},["kind"]),
+ "CronEntry": obj({"tenant":S(),"name":S(),"schedule":S(),"timezone":S(),"job":ref("CronJob"),"missed":S(enum=["skip","once","all"]),"missed_cap":I(),
+   "overlap":S(enum=["allow","skip"]),"paused":B,"next_run_at":T(),"last_job_id":I(format="int64"),"created_at":T(),"updated_at":T()},
+   ["tenant","name","schedule","timezone","job","missed","missed_cap","overlap","paused","next_run_at","created_at","updated_at"]),
+ "CronCreate": obj({"tenant":S(),"name":S(),"schedule":S(description="5 or 6 fields, @daily-style descriptors, or @every <duration>"),"timezone":S(description="IANA name or fixed offset; default UTC"),
+   "job":ref("CronJob"),"missed":S(enum=["skip","once","all"]),"missed_cap":I(minimum=0,maximum=10000),"overlap":S(enum=["allow","skip"]),"paused":B},["name","schedule","job"]),
+ "CronPatch": obj({"schedule":S(),"timezone":S(),"job":ref("CronJob"),"missed":S(enum=["skip","once","all"]),"missed_cap":I(minimum=1,maximum=10000),"overlap":S(enum=["allow","skip"]),"paused":B}),
+ "CronList": obj({"data":arr(ref("CronEntry")),"next_cursor":S()},["data"]),
+ "NextTimes": obj({"times":arr(T())},["times"]),
+ "Occurrence": obj({"scheduled_at":T(),"status":S(enum=["fired","skipped","missed","triggered"]),"reason":S(),"count":I(),"recorded_at":T(),"epoch":I(format="int64"),"job_id":I(format="int64")},["scheduled_at","status","count","recorded_at"]),
+ "OccurrenceList": obj({"data":arr(ref("Occurrence")),"next_cursor":S()},["data"]),
+ "TriggerResponse": obj({"job_id":I(format="int64")},["job_id"]),
+ "Queue": obj({"name":S(),"paused":B,"pending":I(format="int64"),"retrying":I(format="int64"),"running":I(format="int64"),"oldest_due_age_seconds":N},["name","paused","pending","retrying","running","oldest_due_age_seconds"]),
+ "QueueList": obj({"data":arr(ref("Queue"))},["data"]),
+ "QueueState": obj({"name":S(),"paused":B},["name","paused"]),
+ "Node": obj({"id":S(),"hostname":S(),"version":S(),"queues":{"type":"object","additionalProperties":I()},"state":S(enum=["active","draining","dead"]),
+   "in_flight":I(),"leader":B,"started_at":T(),"last_seen":T(),"seconds_since_seen":N,"drain_requested_at":T(),"drain_deadline":T(),"drained_at":T(),"left_at":T(),
+   "left_reason":S(enum=["drained","stopped","lost"])},["id","hostname","version","queues","state","in_flight","leader","started_at","last_seen","seconds_since_seen"]),
+ "NodeList": obj({"data":arr(ref("Node"))},["data"]),
+ "DrainRequest": obj({"deadline":S(description="Go duration, 0s to 24h; default 30s")}),
+ "WorkflowStepCreate": obj({"name":S(),"kind":S(),"args":ANY,"queue":S(),"priority":I(minimum=0,maximum=9),"max_attempts":I(minimum=0,maximum=1000),
+   "timeout":S(),"depends_on":arr(S()),"allow_failure":B,"sleep":S(description="a durable timer step of this length"),
+   "signal":S(description="a step that waits this long for POST /v1/workflows/{id}/signal")},["name"]),
+ "WorkflowCreate": obj({"name":S(),"tenant":S(),"steps":arr(ref("WorkflowStepCreate"))},["name","steps"]),
+ "WorkflowStep": obj({"name":S(),"type":S(enum=["job","sleep","signal"]),"kind":S(),"queue":S(),"depends_on":arr(S()),"allow_failure":B,
+   "state":S(enum=["waiting","active","completed","failed","cancelled"]),"job_id":I(format="int64"),"attempt":I(),"result":ANY,"error":S(),
+   "cancel_reason":S(),"started_at":T(),"finished_at":T()},["name","type","kind","queue","depends_on","allow_failure","state","attempt"]),
+ "WorkflowRun": obj({"id":I(format="int64"),"tenant":S(),"name":S(),"state":S(enum=["running","completed","failed","cancelled"]),"output":ANY,"error":S(),
+   "created_at":T(),"finished_at":T(),"steps":arr(ref("WorkflowStep"))},["id","tenant","name","state","created_at"]),
+ "WorkflowList": obj({"data":arr(ref("WorkflowRun")),"next_cursor":S()},["data"]),
+ "SignalRequest": obj({"step":S(),"payload":ANY},["step"]),
+ "Cluster": obj({"leader":S(),"epoch":I(format="int64"),"leader_since":T(),"nodes":{"type":"object","additionalProperties":I()},"etcd_connected":B,"degraded":arr(S())},["epoch","nodes","etcd_connected","degraded"]),
+}
+def resp(desc, schema=None, ct="application/json"):
+    r={"description":desc}
+    if schema: r["content"]={ct:{"schema":schema}}
+    return r
+P=ref("Problem")
+errs=lambda *codes: {str(c): {"$ref":"#/components/responses/Problem"} for c in codes}
+def body(name, required=True): return {"required":required,"content":{"application/json":{"schema":ref(name)}}}
+def q(name, schema, desc=""): return {"name":name,"in":"query","schema":schema,"description":desc}
+def path(name, schema): return {"name":name,"in":"path","required":True,"schema":schema}
+idem={"name":"Idempotency-Key","in":"header","schema":S(maxLength=255),"description":"Same key and body: the first response again. Same key, different body: 422."}
+limit=q("limit",I(minimum=1,maximum=1000),"default 100"); cursor=q("cursor",S(),"next_cursor from the previous page")
+tenant=q("tenant",S(),"tokens spanning tenants only: restrict to this tenant")
+common=(401,403,429,500)
+def op(summary, scope, responses, params=(), rb=None, post=False, opid=None):
+    o={"summary":summary,"operationId":opid,"security":[{"bearer":[scope]}],"parameters":list(params)+([idem] if post else []),"responses":{**responses,**errs(*common)}}
+    if rb: o["requestBody"]=rb
+    return o
+jobid=path("id",I(format="int64",minimum=1)); entryid=path("id",I(format="int64",minimum=1)); cname=path("name",S()); qname=path("queue",S()); nodeid=path("id",S())
+paths={
+ "/v1/jobs":{
+   "post":op("Enqueue a job","jobs:write",{"201":resp("Enqueued",ref("EnqueueResponse")),"200":resp("The unique key is held by an unfinished job: that job, nothing enqueued",ref("EnqueueResponse")),**errs(400,413,415,422,409)},rb=body("EnqueueRequest"),post=True,opid="enqueueJob"),
+   "get":op("List jobs, newest first","jobs:read",{"200":resp("Jobs",ref("JobList")),**errs(400)},params=[q("state",S(),"comma-separated states"),q("queue",S()),q("kind",S()),limit,cursor,tenant],opid="listJobs")},
+ "/v1/jobs/{id}":{"get":op("Get a job","jobs:read",{"200":resp("The job",ref("Job")),**errs(400,404)},params=[jobid,tenant],opid="getJob")},
+ "/v1/jobs/{id}/cancel":{"post":op("Cancel a job: at once if pending or retrying; a running job's handler is cancelled within a second","jobs:write",{"200":resp("The job after the request",ref("Job")),**errs(400,404,409,422)},params=[jobid,tenant],post=True,opid="cancelJob")},
+ "/v1/dlq":{"get":op("List DLQ entries, newest first","jobs:read",{"200":resp("Entries",ref("DLQList")),**errs(400)},params=[q("queue",S()),q("kind",S()),q("error",S()),q("failed_after",T()),q("failed_before",T()),q("replayed",B),limit,cursor,tenant],opid="listDLQ")},
+ "/v1/dlq/{id}":{"get":op("Get a DLQ entry","jobs:read",{"200":resp("The entry",ref("DLQEntry")),**errs(400,404)},params=[entryid,tenant],opid="getDLQEntry"),
+   "delete":op("Delete a DLQ entry","jobs:write",{"204":resp("Deleted"),**errs(400,404)},params=[entryid,tenant],opid="deleteDLQEntry")},
+ "/v1/dlq/{id}/replay":{"post":op("Replay one entry into one new job; a second replay is refused","jobs:write",{"201":resp("Replayed",ref("Replay")),**errs(400,404,409,422)},params=[entryid,tenant],post=True,opid="replayDLQEntry")},
+ "/v1/dlq/replay":{"post":op("Replay every unreplayed entry matching a filter","jobs:write",{"200":resp("Replayed",ref("ReplayedResponse")),**errs(400,413,415,422,409)},rb=body("DLQFilter"),post=True,opid="replayDLQ")},
+ "/v1/dlq/purge":{"post":op("Delete every entry matching a filter","jobs:write",{"200":resp("Deleted",ref("PurgedResponse")),**errs(400,413,415,422,409)},rb=body("DLQFilter"),post=True,opid="purgeDLQ")},
+ "/v1/cron":{"post":op("Create a cron entry","jobs:write",{"201":resp("Created",ref("CronEntry")),**errs(400,409,413,415,422)},rb=body("CronCreate"),post=True,opid="createCron"),
+   "get":op("List cron entries","jobs:read",{"200":resp("Entries",ref("CronList")),**errs(400)},params=[limit,cursor,tenant],opid="listCron")},
+ "/v1/cron/{name}":{"get":op("Get a cron entry","jobs:read",{"200":resp("The entry",ref("CronEntry")),**errs(404)},params=[cname,tenant],opid="getCron"),
+   "patch":op("Change a cron entry (pause with {\"paused\": true})","jobs:write",{"200":resp("The entry",ref("CronEntry")),**errs(400,404,413,415)},params=[cname,tenant],rb=body("CronPatch"),opid="updateCron"),
+   "delete":op("Delete a cron entry","jobs:write",{"204":resp("Deleted"),**errs(404)},params=[cname,tenant],opid="deleteCron")},
+ "/v1/cron/{name}/next":{"get":op("The next n fire times (RFC 3339, UTC)","jobs:read",{"200":resp("Times",ref("NextTimes")),**errs(400,404)},params=[cname,q("n",I(minimum=1,maximum=1000),"default 5"),tenant],opid="nextCron")},
+ "/v1/cron/{name}/history":{"get":op("Occurrence history, newest first","jobs:read",{"200":resp("Occurrences",ref("OccurrenceList")),**errs(400,404)},params=[cname,limit,cursor,tenant],opid="cronHistory")},
+ "/v1/cron/{name}/trigger":{"post":op("Enqueue the entry's job now","jobs:write",{"201":resp("Enqueued",ref("TriggerResponse")),**errs(404,409,422)},params=[cname,tenant],post=True,opid="triggerCron")},
+ "/v1/workflows":{"post":op("Submit a workflow run: a DAG of steps","jobs:write",{"201":resp("Started",ref("WorkflowRun")),**errs(400,413,415,422,409)},rb=body("WorkflowCreate"),post=True,opid="submitWorkflow"),
+   "get":op("List workflow runs, newest first","jobs:read",{"200":resp("Runs",ref("WorkflowList")),**errs(400)},params=[q("state",S(enum=["running","completed","failed","cancelled"])),limit,cursor,tenant],opid="listWorkflows")},
+ "/v1/workflows/{id}":{"get":op("A run with its steps' states, attempts, results and timing","jobs:read",{"200":resp("The run",ref("WorkflowRun")),**errs(400,404)},params=[jobid,tenant],opid="getWorkflow")},
+ "/v1/workflows/{id}/cancel":{"post":op("Cancel a run: steps not started are cancelled, running steps' handlers are cancelled","jobs:write",{"200":resp("The run",ref("WorkflowRun")),**errs(400,404,409,422)},params=[jobid,tenant],post=True,opid="cancelWorkflow")},
+ "/v1/workflows/{id}/signal":{"post":op("Deliver a signal to a waiting signal step; the payload becomes its result","jobs:write",{"200":resp("The run",ref("WorkflowRun")),**errs(400,404,409,413,415,422)},params=[jobid,tenant],rb=body("SignalRequest"),post=True,opid="signalWorkflow")},
+ "/v1/queues":{"get":op("Queues with unfinished jobs, or ever paused","jobs:read",{"200":resp("Queues",ref("QueueList"))},opid="listQueues")},
+ "/v1/queues/{queue}/pause":{"post":op("Pause a queue cluster-wide","admin",{"200":resp("Paused",ref("QueueState")),**errs(400,409,422)},params=[qname],post=True,opid="pauseQueue")},
+ "/v1/queues/{queue}/resume":{"post":op("Resume a queue","admin",{"200":resp("Resumed",ref("QueueState")),**errs(400,409,422)},params=[qname],post=True,opid="resumeQueue")},
+ "/v1/nodes":{"get":op("Every node the cluster has seen","jobs:read",{"200":resp("Nodes",ref("NodeList"))},opid="listNodes")},
+ "/v1/nodes/{id}/drain":{"post":op("Drain a node: it stops claiming, finishes its jobs until the deadline, releases the rest, and leaves","admin",{"200":resp("The node",ref("Node")),**errs(400,404,409,413,415,422)},params=[nodeid],rb=body("DrainRequest",False),post=True,opid="drainNode")},
+ "/v1/nodes/{id}/undrain":{"post":op("Withdraw a drain before the node leaves","admin",{"200":resp("The node",ref("Node")),**errs(404,409,422)},params=[nodeid],post=True,opid="undrainNode")},
+ "/v1/cluster":{"get":op("Leader, epoch, node counts, and what is degraded","jobs:read",{"200":resp("Cluster",ref("Cluster"))},opid="getCluster")},
+}
+doc={"openapi":"3.0.3","info":{"title":"Gaffer API","version":"1.0.0","description":"Jobs, cron, dead letters and cluster control. Every error is application/problem+json with a stable code. Authenticate with Authorization: Bearer <token>; tokens carry scopes jobs:read, jobs:write, admin (which implies the others) and belong to one tenant (admin tokens may span tenants: tenant \"*\")."},
+ "servers":[{"url":"/"}],"paths":paths,
+ "components":{"schemas":schemas,
+   "responses":{"Problem":{"description":"An error","content":{"application/problem+json":{"schema":P}}}},
+   "securitySchemes":{"bearer":{"type":"http","scheme":"bearer"}}}}
+import sys
+json.dump(doc, open(sys.argv[1],"w"), indent=1)

@@ -1,0 +1,172 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/webhook"
+	"github.com/gafferhq/gaffer/workflow"
+)
+
+type workflowStepBody struct {
+	Name         string          `json:"name"`
+	Kind         string          `json:"kind"`
+	Args         json.RawMessage `json:"args"`
+	Queue        string          `json:"queue"`
+	Priority     int             `json:"priority"`
+	MaxAttempts  int             `json:"max_attempts"`
+	Timeout      *string         `json:"timeout"`
+	DependsOn    []string        `json:"depends_on"`
+	AllowFailure bool            `json:"allow_failure"`
+	Sleep        *string         `json:"sleep"`
+	Signal       *string         `json:"signal"`
+}
+
+type workflowBody struct {
+	Name   string             `json:"name"`
+	Tenant string             `json:"tenant"`
+	Steps  []workflowStepBody `json:"steps"`
+}
+
+func (b workflowBody) definition(p Principal) (workflow.Definition, *Problem) {
+	tenant, pr := p.writeTenant(b.Tenant)
+	if pr != nil {
+		return workflow.Definition{}, pr
+	}
+	def := workflow.Definition{Name: b.Name, Tenant: tenant, Steps: make([]workflow.Step, len(b.Steps))}
+	for i, s := range b.Steps {
+		field := fmt.Sprintf("steps[%d].", i)
+		timeout, pr := parseDuration(field+"timeout", s.Timeout)
+		if pr != nil {
+			return def, pr
+		}
+		sleep, pr := parseDuration(field+"sleep", s.Sleep)
+		if pr != nil {
+			return def, pr
+		}
+		signal, pr := parseDuration(field+"signal", s.Signal)
+		if pr != nil {
+			return def, pr
+		}
+		if s.Kind == webhook.Kind {
+			if _, _, err := webhook.Validate(s.Args); err != nil {
+				var ve *job.ValidationError
+				errors.As(err, &ve)
+				return def, fieldProblem(field+ve.Field, ve.Error())
+			}
+		}
+		def.Steps[i] = workflow.Step{Name: s.Name, Kind: s.Kind, Args: s.Args, Queue: s.Queue, Priority: s.Priority, MaxAttempts: s.MaxAttempts,
+			Timeout: timeout, DependsOn: s.DependsOn, AllowFailure: s.AllowFailure, Sleep: sleep, Signal: signal}
+	}
+	return def, nil
+}
+
+func workflowError(err error, id int64) error {
+	switch {
+	case errors.Is(err, workflow.ErrNotFound):
+		return notFoundProblem("workflow run", id)
+	case errors.Is(err, workflow.ErrFinished):
+		return problem(http.StatusConflict, CodeConflict, "the workflow run already finished")
+	case errors.Is(err, workflow.ErrNotSignalStep), errors.Is(err, workflow.ErrNotWaiting):
+		return problem(http.StatusConflict, CodeConflict, err.Error())
+	}
+	return err
+}
+
+func (s *Server) submitWorkflow(r *http.Request, p Principal, body []byte) (int, any, error) {
+	var b workflowBody
+	if pr := decodeStrict(body, &b); pr != nil {
+		return 0, nil, pr
+	}
+	def, pr := b.definition(p)
+	if pr != nil {
+		return 0, nil, pr
+	}
+	run, err := s.cfg.Workflows.Submit(r.Context(), def)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, run, nil
+}
+
+func (s *Server) listWorkflows(r *http.Request, p Principal, _ []byte) (int, any, error) {
+	limit, pr := limitParam(r)
+	if pr != nil {
+		return 0, nil, pr
+	}
+	before, pr := idCursor(r)
+	if pr != nil {
+		return 0, nil, pr
+	}
+	runs, err := s.cfg.Workflows.List(r.Context(), p.tenantFilter(r), r.URL.Query().Get("state"), before, limit)
+	var ve *job.ValidationError
+	if errors.As(err, &ve) {
+		return 0, nil, paramProblem(ve.Field, ve.Error())
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	out := list{Data: runs}
+	if runs == nil {
+		out.Data = []workflow.Run{}
+	}
+	if len(runs) == limit {
+		out.NextCursor = encodeCursor(strconv.FormatInt(runs[len(runs)-1].ID, 10))
+	}
+	return http.StatusOK, out, nil
+}
+
+func (s *Server) getWorkflow(r *http.Request, p Principal, _ []byte) (int, any, error) {
+	id, pr := pathID(r, "id")
+	if pr != nil {
+		return 0, nil, pr
+	}
+	run, err := s.cfg.Workflows.Get(r.Context(), p.tenantFilter(r), id)
+	if err != nil {
+		return 0, nil, workflowError(err, id)
+	}
+	return http.StatusOK, run, nil
+}
+
+func (s *Server) cancelWorkflow(r *http.Request, p Principal, _ []byte) (int, any, error) {
+	id, pr := pathID(r, "id")
+	if pr != nil {
+		return 0, nil, pr
+	}
+	run, err := s.cfg.Workflows.Cancel(r.Context(), p.tenantFilter(r), id)
+	if err != nil {
+		return 0, nil, workflowError(err, id)
+	}
+	return http.StatusOK, run, nil
+}
+
+type signalBody struct {
+	Step    string          `json:"step"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+func (s *Server) signalWorkflow(r *http.Request, p Principal, body []byte) (int, any, error) {
+	id, pr := pathID(r, "id")
+	if pr != nil {
+		return 0, nil, pr
+	}
+	var b signalBody
+	if pr := decodeStrict(body, &b); pr != nil {
+		return 0, nil, pr
+	}
+	if b.Step == "" {
+		return 0, nil, fieldProblem("step", "step: is required")
+	}
+	if err := s.cfg.Workflows.Signal(r.Context(), p.tenantFilter(r), id, b.Step, b.Payload); err != nil {
+		return 0, nil, workflowError(err, id)
+	}
+	run, err := s.cfg.Workflows.Get(r.Context(), p.tenantFilter(r), id)
+	if err != nil {
+		return 0, nil, workflowError(err, id)
+	}
+	return http.StatusOK, run, nil
+}

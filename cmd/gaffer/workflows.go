@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+type workflowRow struct {
+	ID         int64           `json:"id"`
+	Name       string          `json:"name"`
+	State      string          `json:"state"`
+	Error      string          `json:"error"`
+	Output     json.RawMessage `json:"output"`
+	CreatedAt  *time.Time      `json:"created_at"`
+	FinishedAt *time.Time      `json:"finished_at"`
+	Steps      []struct {
+		Name      string          `json:"name"`
+		Type      string          `json:"type"`
+		Kind      string          `json:"kind"`
+		State     string          `json:"state"`
+		DependsOn []string        `json:"depends_on"`
+		JobID     int64           `json:"job_id"`
+		Attempt   int             `json:"attempt"`
+		Result    json.RawMessage `json:"result"`
+		Error     string          `json:"error"`
+	} `json:"steps"`
+}
+
+func (m *Main) runWorkflows(ctx context.Context, args []string) error {
+	return m.runGroup(ctx, "workflows", []action{
+		{"submit", "start a run from a JSON definition (--file, or - for stdin)", (*Main).workflowsSubmit},
+		{"list", "list runs, newest first", (*Main).workflowsList},
+		{"get", "show a run and its steps", (*Main).workflowsGet},
+		{"cancel", "cancel a run", (*Main).workflowsCancel},
+		{"signal", "deliver a signal to a waiting step", (*Main).workflowsSignal},
+	}, args)
+}
+
+func printRun(tw *tabwriter.Writer, r workflowRow) {
+	fmt.Fprintf(tw, "run %d (%s): %s", r.ID, r.Name, r.State)
+	if r.Error != "" {
+		fmt.Fprintf(tw, " — %s", r.Error)
+	}
+	fmt.Fprintln(tw)
+	if len(r.Output) > 0 {
+		fmt.Fprintf(tw, "output: %s\n", r.Output)
+	}
+	if len(r.Steps) == 0 {
+		return
+	}
+	fmt.Fprintln(tw, "STEP\tTYPE\tKIND\tSTATE\tAFTER\tJOB\tATTEMPT\tRESULT / ERROR")
+	for _, s := range r.Steps {
+		detail := string(s.Result)
+		if s.Error != "" {
+			detail = s.Error
+		}
+		job := "-"
+		if s.JobID != 0 {
+			job = strconv.FormatInt(s.JobID, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.Name, s.Type, s.Kind, s.State, orDash(strings.Join(s.DependsOn, ",")), job, s.Attempt, detail)
+	}
+}
+
+func (m *Main) workflowsSubmit(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("workflows submit", `workflows submit --file def.json [flags]
+
+A definition is {"name": "...", "steps": [{"name": "a", "kind": "k", "args": {...},
+"depends_on": ["..."], "queue", "priority", "max_attempts", "timeout": "30s",
+"allow_failure": true, "sleep": "5m", "signal": "1h"}, ...]}.`)
+	cf := addClientFlags(fs)
+	file := fs.String("file", "-", "", "the definition (JSON); - reads stdin")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := needArgs(fs, 0, "no positional arguments"); err != nil {
+		return err
+	}
+	if *file == "" {
+		return usageError("--file is required (use - for stdin)")
+	}
+	var raw []byte
+	var err error
+	if *file == "-" {
+		raw, err = io.ReadAll(m.Stdin)
+	} else {
+		raw, err = os.ReadFile(*file)
+	}
+	if err != nil {
+		return err
+	}
+	if !json.Valid(raw) {
+		return usageError(*file + " is not valid JSON")
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	var out json.RawMessage
+	if err := c.do(ctx, "POST", "/v1/workflows", json.RawMessage(raw), &out); err != nil {
+		return err
+	}
+	var r workflowRow
+	json.Unmarshal(out, &r)
+	return m.output(cf, out, func(tw *tabwriter.Writer) { printRun(tw, r) })
+}
+
+func (m *Main) workflowsList(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("workflows list", "workflows list [flags]")
+	cf := addClientFlags(fs)
+	state := fs.String("state", "-", "", "running, completed, failed or cancelled")
+	limit := fs.Int("limit", "-", 50, "rows per page")
+	cursor := fs.String("cursor", "-", "", "next_cursor of the previous page")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := needArgs(fs, 0, "no positional arguments"); err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	q := url.Values{"limit": {strconv.Itoa(*limit)}}
+	if *state != "" {
+		q.Set("state", *state)
+	}
+	if *cursor != "" {
+		q.Set("cursor", *cursor)
+	}
+	var raw json.RawMessage
+	if err := c.do(ctx, "GET", "/v1/workflows?"+q.Encode(), nil, &raw); err != nil {
+		return err
+	}
+	var page struct {
+		Data       []workflowRow `json:"data"`
+		NextCursor string        `json:"next_cursor"`
+	}
+	json.Unmarshal(raw, &page)
+	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+		fmt.Fprintln(tw, "RUN\tNAME\tSTATE\tCREATED\tFINISHED\tERROR")
+		for _, r := range page.Data {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Name, r.State, fmtTime(r.CreatedAt), fmtTime(r.FinishedAt), r.Error)
+		}
+		if page.NextCursor != "" {
+			fmt.Fprintf(tw, "(more: --cursor %s)\n", page.NextCursor)
+		}
+	})
+}
+
+func (m *Main) workflowRun(ctx context.Context, args []string, action, method, suffix string) error {
+	fs := m.newFlagSet("workflows "+action, "workflows "+action+" RUN [flags]")
+	cf := addClientFlags(fs)
+	var payload, step *string
+	if action == "signal" {
+		fs.Usage = func() { fmt.Fprintln(m.Stderr, "Usage: gaffer workflows signal RUN STEP [--payload JSON] [flags]") }
+		payload = fs.String("payload", "-", "null", "the signal's payload (JSON): the step's result")
+		step = new(string)
+	}
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	want, what := 1, "a run id"
+	if step != nil {
+		want, what = 2, "a run id and a step name"
+	}
+	if err := needArgs(fs, want, what); err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	var b any
+	if step != nil {
+		if !json.Valid([]byte(*payload)) {
+			return usageError("--payload is not valid JSON")
+		}
+		b = map[string]any{"step": fs.Arg(1), "payload": json.RawMessage(*payload)}
+	}
+	var raw json.RawMessage
+	if err := c.do(ctx, method, "/v1/workflows/"+url.PathEscape(fs.Arg(0))+suffix, b, &raw); err != nil {
+		return err
+	}
+	var r workflowRow
+	json.Unmarshal(raw, &r)
+	return m.output(cf, raw, func(tw *tabwriter.Writer) { printRun(tw, r) })
+}
+
+func (m *Main) workflowsGet(ctx context.Context, args []string) error {
+	return m.workflowRun(ctx, args, "get", "GET", "")
+}
+
+func (m *Main) workflowsCancel(ctx context.Context, args []string) error {
+	return m.workflowRun(ctx, args, "cancel", "POST", "/cancel")
+}
+
+func (m *Main) workflowsSignal(ctx context.Context, args []string) error {
+	return m.workflowRun(ctx, args, "signal", "POST", "/signal")
+}
