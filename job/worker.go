@@ -44,6 +44,12 @@ type WorkerConfig struct {
 	// requests (a fallback to notifications) and heartbeated when due.
 	// Default 1s, and at most LeaseTTL/4.
 	CheckInterval time.Duration
+	// CursorReset bounds how long claims continue from where the last full
+	// claim ended before they scan the queue from its start again. Deep
+	// backlogs claim without walking the dead index entries earlier claims
+	// left; a job queued before the cursor (a more urgent priority, or an
+	// earlier run_at) waits at most this long. Default 1s.
+	CursorReset time.Duration
 }
 
 func (c *WorkerConfig) setDefaults() error {
@@ -90,6 +96,12 @@ func (c *WorkerConfig) setDefaults() error {
 	}
 	if c.CheckInterval == 0 {
 		c.CheckInterval = time.Second
+	}
+	if c.CursorReset < 0 {
+		return errors.New("WorkerConfig.CursorReset must not be negative")
+	}
+	if c.CursorReset == 0 {
+		c.CursorReset = time.Second
 	}
 	c.CheckInterval = min(c.CheckInterval, c.LeaseTTL/4)
 	return nil
@@ -334,6 +346,10 @@ type producer struct {
 	active    atomic.Int64
 	more      atomic.Bool // the last claim was full: there may be more work
 	lastClaim time.Time
+	// cursor is where the last full claim ended, set since cursorSince;
+	// nil scans from the queue's start.
+	cursor      *store.ClaimPosition
+	cursorSince time.Time
 }
 
 func (p *producer) wake() {
@@ -375,8 +391,11 @@ func (p *producer) fill(ctx context.Context) {
 		}
 		n := min(free, w.cfg.ClaimBatch)
 		p.lastClaim = time.Now()
+		if p.cursor != nil && p.lastClaim.Sub(p.cursorSince) > w.cfg.CursorReset {
+			p.cursor = nil
+		}
 		rows, err := w.store.ClaimJobs(ctx, store.ClaimParams{
-			Queue: p.queue, Limit: n, Token: rand.Int64(), LeaseTTL: w.cfg.LeaseTTL, Node: w.cfg.NodeID,
+			Queue: p.queue, Limit: n, Token: rand.Int64(), LeaseTTL: w.cfg.LeaseTTL, Node: w.cfg.NodeID, After: p.cursor,
 		})
 		if err != nil {
 			if ctx.Err() == nil {
@@ -386,6 +405,7 @@ func (p *producer) fill(ctx context.Context) {
 			return
 		}
 		p.more.Store(len(rows) == n)
+		p.advanceCursor(rows, n)
 		for _, row := range rows {
 			p.active.Add(1)
 			w.launch(p, row, p.lastClaim)
@@ -394,6 +414,25 @@ func (p *producer) fill(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// advanceCursor moves the cursor to the end of a full claim; a short
+// claim saw everything due after the cursor, so the next one starts over.
+func (p *producer) advanceCursor(rows []store.Job, asked int) {
+	if len(rows) < asked {
+		p.cursor = nil
+		return
+	}
+	last := store.ClaimPosition{Priority: rows[0].Priority, RunAt: rows[0].RunAt, ID: rows[0].ID}
+	for _, r := range rows[1:] {
+		if pos := (store.ClaimPosition{Priority: r.Priority, RunAt: r.RunAt, ID: r.ID}); last.Less(pos) {
+			last = pos
+		}
+	}
+	if p.cursor == nil {
+		p.cursorSince = p.lastClaim
+	}
+	p.cursor = &last
 }
 
 // finished frees a slot; if the queue had more work, claim again.

@@ -19,6 +19,27 @@ type ClaimParams struct {
 	Token    int64
 	LeaseTTL time.Duration
 	Node     string
+	// After, when set, starts the scan past this position (see
+	// ClaimPosition): jobs before it are not considered.
+	After *ClaimPosition
+}
+
+// ClaimPosition is a place in claim order: (priority, run_at, id).
+type ClaimPosition struct {
+	Priority int
+	RunAt    time.Time
+	ID       int64
+}
+
+// Less reports whether p comes before q in claim order.
+func (p ClaimPosition) Less(q ClaimPosition) bool {
+	if p.Priority != q.Priority {
+		return p.Priority < q.Priority
+	}
+	if !p.RunAt.Equal(q.RunAt) {
+		return p.RunAt.Before(q.RunAt)
+	}
+	return p.ID < q.ID
 }
 
 // ClaimJobs claims up to Limit due jobs of one queue, highest priority
@@ -26,7 +47,15 @@ type ClaimParams struct {
 // incremented and its lease expires LeaseTTL after the database's now().
 // A paused queue yields nothing.
 func (s *Store) ClaimJobs(ctx context.Context, p ClaimParams) ([]Job, error) {
-	jobs, err := collectJobs(s.pool.Query(ctx, sqlClaimJobs, p.Queue, p.Limit, p.Token, p.LeaseTTL.Milliseconds(), p.Node))
+	var rows pgx.Rows
+	var err error
+	if p.After == nil {
+		rows, err = s.pool.Query(ctx, sqlClaimJobs, p.Queue, p.Limit, p.Token, p.LeaseTTL.Milliseconds(), p.Node)
+	} else {
+		rows, err = s.pool.Query(ctx, sqlClaimJobsAfter, p.Queue, p.Limit, p.Token, p.LeaseTTL.Milliseconds(), p.Node,
+			int16(p.After.Priority), p.After.RunAt, p.After.ID)
+	}
+	jobs, err := collectJobs(rows, err)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}

@@ -218,3 +218,57 @@ func (s *Store) Fenced(ctx context.Context, epoch int64, fn func(q DB) error) er
 		return fn(tx)
 	})
 }
+
+// Statement is one row of pg_stat_statements.
+type Statement struct {
+	Query   string
+	Calls   int64
+	Rows    int64
+	TotalMS float64
+	Share   float64
+}
+
+// TopStatements reads pg_stat_statements (which must be preloaded), for
+// benchmarks: the statements that took the most time.
+func (s *Store) TopStatements(ctx context.Context, n int) ([]Statement, error) {
+	if _, err := s.pool.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
+		return nil, fmt.Errorf("pg_stat_statements: %w", err)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 90), calls, rows, total_exec_time,
+		total_exec_time / sum(total_exec_time) OVER () FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT $1`, n)
+	if err != nil {
+		return nil, fmt.Errorf("pg_stat_statements: %w", err)
+	}
+	defer rows.Close()
+	var out []Statement
+	for rows.Next() {
+		var st Statement
+		if err := rows.Scan(&st.Query, &st.Calls, &st.Rows, &st.TotalMS, &st.Share); err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, rows.Err()
+}
+
+// TransactionCount is the database's committed plus rolled-back
+// transactions so far (pg_stat_database), for measuring load.
+func (s *Store) TransactionCount(ctx context.Context) (int64, error) {
+	var n int64
+	// Statistics are flushed lazily; force this backend's view to be fresh.
+	if _, err := s.pool.Exec(ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
+		return 0, err
+	}
+	err := s.pool.QueryRow(ctx, `SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
+	return n, err
+}
+
+// CronLateness returns, for the named entries' fired occurrences, the
+// milliseconds from scheduled instant to job insert (database clock).
+func (s *Store) CronLateness(ctx context.Context, entries []string) ([]float64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT extract(epoch FROM created_at - cron_at) * 1000 FROM gaffer.jobs WHERE cron_entry = ANY($1)`, entries)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[float64])
+}

@@ -82,6 +82,7 @@ var (
 	sqlNotifyQueues         = query("notify_queues")
 	sqlInsertJobsUnnest     = query("insert_jobs_unnest")
 	sqlClaimJobs            = query("claim_jobs")
+	sqlClaimJobsAfter       = query("claim_jobs_after")
 	sqlCompleteJobs         = query("complete_jobs")
 	sqlFailJob              = query("fail_job")
 	sqlSnoozeJob            = query("snooze_job")

@@ -4,14 +4,24 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gafferhq/gaffer"
+	"github.com/gafferhq/gaffer/cron"
+	"github.com/gafferhq/gaffer/internal/etcdserver"
 	"github.com/gafferhq/gaffer/internal/pgserver"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
@@ -19,45 +29,104 @@ import (
 
 const benchQueue = "bench"
 
+// latencies are percentiles in milliseconds.
+type latencies struct {
+	P50 float64 `json:"p50_ms"`
+	P95 float64 `json:"p95_ms"`
+	P99 float64 `json:"p99_ms"`
+	Max float64 `json:"max_ms"`
+	N   int     `json:"samples"`
+}
+
 type benchResult struct {
-	Mode          string  `json:"mode"`
-	Jobs          int     `json:"jobs"`
-	EnqueueJobsPS float64 `json:"enqueue_jobs_per_sec"`
-	WorkJobsPS    float64 `json:"work_jobs_per_sec"`
-	WorkSeconds   float64 `json:"work_seconds"`
-	Concurrency   int     `json:"concurrency"`
+	Mode          string     `json:"mode"`
+	Jobs          int        `json:"jobs"`
+	Seconds       float64    `json:"seconds"`
+	JobsPerSec    float64    `json:"jobs_per_sec"`
+	EnqueuePerSec float64    `json:"enqueue_jobs_per_sec,omitempty"`
+	Latency       *latencies `json:"latency,omitempty"`
+	// Idle mode: database transactions per second per node.
+	TxPerSecPerNode float64 `json:"tx_per_sec_per_node,omitempty"`
+	// Average cores used while measuring: this process (the nodes and the
+	// load generator) and the PostgreSQL server (local servers only).
+	ClientCores   float64 `json:"client_cores"`
+	PostgresCores float64 `json:"postgres_cores"`
+	PeakRSSMB     float64 `json:"peak_rss_mb"`
+	Concurrency   int     `json:"concurrency,omitempty"`
+	ClaimBatch    int     `json:"claim_batch,omitempty"`
+	Nodes         int     `json:"nodes,omitempty"`
 	GoVersion     string  `json:"go_version"`
 	CPUs          int     `json:"cpus"`
 }
 
+type benchOpts struct {
+	jobs, batch, concurrency, claimBatch, nodes, rate, entries int
+	duration, warmup                                           time.Duration
+	url                                                        string
+}
+
 func (m *Main) runBench(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("bench", "bench backlog|enqueue [flags]\n\n  backlog  insert --jobs no-op jobs, then measure one node working them off\n  enqueue  measure bulk enqueue (COPY) only\n\nWithout --database-url a throwaway PostgreSQL is started (fsync on,\nshared_buffers=1GB). Jobs go to the queue \"bench\", which must be empty.")
+	fs := m.newFlagSet("bench", `bench MODE [flags]
+
+Modes:
+  backlog     insert --jobs no-op jobs, then time one node working them off
+  continuous  insert and work at the same time for --duration; report jobs/s
+  latency     enqueue one job at a time at --rate jobs/s; report enqueue→start
+  cron        run --entries "@every 1s" cron entries; report fire lateness
+  idle        run --nodes idle nodes (with etcd); report database load per node
+  enqueue     bulk enqueue (COPY) only
+
+Without --database-url a throwaway PostgreSQL is started (fsync on,
+shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL to measure (default: a throwaway server)")
-	jobs := fs.Int("jobs", "", 100000, "jobs to insert")
-	batch := fs.Int("batch", "", 10000, "jobs per enqueue call")
-	concurrency := fs.Int("concurrency", "", 1000, "jobs the node runs at once")
-	claimBatch := fs.Int("claim-batch", "", 500, "most jobs one claim takes")
-	asJSON := fs.Bool("json", "", false, "print the result as JSON")
+	o := benchOpts{}
+	jobs := fs.Int("jobs", "-", 100000, "backlog/enqueue: jobs to insert")
+	batch := fs.Int("batch", "-", 10000, "jobs per enqueue call")
+	concurrency := fs.Int("concurrency", "-", 2000, "jobs the node runs at once")
+	claimBatch := fs.Int("claim-batch", "-", 1000, "most jobs one claim takes")
+	nodes := fs.Int("nodes", "-", 3, "idle: nodes to run")
+	rate := fs.Int("rate", "-", 100, "latency: jobs per second")
+	entries := fs.Int("entries", "-", 10, "cron: entries")
+	duration := fs.Duration("duration", "-", 30*time.Second, "continuous, latency, cron, idle: how long to measure")
+	warmup := fs.Duration("warmup", "-", 5*time.Second, "continuous: time before measuring")
+	asJSON := fs.Bool("json", "-", false, "print the result as JSON")
+	cpuProfile := fs.String("cpuprofile", "-", "", "write a CPU profile of the measured phase to this file")
+	pgStats := fs.Bool("pg-statements", "-", false, "throwaway server only: print where PostgreSQL spent its time")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 || (fs.Arg(0) != "backlog" && fs.Arg(0) != "enqueue") {
+	modes := map[string]func(context.Context, *store.Store, benchOpts, *benchResult) error{
+		"backlog": benchBacklog, "continuous": benchContinuous, "latency": benchLatency, "cron": benchCron, "idle": benchIdle, "enqueue": benchEnqueue,
+	}
+	run, ok := modes[fs.Arg(0)]
+	if fs.NArg() != 1 || !ok {
 		fs.Usage()
-		return usageError("bench needs a mode: backlog or enqueue")
+		return usageError("bench needs a mode: backlog, continuous, latency, cron, idle or enqueue")
 	}
-	if *jobs < 1 || *batch < 1 || *concurrency < 1 || *claimBatch < 1 {
-		return usageError("--jobs, --batch, --concurrency and --claim-batch must be positive")
+	o = benchOpts{jobs: *jobs, batch: *batch, concurrency: *concurrency, claimBatch: *claimBatch, nodes: *nodes, rate: *rate,
+		entries: *entries, duration: *duration, warmup: *warmup}
+	for name, v := range map[string]int{"jobs": o.jobs, "batch": o.batch, "concurrency": o.concurrency, "claim-batch": o.claimBatch, "nodes": o.nodes, "rate": o.rate, "entries": o.entries} {
+		if v < 1 {
+			return usageError(fmt.Sprintf("--%s must be positive", name))
+		}
 	}
-	url := *dbURL
-	if url == "" {
-		srv, err := pgserver.Start(ctx, pgserver.Config{Durable: true, Settings: map[string]string{"shared_buffers": "1GB"}})
+	if o.duration <= 0 || o.warmup < 0 {
+		return usageError("--duration must be positive and --warmup not negative")
+	}
+	o.url = *dbURL
+	if o.url == "" {
+		settings := map[string]string{"shared_buffers": "1GB"}
+		if *pgStats {
+			settings["shared_preload_libraries"] = "pg_stat_statements"
+		}
+		srv, err := pgserver.Start(ctx, pgserver.Config{Durable: true, Settings: settings})
 		if err != nil {
 			return err
 		}
 		defer srv.Stop()
-		url = srv.URL()
+		o.url = srv.URL()
 	}
-	st, err := store.Open(ctx, url, 8)
+	st, err := store.Open(ctx, o.url, 8)
 	if err != nil {
 		return err
 	}
@@ -71,60 +140,384 @@ func (m *Main) runBench(ctx context.Context, args []string) error {
 		return fmt.Errorf("queue %q already holds %d jobs; bench needs it empty", benchQueue, n)
 	}
 	defer st.DeleteQueueJobs(context.WithoutCancel(ctx), benchQueue)
-
-	res := benchResult{Mode: fs.Arg(0), Jobs: *jobs, Concurrency: *concurrency, GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
-	client := job.NewClient(st, nil)
-	reqs := make([]job.Request, *batch)
-	for i := range reqs {
-		reqs[i] = job.Request{Kind: "noop", Queue: benchQueue, Args: json.RawMessage(`{}`)}
-	}
-	start := time.Now()
-	for left := *jobs; left > 0; left -= *batch {
-		if _, err := client.EnqueueMany(ctx, reqs[:min(left, *batch)]); err != nil {
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
 			return err
 		}
+		defer f.Close()
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
 	}
-	res.EnqueueJobsPS = float64(*jobs) / time.Since(start).Seconds()
-
-	if res.Mode == "backlog" {
-		if err := benchWork(ctx, url, *jobs, *concurrency, *claimBatch, &res); err != nil {
+	res := benchResult{Mode: fs.Arg(0), GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
+	if err := run(ctx, st, o, &res); err != nil {
+		return err
+	}
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	res.PeakRSSMB = float64(ru.Maxrss) / 1024
+	if *pgStats && *dbURL == "" {
+		if err := printStatements(ctx, m, st); err != nil {
 			return err
 		}
 	}
 	if *asJSON {
 		return json.NewEncoder(m.Stdout).Encode(res)
 	}
-	fmt.Fprintf(m.Stdout, "bulk enqueue: %d jobs at %.0f jobs/s\n", res.Jobs, res.EnqueueJobsPS)
-	if res.Mode == "backlog" {
-		fmt.Fprintf(m.Stdout, "work backlog: %d jobs in %.2fs = %.0f jobs/s (concurrency %d)\n", res.Jobs, res.WorkSeconds, res.WorkJobsPS, res.Concurrency)
+	return printBench(m, res)
+}
+
+func printBench(m *Main, r benchResult) error {
+	w := m.Stdout
+	switch r.Mode {
+	case "backlog":
+		fmt.Fprintf(w, "bulk enqueue: %d jobs at %.0f jobs/s\n", r.Jobs, r.EnqueuePerSec)
+		fmt.Fprintf(w, "work backlog: %d jobs in %.2fs = %.0f jobs/s (concurrency %d, claim batch %d)\n", r.Jobs, r.Seconds, r.JobsPerSec, r.Concurrency, r.ClaimBatch)
+	case "continuous":
+		fmt.Fprintf(w, "continuous insert + work: %d jobs in %.1fs = %.0f jobs/s (concurrency %d)\n", r.Jobs, r.Seconds, r.JobsPerSec, r.Concurrency)
+	case "latency":
+		fmt.Fprintf(w, "enqueue → handler start, %d jobs at %.0f/s: p50 %.2fms  p95 %.2fms  p99 %.2fms  max %.2fms\n",
+			r.Latency.N, r.JobsPerSec, r.Latency.P50, r.Latency.P95, r.Latency.P99, r.Latency.Max)
+	case "cron":
+		fmt.Fprintf(w, "cron lateness (scheduled instant → job inserted, database clock), %d fires: p50 %.2fms  p95 %.2fms  p99 %.2fms  max %.2fms\n",
+			r.Latency.N, r.Latency.P50, r.Latency.P95, r.Latency.P99, r.Latency.Max)
+	case "idle":
+		fmt.Fprintf(w, "idle cluster of %d nodes: %.2f database transactions/s per node\n", r.Nodes, r.TxPerSecPerNode)
+	case "enqueue":
+		fmt.Fprintf(w, "bulk enqueue: %d jobs at %.0f jobs/s\n", r.Jobs, r.EnqueuePerSec)
+	}
+	fmt.Fprintf(w, "cpu: this process %.2f cores, postgres %.2f cores; peak memory %.0f MB\n", r.ClientCores, r.PostgresCores, r.PeakRSSMB)
+	return nil
+}
+
+// cpuMeter measures the cores used by this process and by local
+// PostgreSQL processes between start and stop.
+type cpuMeter struct {
+	start    time.Time
+	self, pg time.Duration
+}
+
+func startCPU() *cpuMeter { return &cpuMeter{start: time.Now(), self: selfCPU(), pg: postgresCPU()} }
+
+func (c *cpuMeter) stop(r *benchResult) {
+	wall := time.Since(c.start).Seconds()
+	r.ClientCores = (selfCPU() - c.self).Seconds() / wall
+	r.PostgresCores = (postgresCPU() - c.pg).Seconds() / wall
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// postgresCPU sums user+system time of every process named postgres.
+func postgresCPU() time.Duration {
+	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var ticks int64
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		open, closeIdx := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || closeIdx < 0 || s[open+1:closeIdx] != "postgres" {
+			continue
+		}
+		f := strings.Fields(s[closeIdx+2:])
+		if len(f) > 12 {
+			u, _ := strconv.ParseInt(f[11], 10, 64)
+			k, _ := strconv.ParseInt(f[12], 10, 64)
+			ticks += u + k
+		}
+	}
+	return time.Duration(ticks) * (time.Second / 100) // USER_HZ
+}
+
+func benchNode(ctx context.Context, url string, o benchOpts, reg prometheus.Registerer, extra ...func(*gaffer.Node)) (*gaffer.Node, error) {
+	node, err := gaffer.NewNode(ctx, gaffer.Config{
+		DatabaseURL: url, ID: "bench", Queues: map[string]int{benchQueue: o.concurrency}, MaxConns: 8,
+		ClaimBatch: o.claimBatch, Registerer: reg, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn}),
+	})
+	if err != nil {
+		return nil, err
+	}
+	registerBuiltinKinds(node, "")
+	for _, e := range extra {
+		e(node)
+	}
+	return node, nil
+}
+
+func enqueueBulk(ctx context.Context, client *job.Client, n, batch int) error {
+	reqs := make([]job.Request, min(batch, n))
+	for i := range reqs {
+		reqs[i] = job.Request{Kind: "noop", Queue: benchQueue, Args: json.RawMessage(`{}`)}
+	}
+	for left := n; left > 0; left -= batch {
+		if _, err := client.EnqueueMany(ctx, reqs[:min(left, batch)]); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// benchWork starts one node on the bench queue and times it working off
-// the backlog: from start until every job's completion is accepted.
-func benchWork(ctx context.Context, url string, jobs, concurrency, claimBatch int, res *benchResult) error {
+func benchEnqueue(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
+	cpu := startCPU()
+	start := time.Now()
+	if err := enqueueBulk(ctx, job.NewClient(st, nil), o.jobs, o.batch); err != nil {
+		return err
+	}
+	r.Jobs, r.Seconds = o.jobs, time.Since(start).Seconds()
+	r.EnqueuePerSec = float64(o.jobs) / r.Seconds
+	cpu.stop(r)
+	return nil
+}
+
+// benchBacklog times one node working off a pre-inserted backlog: from
+// start until every completion has been accepted.
+func benchBacklog(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
+	if err := benchEnqueue(ctx, st, o, r); err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
-	node, err := gaffer.NewNode(ctx, gaffer.Config{
-		DatabaseURL: url, ID: "bench", Queues: map[string]int{benchQueue: concurrency}, MaxConns: 8,
-		ClaimBatch: claimBatch, Registerer: reg, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn}),
-	})
+	node, err := benchNode(ctx, o.url, o, reg)
 	if err != nil {
 		return err
 	}
-	registerBuiltinKinds(node, "")
+	cpu := startCPU()
 	start := time.Now()
 	if err := node.Start(ctx); err != nil {
 		return err
 	}
 	defer node.Stop(context.Background())
+	if err := waitCompleted(ctx, reg, float64(o.jobs)); err != nil {
+		return err
+	}
+	r.Seconds = time.Since(start).Seconds()
+	r.JobsPerSec = float64(o.jobs) / r.Seconds
+	r.Concurrency, r.ClaimBatch = o.concurrency, o.claimBatch
+	cpu.stop(r)
+	return nil
+}
+
+// benchContinuous inserts (COPY batches from two goroutines, keeping at
+// most 100,000 jobs outstanding) while one node works, and counts the
+// completions in the measured window.
+func benchContinuous(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
+	reg := prometheus.NewRegistry()
+	node, err := benchNode(ctx, o.url, o, reg)
+	if err != nil {
+		return err
+	}
+	if err := node.Start(ctx); err != nil {
+		return err
+	}
+	defer node.Stop(context.Background())
+	client := job.NewClient(st, nil)
+	var inserted atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				done, _ := completedCount(reg)
+				if float64(inserted.Load())-done > 100000 {
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				if err := enqueueBulk(ctx, client, 1000, 1000); err != nil {
+					errs <- err
+					return
+				}
+				inserted.Add(1000)
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	time.Sleep(o.warmup)
+	before, _ := completedCount(reg)
+	cpu := startCPU()
+	start := time.Now()
+	select {
+	case <-time.After(o.duration):
+	case err := <-errs:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	after, _ := completedCount(reg)
+	r.Seconds = time.Since(start).Seconds()
+	r.Jobs = int(after - before)
+	r.JobsPerSec = (after - before) / r.Seconds
+	r.Concurrency, r.ClaimBatch = o.concurrency, o.claimBatch
+	cpu.stop(r)
+	return nil
+}
+
+// benchLatency enqueues one job at a time at a fixed rate and measures,
+// in this process, from just before Enqueue to the handler's start.
+func benchLatency(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
+	var mu sync.Mutex
+	started := map[int64]time.Time{}
+	node, err := benchNode(ctx, o.url, o, nil, func(n *gaffer.Node) {
+		n.HandleFunc("bench.mark", func(ctx context.Context, j *job.Job) error {
+			now := time.Now()
+			mu.Lock()
+			started[j.ID] = now
+			mu.Unlock()
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	if err := node.Start(ctx); err != nil {
+		return err
+	}
+	defer node.Stop(context.Background())
+	time.Sleep(time.Second) // the first, immediate poll has passed
+	client := job.NewClient(st, nil)
+	enqueued := map[int64]time.Time{}
+	cpu := startCPU()
+	tick := time.NewTicker(time.Second / time.Duration(o.rate))
+	defer tick.Stop()
+	end := time.Now().Add(o.duration)
+	for time.Now().Before(end) {
+		<-tick.C
+		t0 := time.Now()
+		res, err := client.Enqueue(ctx, job.Request{Kind: "bench.mark", Queue: benchQueue})
+		if err != nil {
+			return err
+		}
+		enqueued[res.Job.ID] = t0
+	}
+	time.Sleep(time.Second)
+	cpu.stop(r)
+	mu.Lock()
+	defer mu.Unlock()
+	var ms []float64
+	for id, t0 := range enqueued {
+		if t1, ok := started[id]; ok {
+			ms = append(ms, float64(t1.Sub(t0).Microseconds())/1000)
+		}
+	}
+	if len(ms) < len(enqueued) {
+		return fmt.Errorf("%d of %d jobs did not start within a second of the end", len(enqueued)-len(ms), len(enqueued))
+	}
+	r.Latency = percentiles(ms)
+	r.Jobs, r.Seconds = len(ms), o.duration.Seconds()
+	r.JobsPerSec = float64(len(ms)) / o.duration.Seconds()
+	return nil
+}
+
+// benchCron runs "@every 1s" entries on a node and reads, from the
+// database, how late each occurrence's job was inserted.
+func benchCron(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
+	node, err := benchNode(ctx, o.url, o, nil)
+	if err != nil {
+		return err
+	}
+	if err := node.Start(ctx); err != nil {
+		return err
+	}
+	defer node.Stop(context.Background())
+	crons := cron.NewClient(st)
+	var names []string
+	for i := range o.entries {
+		name := fmt.Sprintf("bench-%d", i)
+		if _, err := crons.Create(ctx, cron.Entry{Name: name, Schedule: "@every 1s", Job: cron.JobTemplate{Kind: "noop", Queue: benchQueue}}); err != nil {
+			return err
+		}
+		names = append(names, name)
+	}
+	defer func() {
+		for _, n := range names {
+			crons.Delete(context.WithoutCancel(ctx), "", n)
+		}
+	}()
+	cpu := startCPU()
+	time.Sleep(o.duration)
+	cpu.stop(r)
+	ms, err := st.CronLateness(ctx, names)
+	if err != nil {
+		return err
+	}
+	r.Latency = percentiles(ms)
+	r.Jobs, r.Seconds = len(ms), o.duration.Seconds()
+	return nil
+}
+
+// benchIdle runs a cluster of idle nodes and counts the database
+// transactions they cause.
+func benchIdle(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
+	etcd, err := etcdserver.Start("")
+	if err != nil {
+		return err
+	}
+	defer etcd.Close()
+	var nodes []*gaffer.Node
+	defer func() {
+		for _, n := range nodes {
+			n.Stop(context.Background())
+		}
+	}()
+	for i := range o.nodes {
+		n, err := gaffer.NewNode(ctx, gaffer.Config{DatabaseURL: o.url, ID: fmt.Sprintf("idle-%d", i+1), EtcdEndpoints: []string{etcd.Endpoint()},
+			Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn})})
+		if err != nil {
+			return err
+		}
+		registerBuiltinKinds(n, "")
+		if err := n.Start(ctx); err != nil {
+			return err
+		}
+		nodes = append(nodes, n)
+	}
+	time.Sleep(5 * time.Second) // settle: election, first sweeps
+	before, err := st.TransactionCount(ctx)
+	if err != nil {
+		return err
+	}
+	cpu := startCPU()
+	time.Sleep(o.duration)
+	after, err := st.TransactionCount(ctx)
+	if err != nil {
+		return err
+	}
+	cpu.stop(r)
+	r.Nodes, r.Seconds = o.nodes, o.duration.Seconds()
+	// Our own two reads of the counter are not the nodes' doing.
+	r.TxPerSecPerNode = float64(after-before-2) / o.duration.Seconds() / float64(o.nodes)
+	return nil
+}
+
+func percentiles(ms []float64) *latencies {
+	if len(ms) == 0 {
+		return &latencies{}
+	}
+	sort.Float64s(ms)
+	at := func(p float64) float64 { return ms[min(len(ms)-1, int(p*float64(len(ms))))] }
+	return &latencies{P50: at(0.50), P95: at(0.95), P99: at(0.99), Max: ms[len(ms)-1], N: len(ms)}
+}
+
+func waitCompleted(ctx context.Context, reg *prometheus.Registry, n float64) error {
 	for {
 		done, err := completedCount(reg)
 		if err != nil {
 			return err
 		}
-		if done >= float64(jobs) {
-			break
+		if done >= n {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -132,9 +525,6 @@ func benchWork(ctx context.Context, url string, jobs, concurrency, claimBatch in
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	res.WorkSeconds = time.Since(start).Seconds()
-	res.WorkJobsPS = float64(jobs) / res.WorkSeconds
-	return nil
 }
 
 func completedCount(reg *prometheus.Registry) (float64, error) {
@@ -142,13 +532,27 @@ func completedCount(reg *prometheus.Registry) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	i := sort.Search(len(families), func(i int) bool { return families[i].GetName() >= "gaffer_job_completed_total" })
-	if i == len(families) || families[i].GetName() != "gaffer_job_completed_total" {
-		return 0, nil
-	}
 	total := 0.0
-	for _, mf := range families[i].GetMetric() {
-		total += mf.GetCounter().GetValue()
+	for _, f := range families {
+		if f.GetName() != "gaffer_job_completed_total" {
+			continue
+		}
+		for _, mf := range f.GetMetric() {
+			total += mf.GetCounter().GetValue()
+		}
 	}
 	return total, nil
+}
+
+// printStatements shows where PostgreSQL spent its time.
+func printStatements(ctx context.Context, m *Main, st *store.Store) error {
+	stats, err := st.TopStatements(ctx, 8)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(m.Stdout, "PostgreSQL time by statement:")
+	for _, s := range stats {
+		fmt.Fprintf(m.Stdout, "  %6.1f%%  %8.0f ms  %8d calls  %8d rows  %s\n", s.Share*100, s.TotalMS, s.Calls, s.Rows, s.Query)
+	}
+	return nil
 }

@@ -1,8 +1,9 @@
 -- Job queries. Each query starts with a "-- name: <name>" line; {{job}}
 -- expands to every job column and {{job:x}} to the same columns of alias x.
 -- Every write that acts for a running attempt is compare-and-set on
--- (id, attempt, lease_token, state = 'running'): a stale worker changes
--- nothing.
+-- (id, attempt, lease_token, running): a stale worker changes nothing.
+-- "Running" is state = 'running', or, in batch statements,
+-- lease_expires_at IS NOT NULL, which is the same (migration 0006).
 
 -- name: insert_job
 -- $1 tenant, $2 kind, $3 queue, $4 priority, $5 max_attempts,
@@ -58,12 +59,36 @@ FROM picked
 WHERE j.id = picked.id
 RETURNING {{job:j}};
 
+-- name: claim_jobs_after
+-- The same, starting after the position ($6 priority, $7 run_at, $8 id)
+-- where the previous full claim ended: the index scan then starts past the
+-- dead entries that claim left behind instead of walking over them.
+WITH picked AS (
+    SELECT id FROM gaffer.jobs
+    WHERE state IN ('pending', 'retrying') AND queue = $1 AND run_at <= now()
+      AND (priority, run_at, id) > ($6::smallint, $7::timestamptz, $8::bigint)
+      AND NOT EXISTS (SELECT 1 FROM gaffer.queues q WHERE q.name = $1 AND q.paused)
+      -- A node asked to drain claims nothing, from the first claim whose
+      -- snapshot sees the request.
+      AND NOT EXISTS (SELECT 1 FROM gaffer.nodes n WHERE n.id = $5 AND n.drain_requested_at IS NOT NULL)
+    ORDER BY priority, run_at, id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE gaffer.jobs j
+SET state = 'running', attempt = j.attempt + 1, lease_token = $3,
+    lease_expires_at = now() + $4 * interval '1 millisecond', node = $5, attempted_at = now()
+FROM picked
+WHERE j.id = picked.id
+RETURNING {{job:j}};
+
 -- name: complete_jobs
 -- $1 ids, $2 attempts, $3 tokens, $4 results (NULL for none)
 UPDATE gaffer.jobs j
 SET state = 'completed', finalized_at = now(), result = c.result, lease_expires_at = NULL
 FROM unnest($1::bigint[], $2::integer[], $3::bigint[], $4::jsonb[]) AS c(id, attempt, token, result)
-WHERE j.id = c.id AND j.attempt = c.attempt AND j.lease_token = c.token AND j.state = 'running'
+WHERE j.id = c.id AND j.attempt = c.attempt AND j.lease_token = c.token
+  AND j.lease_expires_at IS NOT NULL -- running (jobs_lease_state_check); see migration 0006
 RETURNING j.id;
 
 -- name: fail_job
@@ -118,7 +143,8 @@ RETURNING id;
 UPDATE gaffer.jobs j
 SET lease_expires_at = now() + $4 * interval '1 millisecond'
 FROM unnest($1::bigint[], $2::integer[], $3::bigint[]) AS h(id, attempt, token)
-WHERE j.id = h.id AND j.attempt = h.attempt AND j.lease_token = h.token AND j.state = 'running'
+WHERE j.id = h.id AND j.attempt = h.attempt AND j.lease_token = h.token
+  AND j.lease_expires_at IS NOT NULL -- running; see complete_jobs
 RETURNING j.id, j.cancel_requested;
 
 -- name: release_jobs
@@ -133,7 +159,8 @@ WITH upd AS (
         errors = j.errors || jsonb_build_array(jsonb_build_object(
             'attempt', j.attempt, 'at', now(), 'error', $4::text, 'kind', 'released', 'node', j.node))
     FROM unnest($1::bigint[], $2::integer[], $3::bigint[]) AS r(id, attempt, token)
-    WHERE j.id = r.id AND j.attempt = r.attempt AND j.lease_token = r.token AND j.state = 'running'
+    WHERE j.id = r.id AND j.attempt = r.attempt AND j.lease_token = r.token
+      AND j.lease_expires_at IS NOT NULL -- running; see complete_jobs
     RETURNING j.id, j.queue, j.state
 ), wake AS (
     SELECT pg_notify('gaffer_jobs', q) FROM (SELECT DISTINCT queue AS q FROM upd WHERE state = 'pending') qs

@@ -1,0 +1,1 @@
+ALTER TABLE gaffer.jobs DROP CONSTRAINT jobs_lease_state_check;
