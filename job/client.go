@@ -62,7 +62,7 @@ func (c *Client) enqueue(ctx context.Context, tx pgx.Tx, r Request) (Result, err
 		return Result{}, fmt.Errorf("enqueue %s: %w", r.Kind, err)
 	}
 	if !res.Existing {
-		c.metrics.enqueued.WithLabelValues(p.Queue, p.Kind).Inc()
+		c.metrics.forKind(p.Queue, p.Kind).enqueued.Inc()
 	}
 	return Result{Job: FromRow(res.Job), Existing: res.Existing}, nil
 }
@@ -104,8 +104,12 @@ func (c *Client) enqueueMany(ctx context.Context, tx pgx.Tx, rs []Request) ([]in
 	if err != nil {
 		return nil, fmt.Errorf("enqueue %d jobs: %w", len(rs), err)
 	}
+	counts := map[kindKey]int{}
 	for _, p := range ps {
-		c.metrics.enqueued.WithLabelValues(p.Queue, p.Kind).Inc()
+		counts[kindKey{p.Queue, p.Kind}]++
+	}
+	for k, n := range counts {
+		c.metrics.forKind(k.queue, k.kind).enqueued.Add(float64(n))
 	}
 	return ids, nil
 }

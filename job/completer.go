@@ -108,7 +108,7 @@ func (c *completer) flush(batch []completion) {
 	}
 	for _, x := range batch {
 		if ok[x.c.ID] {
-			c.metrics.completed.WithLabelValues(x.queue, x.kind).Inc()
+			c.metrics.forKind(x.queue, x.kind).completed.Inc()
 		} else {
 			c.metrics.stale.WithLabelValues(x.queue, x.kind, "complete").Inc()
 			c.log.Warn("completion refused: the attempt no longer owns the job", "job_id", x.c.ID, "attempt", x.c.Attempt)

@@ -137,7 +137,7 @@ func FromRow(r store.Job) *Job {
 		CancelRequested: r.CancelRequested, CronEntry: r.CronEntry, CronAt: r.CronAt,
 		WorkflowRun: r.WorkflowRun, Step: r.Step, Inputs: r.Inputs,
 	}
-	if len(r.Errors) > 0 {
+	if len(r.Errors) > 2 { // "[]" is by far the most common
 		// Written only by the store, so always a JSON array.
 		_ = json.Unmarshal(r.Errors, &j.Errors)
 	}

@@ -1,6 +1,8 @@
 package job
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -19,6 +21,40 @@ type Metrics struct {
 	runDuration *prometheus.HistogramVec
 	depth       *prometheus.GaugeVec
 	oldestDue   *prometheus.GaugeVec
+
+	// The per-job series, looked up once per (queue, kind): a vector's
+	// label lookup costs more than the observation itself.
+	mu    sync.RWMutex
+	kinds map[kindKey]*kindMetrics
+}
+
+type kindKey struct{ queue, kind string }
+
+type kindMetrics struct {
+	enqueued    prometheus.Counter
+	completed   prometheus.Counter
+	runDuration prometheus.Observer
+	queueWait   prometheus.Observer
+}
+
+func (m *Metrics) forKind(queue, kind string) *kindMetrics {
+	k := kindKey{queue, kind}
+	m.mu.RLock()
+	km := m.kinds[k]
+	m.mu.RUnlock()
+	if km != nil {
+		return km
+	}
+	km = &kindMetrics{
+		enqueued:    m.enqueued.WithLabelValues(queue, kind),
+		completed:   m.completed.WithLabelValues(queue, kind),
+		runDuration: m.runDuration.WithLabelValues(queue, kind),
+		queueWait:   m.queueWait.WithLabelValues(queue),
+	}
+	m.mu.Lock()
+	m.kinds[k] = km
+	m.mu.Unlock()
+	return km
 }
 
 // NewMetrics builds the collectors and registers them on reg. A nil reg
@@ -29,6 +65,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	buckets := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 1800}
 	m := &Metrics{
+		kinds:    map[kindKey]*kindMetrics{},
 		enqueued:  counter("enqueued_total", "Jobs inserted (a caller's transaction may still roll back).", "queue", "kind"),
 		completed: counter("completed_total", "Attempts that completed and were accepted.", "queue", "kind"),
 		retried:   counter("retried_total", "Attempts that failed and will be retried.", "queue", "kind"),

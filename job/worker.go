@@ -134,6 +134,7 @@ type Worker struct {
 type execution struct {
 	job      *Job
 	lease    store.Lease
+	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	started  time.Time
 	producer *producer
@@ -155,7 +156,8 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		producers: map[string]*producer{}, executing: map[store.Lease]*execution{},
 	}
 	for q, n := range cfg.Queues {
-		w.producers[q] = &producer{w: w, queue: q, limit: n, wakeCh: make(chan struct{}, 1)}
+		w.producers[q] = &producer{w: w, queue: q, limit: n, wakeCh: make(chan struct{}, 1),
+			work: make(chan *execution), quit: make(chan struct{})}
 	}
 	w.claiming.Store(true)
 	return w, nil
@@ -291,6 +293,9 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 	w.watcher.Stop()
 	w.completer.close()
+	for _, p := range w.producers {
+		close(p.quit)
+	}
 	return releaseErr
 }
 
@@ -342,6 +347,9 @@ type producer struct {
 	limit  int
 	wakeCh chan struct{}
 	runner service.Runner
+	// work hands attempts to idle handler goroutines; quit ends them.
+	work chan *execution
+	quit chan struct{}
 
 	active    atomic.Int64
 	more      atomic.Bool // the last claim was full: there may be more work
@@ -449,18 +457,40 @@ func (w *Worker) launch(p *producer, row store.Job, claimedAt time.Time) {
 	e := &execution{job: j, lease: store.Lease{ID: row.ID, Attempt: row.Attempt, Token: row.LeaseToken},
 		cancel: cancel, started: time.Now(), renewedAt: claimedAt, producer: p}
 	if j.AttemptedAt != nil {
-		w.metrics.queueWait.WithLabelValues(j.Queue).Observe(max(0, j.AttemptedAt.Sub(j.RunAt).Seconds()))
+		w.metrics.forKind(j.Queue, j.Kind).queueWait.Observe(max(0, j.AttemptedAt.Sub(j.RunAt).Seconds()))
 	}
+	e.ctx = ctx
 	w.mu.Lock()
 	w.executing[e.lease] = e
 	w.mu.Unlock()
 	w.handlers.Add(1)
-	go func() {
-		defer w.handlers.Done()
-		defer p.finished()
-		defer cancel(nil)
-		w.run(ctx, e)
-	}()
+	// Hand the attempt to an idle handler goroutine, or start one: they
+	// outlive their jobs, so a busy queue does not pay for a new goroutine
+	// (and its stack growth) per job.
+	select {
+	case p.work <- e:
+	default:
+		go p.serve(e)
+	}
+}
+
+// serve runs attempts, one after another, until the worker stops.
+func (p *producer) serve(e *execution) {
+	for {
+		p.w.execute(e)
+		select {
+		case e = <-p.work:
+		case <-p.quit:
+			return
+		}
+	}
+}
+
+func (w *Worker) execute(e *execution) {
+	defer w.handlers.Done()
+	defer e.producer.finished()
+	defer e.cancel(nil)
+	w.run(e.ctx, e)
 }
 
 // run executes one attempt and records its outcome.
@@ -487,7 +517,7 @@ func (w *Worker) run(ctx context.Context, e *execution) {
 	} else if err, stack = callHandler(ctx, reg.handler, j); stack != "" {
 		errKind = "panic"
 	}
-	w.metrics.runDuration.WithLabelValues(j.Queue, j.Kind).Observe(time.Since(start).Seconds())
+	w.metrics.forKind(j.Queue, j.Kind).runDuration.Observe(time.Since(start).Seconds())
 
 	e.mu.Lock()
 	released := e.released

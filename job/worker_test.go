@@ -527,3 +527,51 @@ func TestConcurrencyLimitPerQueue(t *testing.T) {
 		t.Fatalf("peak concurrency %d, want 3", p)
 	}
 }
+
+// A claim cursor skips jobs queued before it, but only for CursorReset:
+// an urgent job queued behind a deep backlog still runs soon.
+func TestUrgentJobBehindCursorRunsWithinReset(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	release := make(chan struct{})
+	var urgentAt atomic.Int64
+	var ran atomic.Int32
+	e.reg.HandleFunc("slow", func(ctx context.Context, j *job.Job) error {
+		ran.Add(1)
+		select {
+		case <-release:
+		case <-time.After(50 * time.Millisecond):
+		}
+		return nil
+	})
+	e.reg.HandleFunc("urgent", func(ctx context.Context, j *job.Job) error {
+		urgentAt.Store(time.Now().UnixNano())
+		return nil
+	})
+	reqs := make([]job.Request, 200)
+	for i := range reqs {
+		reqs[i] = job.Request{Kind: "slow", Priority: 5}
+	}
+	e.client.EnqueueMany(ctx, reqs)
+	// Two slots, full claims of two: the cursor moves through the backlog.
+	e.startWorker(job.WorkerConfig{Queues: map[string]int{"default": 2}, CursorReset: 300 * time.Millisecond})
+	time.Sleep(200 * time.Millisecond)
+	asked := time.Now()
+	e.enqueue(job.Request{Kind: "urgent", Priority: 0})
+	deadline := time.Now().Add(5 * time.Second)
+	for urgentAt.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("urgent job did not run")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	waited := time.Unix(0, urgentAt.Load()).Sub(asked)
+	t.Logf("urgent job ran %s after enqueue, behind %d of 200 backlog jobs", waited, 200-ran.Load())
+	if waited > time.Second {
+		t.Fatalf("urgent job waited %s; the cursor should reset within 300ms", waited)
+	}
+	if ran.Load() >= 190 {
+		t.Fatal("the backlog was nearly done: the test proved nothing about the cursor")
+	}
+}

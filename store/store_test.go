@@ -294,3 +294,43 @@ func TestHeartbeatIsHOT(t *testing.T) {
 		t.Fatalf("heartbeat updates: %d, of which HOT %d; want 15 and 15", upd1-upd0, hot1-hot0)
 	}
 }
+
+func TestClaimAfterCursor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.NewStore(t)
+	var ids []int64
+	for range 5 {
+		r, err := st.InsertJob(ctx, nil, params("k"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.Job.ID)
+	}
+	first := claimOne(t, st, 1)
+	if first.ID != ids[0] {
+		t.Fatalf("first claim %d", first.ID)
+	}
+	// Give the first job back: it is due again, before the cursor.
+	st.ReleaseJobs(ctx, []store.Lease{lease(first)}, "test")
+	got, _ := st.GetJob(ctx, "", ids[0])
+	// A later release moved its run_at to now: put it back at the front.
+	st.Pool().Exec(ctx, `UPDATE gaffer.jobs SET run_at = (SELECT min(run_at) FROM gaffer.jobs) - interval '1 second' WHERE id = $1`, ids[0])
+	after := &store.ClaimPosition{Priority: first.Priority, RunAt: first.RunAt, ID: first.ID}
+	jobs, err := st.ClaimJobs(ctx, store.ClaimParams{Queue: "default", Limit: 10, Token: 2, LeaseTTL: time.Minute, Node: "n", After: after})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 4 {
+		t.Fatalf("claimed %d after the cursor, want the 4 behind it (job %s was before it)", len(jobs), got.State)
+	}
+	for _, j := range jobs {
+		if j.ID == ids[0] {
+			t.Fatal("claimed a job before the cursor")
+		}
+	}
+	// Without the cursor the scan starts over and finds it.
+	if j := claimOne(t, st, 3); j.ID != ids[0] {
+		t.Fatalf("claimed %d, want %d", j.ID, ids[0])
+	}
+}
