@@ -76,7 +76,7 @@ func TestLeaderKilledNewLeaderWithinTTL(t *testing.T) {
 	e.node("node-2")
 	e.node("node-3")
 	time.Sleep(500 * time.Millisecond) // both are campaigning
-	n1.signal(syscall.SIGKILL)
+	n1.Signal(syscall.SIGKILL)
 	killed := time.Now()
 	waitUntil(t, e.ttl+10*time.Second, "a new leader", func() bool {
 		f := e.fence()
@@ -110,7 +110,7 @@ func TestPausedLeaderIsFencedOnResume(t *testing.T) {
 			before := e.waitLeader("node-a")
 			e.node("node-b", env...)
 			time.Sleep(300 * time.Millisecond)
-			a.signal(syscall.SIGSTOP)
+			a.Signal(syscall.SIGSTOP)
 			stopped := time.Now()
 			waitUntil(t, 2*e.ttl+5*time.Second, "node-b to lead", func() bool { return e.fence().Leader == "node-b" })
 			if rest := 2*e.ttl - time.Since(stopped); rest > 0 {
@@ -120,15 +120,15 @@ func TestPausedLeaderIsFencedOnResume(t *testing.T) {
 			if during.Epoch <= before.Epoch {
 				t.Fatalf("epoch did not increase: %d → %d", before.Epoch, during.Epoch)
 			}
-			a.signal(syscall.SIGCONT)
+			a.Signal(syscall.SIGCONT)
 			waitUntil(t, 10*time.Second, "node-a to step down", func() bool {
-				return a.metric("gaffer_cluster_is_leader", "", "") == 0
+				return a.Metric("gaffer_cluster_is_leader", "", "") == 0
 			})
-			rejected := a.metric("gaffer_cluster_fence_rejections_total", "", "")
+			rejected := a.Metric("gaffer_cluster_fence_rejections_total", "", "")
 			switch mode {
 			case "fence-only":
 				waitUntil(t, 10*time.Second, "node-a's write to be refused by the fence", func() bool {
-					rejected = a.metric("gaffer_cluster_fence_rejections_total", "", "")
+					rejected = a.Metric("gaffer_cluster_fence_rejections_total", "", "")
 					return rejected >= 1
 				})
 			case "trust-window":
@@ -176,7 +176,7 @@ func TestWorkerKilledJobsRerunWithinTTL(t *testing.T) {
 		rows.Scan(&id)
 		orphaned = append(orphaned, id)
 	}
-	nodes[victim].signal(syscall.SIGKILL)
+	nodes[victim].Signal(syscall.SIGKILL)
 	killed := time.Now()
 	waitUntil(t, e.ttl+20*time.Second, "the orphaned jobs to run again elsewhere", func() bool {
 		return scalar[int](t, e.pool, `SELECT count(*) FROM gaffer.jobs WHERE id = ANY($1) AND state = 'running' AND attempt = 2 AND node <> $2`,
@@ -252,16 +252,16 @@ func TestDrainUnderLoad(t *testing.T) {
 		inFlight = append(inFlight, id)
 	}
 	select {
-	case <-victim.left:
+	case <-victim.Left:
 	case <-time.After(20 * time.Second):
 		t.Fatal("node-2 did not leave")
 	}
 	select {
-	case <-victim.exited:
+	case <-victim.Exited:
 	case <-time.After(10 * time.Second):
 		t.Fatal("node-2's process did not exit after leaving")
 	}
-	if code := victim.cmd.ProcessState.ExitCode(); code != 0 {
+	if code := victim.Cmd.ProcessState.ExitCode(); code != 0 {
 		t.Fatalf("node-2 exited with %d", code)
 	}
 	time.Sleep(time.Second) // more load, on the two nodes left

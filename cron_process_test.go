@@ -42,7 +42,7 @@ func TestCronExactlyOnceThroughFailovers(t *testing.T) {
 	dbNow := scalar[time.Time](t, e.pool, `SELECT now()`)
 	time.Sleep(next.Sub(dbNow) - 100*time.Millisecond)
 	first1 := e.fence()
-	leader().signal(syscall.SIGKILL)
+	leader().Signal(syscall.SIGKILL)
 	t.Logf("killed leader %s 100ms before the %s fire", first1.Leader, next.Format("15:04:05.000"))
 	waitUntil(t, 15*time.Second, "a new leader", func() bool { return e.fence().Epoch > first1.Epoch })
 
@@ -50,11 +50,11 @@ func TestCronExactlyOnceThroughFailovers(t *testing.T) {
 	time.Sleep(time.Until(first.Add(35 * time.Second)))
 	second := e.fence()
 	stopped := leader()
-	stopped.signal(syscall.SIGSTOP)
+	stopped.Signal(syscall.SIGSTOP)
 	t.Logf("stopped leader %s", second.Leader)
 	waitUntil(t, 15*time.Second, "a third leader", func() bool { return e.fence().Epoch > second.Epoch })
 	time.Sleep(time.Until(time.Now().Add(2 * e.ttl)))
-	stopped.signal(syscall.SIGCONT)
+	stopped.Signal(syscall.SIGCONT)
 
 	waitUntil(t, 40*time.Second, "the 60th occurrence to be handled", func() bool { return cursor().After(last) })
 	fired := scalar[int](t, e.pool, `SELECT count(*) FROM gaffer.cron_occurrences WHERE entry = 'tick' AND scheduled_at BETWEEN $1 AND $2 AND status = 'fired'`, first, last)

@@ -64,7 +64,7 @@ func testStaleWorker(t *testing.T, mode string) {
 	waitUntil(t, 10*time.Second, "node-a to run the job", func() bool {
 		return scalar[string](t, pool, `SELECT state || '/' || coalesce(node, '') FROM gaffer.jobs WHERE id = $1`, id) == "running/node-a"
 	})
-	a.signal(syscall.SIGSTOP)
+	a.Signal(syscall.SIGSTOP)
 	if mode != "heartbeat" {
 		if _, err := pool.Exec(ctx, `UPDATE gaffer.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, id); err != nil {
 			t.Fatal(err)
@@ -99,10 +99,10 @@ func testStaleWorker(t *testing.T, mode string) {
 	b.Stop(ctx)
 
 	// Node A wakes up believing it still owns the job.
-	a.signal(syscall.SIGCONT)
+	a.Signal(syscall.SIGCONT)
 	op := map[string]string{"complete": "complete", "fail": "fail", "heartbeat": "heartbeat"}[mode]
 	waitUntil(t, 10*time.Second, "node-a to count its refused "+op, func() bool {
-		return a.metric("gaffer_job_stale_rejected_total", "op", op) == 1
+		return a.Metric("gaffer_job_stale_rejected_total", "op", op) == 1
 	})
 	time.Sleep(300 * time.Millisecond) // let any further write from A land (it must not)
 
@@ -123,9 +123,9 @@ func testStaleWorker(t *testing.T, mode string) {
 		t.Fatalf("%d DLQ entries", n)
 	}
 	t.Logf("stale writes refused on node-a: complete=%v fail=%v heartbeat=%v",
-		a.metric("gaffer_job_stale_rejected_total", "op", "complete"),
-		a.metric("gaffer_job_stale_rejected_total", "op", "fail"),
-		a.metric("gaffer_job_stale_rejected_total", "op", "heartbeat"))
+		a.Metric("gaffer_job_stale_rejected_total", "op", "complete"),
+		a.Metric("gaffer_job_stale_rejected_total", "op", "fail"),
+		a.Metric("gaffer_job_stale_rejected_total", "op", "heartbeat"))
 }
 
 // G3: 5,000 jobs across three node processes, one killed with SIGKILL
@@ -156,9 +156,9 @@ func TestG3NodeKilledMidRunLosesNothing(t *testing.T) {
 		return scalar[int](t, pool, `SELECT count(*) FROM gaffer.jobs WHERE state = 'completed'`) >= total/5
 	})
 	victim := nodes[1]
-	victim.signal(syscall.SIGKILL)
+	victim.Signal(syscall.SIGKILL)
 	killedAt := time.Now()
-	<-victim.exited
+	<-victim.Exited
 	// The jobs the dead node held are those the rescue records as lost by
 	// it. (Listing its running jobs right after the kill would also catch
 	// completions the dead process sent just before dying, which PostgreSQL

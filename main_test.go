@@ -1,16 +1,14 @@
 package gaffer_test
 
 import (
-	"os"
 	"testing"
 
 	"github.com/gafferhq/gaffer/internal/pgtest"
+	"github.com/gafferhq/gaffer/internal/testnode"
 )
 
 func TestMain(m *testing.M) {
 	// The process tests re-run this test binary as a worker node.
-	if os.Getenv("GAFFER_TEST_NODE") != "" {
-		os.Exit(runChildNode())
-	}
+	testnode.Main()
 	pgtest.Main(m)
 }

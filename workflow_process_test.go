@@ -42,7 +42,7 @@ func TestWorkflowSurvivesNodeKill(t *testing.T) {
 	waitUntil(t, 20*time.Second, "node-2 to run steps", func() bool {
 		return scalar[int](t, e.pool, `SELECT count(*) FROM gaffer.jobs WHERE workflow_run = $1 AND node = 'node-2' AND state = 'running'`, run.ID) > 0
 	})
-	victim.signal(syscall.SIGKILL)
+	victim.Signal(syscall.SIGKILL)
 	waitUntil(t, 60*time.Second, "the run to complete", func() bool {
 		return scalar[string](t, e.pool, `SELECT state FROM gaffer.workflow_runs WHERE id = $1`, run.ID) == "completed"
 	})

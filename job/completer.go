@@ -95,7 +95,7 @@ func (c *completer) flush(batch []completion) {
 	var accepted []int64
 	err := retryWrite(func(ctx context.Context) error {
 		var err error
-		accepted, err = c.store.CompleteJobs(ctx, cs)
+		accepted, err = c.store.CompleteJobs(ctx, nil, cs)
 		return err
 	})
 	if err != nil {

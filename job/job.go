@@ -87,6 +87,10 @@ type Job struct {
 	Inputs json.RawMessage `json:"inputs,omitempty"`
 
 	result json.RawMessage
+	// lease is the running attempt's, for CompleteTx; completedInTx is set
+	// once CompleteTx succeeded.
+	lease         store.Lease
+	completedInTx bool
 }
 
 // UnmarshalArgs decodes the job's JSON args into v.
@@ -136,6 +140,7 @@ func FromRow(r store.Job) *Job {
 		Node: r.Node, UniqueKey: r.UniqueKey, ReplayOf: r.ReplayOf, Args: r.Args, Result: r.Result,
 		CancelRequested: r.CancelRequested, CronEntry: r.CronEntry, CronAt: r.CronAt,
 		WorkflowRun: r.WorkflowRun, Step: r.Step, Inputs: r.Inputs,
+		lease: store.Lease{ID: r.ID, Attempt: r.Attempt, Token: r.LeaseToken},
 	}
 	if len(r.Errors) > 2 { // "[]" is by far the most common
 		// Written only by the store, so always a JSON array.

@@ -558,6 +558,9 @@ func (w *Worker) record(e *execution, err error, errKind, stack string, cause er
 		perm   *PermanentError
 	)
 	switch {
+	case err == nil && j.completedInTx:
+		w.metrics.forKind(j.Queue, j.Kind).completed.Inc() // committed by the handler's own transaction
+		return
 	case err == nil:
 		w.completer.add(completion{c: store.Completion{Lease: e.lease, Result: j.result}, queue: j.Queue, kind: j.Kind})
 		return

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 )
 
 func TestEnqueueInTransaction(t *testing.T) {
@@ -573,5 +574,60 @@ func TestUrgentJobBehindCursorRunsWithinReset(t *testing.T) {
 	}
 	if ran.Load() >= 190 {
 		t.Fatal("the backlog was nearly done: the test proved nothing about the cursor")
+	}
+}
+
+// Effects written with CompleteTx commit with the completion: exactly
+// once, even when the job runs twice.
+func TestCompleteTxEffectsExactlyOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.exec(`CREATE TABLE ledger (job_id bigint, attempt int)`)
+	var runs atomic.Int32
+	e.reg.HandleFunc("pay", func(ctx context.Context, j *job.Job) error {
+		runs.Add(1)
+		tx, err := e.st.Pool().Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx)
+		if _, err := tx.Exec(ctx, `INSERT INTO ledger VALUES ($1, $2)`, j.ID, j.Attempt); err != nil {
+			return err
+		}
+		j.SetResult("paid")
+		if err := job.CompleteTx(ctx, tx, j); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	})
+	e.startWorker(job.WorkerConfig{})
+	j := e.enqueue(job.Request{Kind: "pay"})
+	done := e.waitState(j.ID, job.Completed)
+	if string(done.Result) != `"paid"` {
+		t.Fatalf("result %s", done.Result)
+	}
+	var n int
+	e.st.Pool().QueryRow(ctx, `SELECT count(*) FROM ledger WHERE job_id = $1`, j.ID).Scan(&n)
+	if n != 1 || e.counter("gaffer_job_completed_total", "kind", "pay") != 1 || e.counter("gaffer_job_stale_rejected_total") != 0 {
+		t.Fatalf("ledger rows %d, completed %v, stale %v", n, e.counter("gaffer_job_completed_total", "kind", "pay"), e.counter("gaffer_job_stale_rejected_total"))
+	}
+	// A stale attempt's CompleteTx is refused, and its effect rolls back.
+	k := e.enqueue(job.Request{Kind: "other", Queue: "q2"})
+	claimed, _ := e.st.ClaimJobs(ctx, store.ClaimParams{Queue: "q2", Limit: 1, Token: 7, LeaseTTL: time.Minute, Node: "x"})
+	if len(claimed) != 1 {
+		t.Fatal("claim")
+	}
+	stale := job.FromRow(claimed[0])
+	e.st.ReleaseJobs(ctx, []store.Lease{{ID: k.ID, Attempt: claimed[0].Attempt, Token: 7}}, "test")
+	tx, _ := e.st.Pool().Begin(ctx)
+	tx.Exec(ctx, `INSERT INTO ledger VALUES ($1, 99)`, k.ID)
+	if err := job.CompleteTx(ctx, tx, stale); !errors.Is(err, job.ErrLeaseLost) {
+		t.Fatalf("stale CompleteTx: %v", err)
+	}
+	tx.Rollback(ctx)
+	e.st.Pool().QueryRow(ctx, `SELECT count(*) FROM ledger WHERE job_id = $1`, k.ID).Scan(&n)
+	if n != 0 {
+		t.Fatal("a stale attempt's effect landed")
 	}
 }

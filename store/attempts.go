@@ -68,16 +68,17 @@ type Completion struct {
 	Result json.RawMessage
 }
 
-// CompleteJobs marks the attempts completed and returns the ids whose
+// CompleteJobs marks the attempts completed, through q (a caller's
+// transaction) or the pool when q is nil, and returns the ids whose
 // completion was accepted; an id missing from the answer was stale.
-func (s *Store) CompleteJobs(ctx context.Context, cs []Completion) ([]int64, error) {
+func (s *Store) CompleteJobs(ctx context.Context, q DB, cs []Completion) ([]int64, error) {
 	leases := make([]Lease, len(cs))
 	results := make([][]byte, len(cs))
 	for i, c := range cs {
 		leases[i], results[i] = c.Lease, c.Result
 	}
 	ids, attempts, tokens := leaseArrays(leases)
-	rows, err := s.pool.Query(ctx, sqlCompleteJobs, ids, attempts, tokens, results)
+	rows, err := s.db(q).Query(ctx, sqlCompleteJobs, ids, attempts, tokens, results)
 	accepted, err := collectIDs(rows, err)
 	if err != nil {
 		return nil, fmt.Errorf("complete jobs: %w", err)

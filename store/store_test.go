@@ -130,7 +130,7 @@ func TestStaleWritesAreRejected(t *testing.T) {
 		t.Fatalf("second attempt = %d", second.Attempt)
 	}
 	stale := lease(first)
-	if ok, err := st.CompleteJobs(ctx, []store.Completion{{Lease: stale}}); err != nil || len(ok) != 0 {
+	if ok, err := st.CompleteJobs(ctx, nil, []store.Completion{{Lease: stale}}); err != nil || len(ok) != 0 {
 		t.Fatalf("stale complete accepted %v (%v)", ok, err)
 	}
 	if _, err := st.FailJob(ctx, store.Failure{Lease: stale, Message: "x", Kind: "error"}); !errors.Is(err, store.ErrStale) {
@@ -148,10 +148,10 @@ func TestStaleWritesAreRejected(t *testing.T) {
 	// Same id and attempt but a forged token is stale too.
 	forged := lease(second)
 	forged.Token++
-	if ok, _ := st.CompleteJobs(ctx, []store.Completion{{Lease: forged}}); len(ok) != 0 {
+	if ok, _ := st.CompleteJobs(ctx, nil, []store.Completion{{Lease: forged}}); len(ok) != 0 {
 		t.Fatal("completion with wrong token accepted")
 	}
-	if ok, err := st.CompleteJobs(ctx, []store.Completion{{Lease: lease(second), Result: json.RawMessage(`{"by":"second"}`)}}); err != nil || len(ok) != 1 {
+	if ok, err := st.CompleteJobs(ctx, nil, []store.Completion{{Lease: lease(second), Result: json.RawMessage(`{"by":"second"}`)}}); err != nil || len(ok) != 1 {
 		t.Fatalf("current complete = %v, %v", ok, err)
 	}
 	got, err := st.GetJob(ctx, "", first.ID)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,18 +19,33 @@ import (
 
 // Server is an embedded etcd member.
 type Server struct {
-	dir       string
-	tempDir   bool
-	clientURL url.URL
-	peerURL   url.URL
-	mu        sync.Mutex
-	etcd      *embed.Etcd
+	name           string
+	dir            string
+	tempDir        bool
+	clientURL      url.URL
+	peerURL        url.URL
+	initialCluster string
+	mu             sync.Mutex
+	etcd           *embed.Etcd
 }
 
 // Start starts a member with its data in dir (a new temporary directory,
 // removed by Close, when dir is empty) on free loopback ports.
 func Start(dir string) (*Server, error) {
-	s := &Server{dir: dir}
+	s, err := newServer("gaffer", dir)
+	if err != nil {
+		return nil, err
+	}
+	s.initialCluster = s.name + "=" + s.peerURL.String()
+	if err := s.start(); err != nil {
+		s.cleanup()
+		return nil, err
+	}
+	return s, nil
+}
+
+func newServer(name, dir string) (*Server, error) {
+	s := &Server{name: name, dir: dir}
 	if s.dir == "" {
 		d, err := os.MkdirTemp("", "gaffer-etcd-")
 		if err != nil {
@@ -47,22 +63,81 @@ func Start(dir string) (*Server, error) {
 	}
 	s.clientURL = url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", cp)}
 	s.peerURL = url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", pp)}
-	if err := s.start(); err != nil {
-		s.cleanup()
-		return nil, err
-	}
 	return s, nil
+}
+
+// Cluster is several embedded members forming one etcd cluster.
+type Cluster struct {
+	Members []*Server
+}
+
+// StartCluster starts n members (temporary data directories) and waits
+// until they form a cluster.
+func StartCluster(n int) (*Cluster, error) {
+	c := &Cluster{}
+	var peers []string
+	for i := range n {
+		s, err := newServer(fmt.Sprintf("m%d", i+1), "")
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		c.Members = append(c.Members, s)
+		peers = append(peers, s.name+"="+s.peerURL.String())
+	}
+	errs := make(chan error, n)
+	for _, s := range c.Members {
+		s.initialCluster = strings.Join(peers, ",")
+		go func(s *Server) { errs <- s.start() }(s)
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Endpoints are every member's client URL.
+func (c *Cluster) Endpoints() []string {
+	out := make([]string, len(c.Members))
+	for i, m := range c.Members {
+		out[i] = m.Endpoint()
+	}
+	return out
+}
+
+// Leader returns the index of the member that leads, or -1.
+func (c *Cluster) Leader() int {
+	for i, m := range c.Members {
+		m.mu.Lock()
+		e := m.etcd
+		m.mu.Unlock()
+		if e != nil && e.Server.Leader() == e.Server.MemberID() {
+			return i
+		}
+	}
+	return -1
+}
+
+// Close stops every member and removes their data.
+func (c *Cluster) Close() {
+	for _, m := range c.Members {
+		m.Close()
+	}
 }
 
 func (s *Server) start() error {
 	cfg := embed.NewConfig()
-	cfg.Name = "gaffer"
+	cfg.Name = s.name
 	cfg.Dir = s.dir
 	cfg.ListenClientUrls = []url.URL{s.clientURL}
 	cfg.AdvertiseClientUrls = []url.URL{s.clientURL}
 	cfg.ListenPeerUrls = []url.URL{s.peerURL}
 	cfg.AdvertisePeerUrls = []url.URL{s.peerURL}
-	cfg.InitialCluster = cfg.Name + "=" + s.peerURL.String()
+	cfg.InitialCluster = s.initialCluster
+	cfg.InitialClusterToken = "gaffer-test"
 	cfg.LogLevel = "error"
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	e, err := embed.StartEtcd(cfg)

@@ -51,6 +51,12 @@ type Server struct {
 	dir     string
 	tempDir bool
 	port    int
+	bin     string
+	args    []string
+	logPath string
+	cred    *syscall.Credential
+
+	mu      sync.Mutex
 	cmd     *exec.Cmd
 	done    chan struct{}
 	waitErr error
@@ -70,7 +76,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{dir: cfg.Dir, done: make(chan struct{})}
+	s := &Server{dir: cfg.Dir}
 	if s.dir == "" {
 		s.dir, err = os.MkdirTemp("", "gaffer-pg-")
 		if err != nil {
@@ -141,25 +147,63 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return fail(fmt.Errorf("open server log: %w", err))
 	}
-	s.cmd = exec.Command(filepath.Join(bin, "postgres"), args...)
-	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
-	// Pdeathsig: if this process dies without stopping the server, the
-	// server gets SIGQUIT (immediate shutdown) instead of being orphaned.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
-	if err := s.cmd.Start(); err != nil {
-		logFile.Close()
-		return fail(fmt.Errorf("start postgres: %w", err))
+	if cred != nil {
+		os.Chown(logPath, int(cred.Uid), int(cred.Gid))
 	}
-	go func() {
-		s.waitErr = s.cmd.Wait()
-		logFile.Close()
-		close(s.done)
-	}()
+	logFile.Close()
+	s.bin, s.args, s.logPath, s.cred = bin, args, logPath, cred
+	if err := s.launch(); err != nil {
+		return fail(err)
+	}
 	if err := s.waitReady(ctx, logPath); err != nil {
 		s.Stop()
 		return nil, err
 	}
 	return s, nil
+}
+
+func (s *Server) launch() error {
+	logFile, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open server log: %w", err)
+	}
+	cmd := exec.Command(filepath.Join(s.bin, "postgres"), s.args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Pdeathsig: if this process dies without stopping the server, the
+	// server gets SIGQUIT (immediate shutdown) instead of being orphaned.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	done := make(chan struct{})
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		logFile.Close()
+		s.mu.Lock()
+		s.waitErr = err
+		s.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+// Restart stops the server the way a crash would (immediate shutdown: no
+// checkpoint, recovery on start, every session cut) and starts it again on
+// the same data and port — `pg_ctl restart -m immediate`.
+func (s *Server) Restart(ctx context.Context) error {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGQUIT)
+	<-done
+	if err := s.launch(); err != nil {
+		return err
+	}
+	return s.waitReady(ctx, s.logPath)
 }
 
 // URL is a connection string for the "postgres" superuser and database.
@@ -182,12 +226,15 @@ func (s *Server) Dir() string { return s.dir }
 func (s *Server) Stop() error {
 	var err error
 	s.stopOnce.Do(func() {
-		_ = s.cmd.Process.Signal(syscall.SIGINT)
+		s.mu.Lock()
+		cmd, done := s.cmd, s.done
+		s.mu.Unlock()
+		_ = cmd.Process.Signal(syscall.SIGINT)
 		select {
-		case <-s.done:
+		case <-done:
 		case <-time.After(20 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-s.done
+			_ = cmd.Process.Kill()
+			<-done
 			err = errors.New("postgres did not stop within 20s; killed")
 		}
 		if s.tempDir {
@@ -206,10 +253,13 @@ func (s *Server) waitReady(ctx context.Context, logPath string) error {
 			conn.Close(ctx)
 			return nil
 		}
+		s.mu.Lock()
+		done, waitErr := s.done, s.waitErr
+		s.mu.Unlock()
 		select {
-		case <-s.done:
+		case <-done:
 			log, _ := os.ReadFile(logPath)
-			return fmt.Errorf("postgres exited during start-up (%v): %s", s.waitErr, tail(string(log), 2000))
+			return fmt.Errorf("postgres exited during start-up (%v): %s", waitErr, tail(string(log), 2000))
 		case <-ctx.Done():
 			return fmt.Errorf("postgres did not accept connections: %w", err)
 		case <-time.After(50 * time.Millisecond):
