@@ -1,7 +1,7 @@
 # Gaffer's everyday commands. The README's quick start needs none of them.
 GO ?= go
 
-.PHONY: build test race vet fmt ci dev bench openapi clean
+.PHONY: build test race vet fmt ci dev bench chaos openapi clean
 
 build:            ## build bin/gaffer
 	$(GO) build -o bin/gaffer ./cmd/gaffer
@@ -26,6 +26,9 @@ dev:              ## a local cluster with a throwaway database
 
 openapi:          ## regenerate api/openapi.json from api/gen_openapi.py
 	python3 api/gen_openapi.py api/openapi.json
+
+chaos:            ## the 30-minute chaos profile (CHAOS_SEED=n replays a schedule)
+	CHAOS_PROFILE=long CHAOS_REPORT=chaos-report.json $(GO) test -run 'TestChaos$$' -v -timeout 60m ./chaos
 
 bench:            ## work off a 100,000-job backlog (throwaway database)
 	$(GO) run ./cmd/gaffer bench backlog --jobs 100000

@@ -21,7 +21,8 @@ type QueueMonitorConfig struct {
 }
 
 // QueueMonitor refreshes the queue depth and oldest-due-age gauges from
-// PostgreSQL. The counts are cluster-wide, so one node (the leader) runs it.
+// PostgreSQL and records a throughput sample for the dashboard. The counts
+// are cluster-wide, so one node (the leader) runs it.
 type QueueMonitor struct {
 	cfg    QueueMonitorConfig
 	log    hclog.Logger
@@ -61,6 +62,9 @@ func (q *QueueMonitor) RunOnce(ctx context.Context) error {
 		return err
 	}
 	m := q.cfg.Metrics
+	if err := q.cfg.Store.SampleThroughput(ctx); err != nil {
+		return err
+	}
 	m.depth.Reset()
 	m.oldestDue.Reset()
 	for _, x := range queues {

@@ -88,3 +88,64 @@ func (s *Store) CountQueueJobs(ctx context.Context, queue string) (int64, error)
 	}
 	return n, nil
 }
+
+var (
+	sqlSampleThroughput  = query("sample_throughput")
+	sqlThroughputSeries  = query("throughput_series")
+	sqlQueueDepthsCapped = query("queue_depths_capped")
+)
+
+// SampleThroughput records how many jobs finished since the last sample.
+func (s *Store) SampleThroughput(ctx context.Context) error {
+	var one int
+	if err := s.pool.QueryRow(ctx, sqlSampleThroughput).Scan(&one); err != nil {
+		return fmt.Errorf("sample throughput: %w", err)
+	}
+	return nil
+}
+
+// ThroughputPoint is one minute's average rates.
+type ThroughputPoint struct {
+	Minute          time.Time
+	CompletedPerSec float64
+	FailedPerSec    float64
+}
+
+// ThroughputSeries returns per-minute rates over the last window.
+func (s *Store) ThroughputSeries(ctx context.Context, window time.Duration) ([]ThroughputPoint, error) {
+	rows, err := s.pool.Query(ctx, sqlThroughputSeries, window.Milliseconds())
+	if err != nil {
+		return nil, fmt.Errorf("throughput series: %w", err)
+	}
+	defer rows.Close()
+	var out []ThroughputPoint
+	for rows.Next() {
+		var p ThroughputPoint
+		if err := rows.Scan(&p.Minute, &p.CompletedPerSec, &p.FailedPerSec); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// QueueDepthsCapped is ListQueues for huge tables: pending and retrying
+// counts stop at limit (a count equal to it means at least that many).
+func (s *Store) QueueDepthsCapped(ctx context.Context, limit int) ([]Queue, error) {
+	rows, err := s.pool.Query(ctx, sqlQueueDepthsCapped, limit)
+	if err != nil {
+		return nil, fmt.Errorf("queue depths: %w", err)
+	}
+	defer rows.Close()
+	var out []Queue
+	for rows.Next() {
+		var q Queue
+		var age float64
+		if err := rows.Scan(&q.Name, &q.Paused, &q.Pending, &q.Retrying, &q.Running, &age); err != nil {
+			return nil, err
+		}
+		q.OldestDueAge = time.Duration(age * float64(time.Second))
+		out = append(out, q)
+	}
+	return out, rows.Err()
+}

@@ -334,3 +334,59 @@ func TestClaimAfterCursor(t *testing.T) {
 		t.Fatalf("claimed %d, want %d", j.ID, ids[0])
 	}
 }
+
+func TestQueueDepthsCappedAndThroughput(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.NewStore(t)
+	var ps []store.InsertParams
+	for i := range 35 {
+		p := params("d")
+		if i >= 30 {
+			p.Queue = "b"
+		}
+		ps = append(ps, p)
+	}
+	if _, err := st.InsertJobs(ctx, nil, ps); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetQueuePaused(ctx, "idle", true); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := st.ClaimJobs(ctx, store.ClaimParams{Queue: "default", Limit: 4, Token: 1, LeaseTTL: time.Minute, Node: "n1"})
+	if err != nil || len(jobs) != 4 {
+		t.Fatalf("claimed %d, %v", len(jobs), err)
+	}
+	var cs []store.Completion
+	for _, j := range jobs[:3] {
+		cs = append(cs, store.Completion{Lease: lease(j)})
+	}
+	if done, err := st.CompleteJobs(ctx, nil, cs); err != nil || len(done) != 3 {
+		t.Fatalf("completed %v, %v", done, err)
+	}
+
+	qs, err := st.QueueDepthsCapped(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]store.Queue{}
+	for _, q := range qs {
+		got[q.Name] = q
+	}
+	if len(qs) != 3 || got["default"].Pending != 10 || got["default"].Running != 1 ||
+		got["b"].Pending != 5 || !got["idle"].Paused || got["idle"].Pending != 0 {
+		t.Fatalf("capped depths = %+v", qs)
+	}
+
+	if err := st.SampleThroughput(ctx); err != nil {
+		t.Fatal(err)
+	}
+	series, err := st.ThroughputSeries(ctx, time.Hour)
+	if err != nil || len(series) != 1 {
+		t.Fatalf("series = %+v, %v", series, err)
+	}
+	// Three completions over the first sample's 10 s window.
+	if r := series[0].CompletedPerSec; r < 0.29 || r > 0.31 || series[0].FailedPerSec != 0 {
+		t.Fatalf("rate = %+v, want 0.3 completed/s", series[0])
+	}
+}

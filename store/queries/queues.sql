@@ -41,3 +41,57 @@ DELETE FROM gaffer.jobs WHERE queue = $1 AND state <> 'running';
 
 -- name: count_queue_jobs
 SELECT count(*) FROM gaffer.jobs WHERE queue = $1;
+
+-- name: sample_throughput
+-- Counts the jobs finished since the last sample (at most a minute back)
+-- and records them; drops samples older than a day. Approximate: a job
+-- whose transaction began before the window and committed after the
+-- count is missed.
+WITH last AS (
+    SELECT greatest(coalesce(max(at), now() - interval '10 seconds'), now() - interval '1 minute') AS since
+    FROM gaffer.throughput_samples
+), counts AS (
+    SELECT count(*) FILTER (WHERE j.state = 'completed') AS completed,
+           count(*) FILTER (WHERE j.state = 'failed') AS failed
+    FROM gaffer.jobs j, last
+    WHERE j.state IN ('completed', 'failed', 'cancelled') AND j.finalized_at >= last.since AND j.finalized_at < now()
+), ins AS (
+    INSERT INTO gaffer.throughput_samples (at, seconds, completed, failed)
+    SELECT now(), extract(epoch FROM now() - last.since), counts.completed, counts.failed FROM counts, last
+    ON CONFLICT (at) DO NOTHING
+), old AS (
+    DELETE FROM gaffer.throughput_samples WHERE at < now() - interval '1 day'
+)
+SELECT 1;
+
+-- name: throughput_series
+-- Jobs finished per second, averaged per minute, over the last $1 ms.
+SELECT date_trunc('minute', at) AS minute, sum(completed) / greatest(sum(seconds), 1), sum(failed) / greatest(sum(seconds), 1)
+FROM gaffer.throughput_samples
+WHERE at > now() - $1 * interval '1 millisecond'
+GROUP BY 1
+ORDER BY 1;
+
+-- name: queue_depths_capped
+-- Like list_queues, for a dashboard over a huge table: the queues are
+-- found by skipping through the claim index (one probe per queue), and
+-- each count stops at $1 (a count at the cap means "at least").
+WITH RECURSIVE waiting AS (
+    (SELECT queue FROM gaffer.jobs WHERE state IN ('pending', 'retrying') ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM gaffer.jobs j WHERE j.state IN ('pending', 'retrying') AND j.queue > w.queue ORDER BY j.queue LIMIT 1)
+    FROM waiting w WHERE w.queue IS NOT NULL
+), names AS (
+    SELECT queue AS name FROM waiting WHERE queue IS NOT NULL
+    UNION SELECT queue FROM gaffer.jobs WHERE state = 'running'
+    UNION SELECT name FROM gaffer.queues
+)
+SELECT n.name, coalesce(q.paused, false),
+       (SELECT count(*) FROM (SELECT 1 FROM gaffer.jobs j WHERE j.queue = n.name AND j.state = 'pending' LIMIT $1) c),
+       (SELECT count(*) FROM (SELECT 1 FROM gaffer.jobs j WHERE j.queue = n.name AND j.state = 'retrying' LIMIT $1) c),
+       (SELECT count(*) FROM gaffer.jobs j WHERE j.queue = n.name AND j.state = 'running'),
+       coalesce((SELECT extract(epoch FROM now() - min(j.run_at)) FROM gaffer.jobs j
+                 WHERE j.queue = n.name AND j.state IN ('pending', 'retrying') AND j.run_at <= now()), 0)::float8
+FROM names n
+LEFT JOIN gaffer.queues q ON q.name = n.name
+ORDER BY n.name;

@@ -1,0 +1,1 @@
+DROP TABLE gaffer.throughput_samples;
