@@ -83,6 +83,25 @@ func TestJobEndpoints(t *testing.T) {
 		t.Fatalf("cancelled %+v", cancelled)
 	}
 	e.expectProblem(e.do(e.writer, "POST", fmt.Sprintf("/v1/jobs/%d/cancel", j.ID), nil), 409, "job_finished")
+	// Retry: a cancelled job cannot be; a failed one is replayed once.
+	e.expectProblem(e.do(e.writer, "POST", fmt.Sprintf("/v1/jobs/%d/retry", j.ID), nil), 409, "not_retryable")
+	e.expectProblem(e.do(e.reader, "POST", fmt.Sprintf("/v1/jobs/%d/retry", j.ID), nil), 403, "forbidden")
+	e.expectProblem(e.do(e.writer, "POST", "/v1/jobs/99999/retry", nil), 404, "not_found")
+	var failed jobOut
+	e.do(e.writer, "POST", "/v1/jobs", `{"kind":"k","queue":"doomed","max_attempts":1}`).decode(t, &struct{ Job *jobOut }{&failed})
+	if _, err := e.st.Pool().Exec(context.Background(), `UPDATE gaffer.jobs SET state = 'failed', finalized_at = now() WHERE id = $1`, failed.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Pool().Exec(context.Background(), `INSERT INTO gaffer.dlq (tenant, job_id, kind, queue, priority, max_attempts, attempts, timeout_ms, args, errors, reason)
+		SELECT tenant, id, kind, queue, priority, max_attempts, 1, timeout_ms, args, '[]', 'exhausted' FROM gaffer.jobs WHERE id = $1`, failed.ID); err != nil {
+		t.Fatal(err)
+	}
+	var retried struct{ Job jobOut }
+	e.do(e.writer, "POST", fmt.Sprintf("/v1/jobs/%d/retry", failed.ID), nil).decode(t, &retried)
+	if retried.Job.ID == failed.ID || retried.Job.State != "pending" {
+		t.Fatalf("retry of a failed job: %+v", retried)
+	}
+	e.expectProblem(e.do(e.writer, "POST", fmt.Sprintf("/v1/jobs/%d/retry", failed.ID), nil), 409, "not_retryable")
 }
 
 func TestIdempotencyKey(t *testing.T) {

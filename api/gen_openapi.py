@@ -16,7 +16,7 @@ def obj(props, req=(), extra=False):
     if not extra: o["additionalProperties"]=False
     return o
 schemas={
- "Problem": obj({"type":S(),"title":S(),"status":I(),"detail":S(),"code":S(enum=["invalid_json","unknown_field","invalid_field","invalid_parameter","body_too_large","unsupported_media_type","unauthorized","forbidden","not_found","method_not_allowed","conflict","already_exists","already_replayed","job_finished","idempotency_key_reused","idempotency_key_in_progress","rate_limited","internal_error","unavailable"]),"field":S()},["type","title","status","code"]),
+ "Problem": obj({"type":S(),"title":S(),"status":I(),"detail":S(),"code":S(enum=["invalid_json","unknown_field","invalid_field","invalid_parameter","body_too_large","unsupported_media_type","unauthorized","forbidden","not_found","method_not_allowed","conflict","already_exists","already_replayed","job_finished","not_retryable","idempotency_key_reused","idempotency_key_in_progress","rate_limited","internal_error","unavailable"]),"field":S()},["type","title","status","code"]),
  "AttemptError": obj({"attempt":I(),"at":T(),"error":S(),"kind":S(enum=["error","panic","timeout","unknown_kind","lost","released","cancelled"]),"node":S(),"stack":S()},["attempt","at","error","kind"]),
  "Job": obj({"id":I(format="int64"),"tenant":S(),"kind":S(),"queue":S(),"state":S(enum=["pending","running","retrying","completed","failed","cancelled"]),
    "priority":I(minimum=0,maximum=9),"attempt":I(),"max_attempts":I(),"timeout":S(description="Go duration, e.g. 30s"),"run_at":T(),"created_at":T(),
@@ -93,6 +93,7 @@ paths={
    "post":op("Enqueue a job","jobs:write",{"201":resp("Enqueued",ref("EnqueueResponse")),"200":resp("The unique key is held by an unfinished job: that job, nothing enqueued",ref("EnqueueResponse")),**errs(400,413,415,422,409)},rb=body("EnqueueRequest"),post=True,opid="enqueueJob"),
    "get":op("List jobs, newest first","jobs:read",{"200":resp("Jobs",ref("JobList")),**errs(400)},params=[q("state",S(),"comma-separated states"),q("queue",S()),q("kind",S()),limit,cursor,tenant],opid="listJobs")},
  "/v1/jobs/{id}":{"get":op("Get a job","jobs:read",{"200":resp("The job",ref("Job")),**errs(400,404)},params=[jobid,tenant],opid="getJob")},
+ "/v1/jobs/{id}/retry":{"post":op("Run a job again now: a retrying job becomes due at once; a failed job's DLQ entry is replayed into one new job","jobs:write",{"200":resp("The job that will run",obj({"job":ref("Job")},["job"])),**errs(400,404,409,422)},params=[jobid,tenant],post=True,opid="retryJob")},
  "/v1/jobs/{id}/cancel":{"post":op("Cancel a job: at once if pending or retrying; a running job's handler is cancelled within a second","jobs:write",{"200":resp("The job after the request",ref("Job")),**errs(400,404,409,422)},params=[jobid,tenant],post=True,opid="cancelJob")},
  "/v1/dlq":{"get":op("List DLQ entries, newest first","jobs:read",{"200":resp("Entries",ref("DLQList")),**errs(400)},params=[q("queue",S()),q("kind",S()),q("error",S()),q("failed_after",T()),q("failed_before",T()),q("replayed",B),limit,cursor,tenant],opid="listDLQ")},
  "/v1/dlq/{id}":{"get":op("Get a DLQ entry","jobs:read",{"200":resp("The entry",ref("DLQEntry")),**errs(400,404)},params=[entryid,tenant],opid="getDLQEntry"),

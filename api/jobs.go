@@ -160,3 +160,30 @@ func (s *Server) cancelJob(r *http.Request, p Principal, _ []byte) (int, any, er
 	}
 	return http.StatusOK, viewJob(j), nil
 }
+
+type retryResponse struct {
+	// Job is the job that will run: the same job for a retrying one, the
+	// DLQ replay for a failed one.
+	Job jobView `json:"job"`
+}
+
+func (s *Server) retryJob(r *http.Request, p Principal, _ []byte) (int, any, error) {
+	id, pr := pathID(r, "id")
+	if pr != nil {
+		return 0, nil, pr
+	}
+	newID, err := s.cfg.Jobs.Retry(r.Context(), p.tenantFilter(r), id)
+	switch {
+	case errors.Is(err, job.ErrNotFound):
+		return 0, nil, notFoundProblem("job", id)
+	case errors.Is(err, job.ErrNotRetryable):
+		return 0, nil, problem(http.StatusConflict, CodeNotRetryable, err.Error()+"; only a retrying job, or a failed one whose DLQ entry is unreplayed, can be retried")
+	case err != nil:
+		return 0, nil, err
+	}
+	j, err := s.cfg.Jobs.Get(r.Context(), p.tenantFilter(r), newID)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, retryResponse{Job: viewJob(j)}, nil
+}

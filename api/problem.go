@@ -41,6 +41,7 @@ const (
 	CodeAlreadyExists    = "already_exists"
 	CodeAlreadyReplayed  = "already_replayed"
 	CodeJobFinished      = "job_finished"
+	CodeNotRetryable     = "not_retryable"
 	CodeIdempotencyReuse = "idempotency_key_reused"
 	CodeIdempotencyBusy  = "idempotency_key_in_progress"
 	CodeRateLimited      = "rate_limited"
@@ -55,7 +56,8 @@ var titles = map[string]string{
 	CodeUnauthorized: "Authentication required", CodeForbidden: "Insufficient scope",
 	CodeNotFound: "Not found", CodeMethodNotAllowed: "Method not allowed", CodeConflict: "Conflict",
 	CodeAlreadyExists: "Already exists", CodeAlreadyReplayed: "DLQ entry already replayed",
-	CodeJobFinished: "Job already finished", CodeIdempotencyReuse: "Idempotency key reused with a different request",
+	CodeJobFinished: "Job already finished", CodeNotRetryable: "Job cannot be retried",
+	CodeIdempotencyReuse: "Idempotency key reused with a different request",
 	CodeIdempotencyBusy: "A request with this idempotency key is in progress", CodeRateLimited: "Too many requests",
 	CodeInternal: "Internal error", CodeUnavailable: "Service unavailable",
 }

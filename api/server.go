@@ -113,6 +113,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/jobs", ScopeJobsRead, s.listJobs)
 	s.handle("GET /v1/jobs/{id}", ScopeJobsRead, s.getJob)
 	s.handle("POST /v1/jobs/{id}/cancel", ScopeJobsWrite, s.cancelJob)
+	s.handle("POST /v1/jobs/{id}/retry", ScopeJobsWrite, s.retryJob)
 
 	s.handle("GET /v1/dlq", ScopeJobsRead, s.listDLQ)
 	s.handle("GET /v1/dlq/{id}", ScopeJobsRead, s.getDLQ)

@@ -180,7 +180,10 @@ func (h *harness) setUp() {
 	t := h.t
 	ctx := context.Background()
 	var err error
-	if h.pg, err = pgserver.Start(ctx, pgserver.Config{}); err != nil {
+	// Durable: PostgreSQL gets crash-restarted, and with synchronous_commit
+	// off a crash loses commits it had already acknowledged (a first run
+	// without it "lost" accepted jobs that way).
+	if h.pg, err = pgserver.Start(ctx, pgserver.Config{Durable: true}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.pg.Stop() })

@@ -53,6 +53,7 @@ type Filter struct {
 	FailedAfter   time.Time // inclusive
 	FailedBefore  time.Time // exclusive
 	ErrorContains string    // case-insensitive, in any attempt's error
+	JobID         int64     // the entry of this job
 	// Replayed, when set, keeps only replayed (true) or unreplayed (false)
 	// entries.
 	Replayed *bool
@@ -83,7 +84,7 @@ func (f Filter) Validate() error {
 
 func (f Filter) store() store.DLQFilter {
 	return store.DLQFilter{Tenant: f.Tenant, Queue: f.Queue, Kind: f.Kind, FailedAfter: f.FailedAfter,
-		FailedBefore: f.FailedBefore, ErrorContains: f.ErrorContains, Replayed: f.Replayed, BeforeID: f.BeforeID, Limit: f.Limit}
+		FailedBefore: f.FailedBefore, ErrorContains: f.ErrorContains, JobID: f.JobID, Replayed: f.Replayed, BeforeID: f.BeforeID, Limit: f.Limit}
 }
 
 // Replay is one entry replayed into one new job.

@@ -192,3 +192,42 @@ func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
 func (c *Client) Queues(ctx context.Context) ([]store.Queue, error) {
 	return c.store.ListQueues(ctx)
 }
+
+// Retry runs a job again now. A retrying job waiting out its backoff
+// becomes due at once (the same job, its next attempt). A failed job's DLQ
+// entry is replayed into exactly one new job, whose id is returned; a
+// second Retry of it finds the entry replayed and refuses. Errors:
+// ErrNotFound, ErrNotRetryable (pending, running, completed and cancelled
+// jobs, and failed jobs whose entry was replayed or purged).
+func (c *Client) Retry(ctx context.Context, tenant string, id int64) (int64, error) {
+	j, err := c.Get(ctx, tenant, id)
+	if err != nil {
+		return 0, err
+	}
+	switch j.State {
+	case Retrying:
+		err := c.store.RetryNow(ctx, tenant, id)
+		if errors.Is(err, store.ErrNotRetrying) {
+			return 0, fmt.Errorf("%w: it is no longer waiting to retry", ErrNotRetryable)
+		}
+		return id, err
+	case Failed:
+		entries, err := c.store.ListDLQ(ctx, store.DLQFilter{Tenant: tenant, JobID: id, Limit: 1})
+		if err != nil {
+			return 0, err
+		}
+		if len(entries) == 0 {
+			return 0, fmt.Errorf("%w: its DLQ entry was purged", ErrNotRetryable)
+		}
+		r, err := c.store.ReplayDLQEntry(ctx, tenant, entries[0].ID)
+		if errors.Is(err, store.ErrAlreadyReplayed) {
+			return 0, fmt.Errorf("%w: %v", ErrNotRetryable, err)
+		}
+		if err != nil {
+			return 0, err
+		}
+		return r.JobID, nil
+	default:
+		return 0, fmt.Errorf("%w: it is %s", ErrNotRetryable, j.State)
+	}
+}

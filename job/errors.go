@@ -96,4 +96,7 @@ var (
 	ErrNotFound = errors.New("job not found")
 	// ErrFinished: the job is already completed, failed or cancelled.
 	ErrFinished = errors.New("job already finished")
+	// ErrNotRetryable: Retry was asked of a job that is neither waiting to
+	// retry nor failed with its DLQ entry still unreplayed.
+	ErrNotRetryable = errors.New("job cannot be retried")
 )

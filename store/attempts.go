@@ -305,3 +305,25 @@ func collectIDs(rows pgx.Rows, err error) ([]int64, error) {
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[int64])
 }
+
+var sqlRetryNow = query("retry_now")
+
+// RetryNow makes a retrying job due at once; tenant, when not empty,
+// scopes the lookup. Errors: ErrNotFound, or ErrNotRetrying when the job
+// is in another state.
+func (s *Store) RetryNow(ctx context.Context, tenant string, id int64) error {
+	tag, err := s.pool.Exec(ctx, sqlRetryNow, id, nullString(tenant))
+	if err != nil {
+		return fmt.Errorf("retry job %d: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		if _, err := s.GetJob(ctx, tenant, id); err != nil {
+			return err
+		}
+		return ErrNotRetrying
+	}
+	return nil
+}
+
+// ErrNotRetrying is returned by RetryNow for a job not waiting to retry.
+var ErrNotRetrying = errors.New("job is not waiting to retry")

@@ -198,3 +198,15 @@ func scanDLQEntry(row pgx.Row) (DLQEntry, error) {
 	}
 	return e, nil
 }
+
+var sqlCountDLQCapped = query("count_dlq_capped")
+
+// CountDLQCapped counts unreplayed entries (of tenant, when not empty),
+// stopping at limit: a count equal to limit means at least that many.
+func (s *Store) CountDLQCapped(ctx context.Context, tenant string, limit int) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, sqlCountDLQCapped, limit, nullString(tenant)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count DLQ: %w", err)
+	}
+	return n, nil
+}

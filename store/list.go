@@ -62,6 +62,8 @@ type DLQFilter struct {
 	FailedAfter   time.Time
 	FailedBefore  time.Time
 	ErrorContains string
+	// JobID keeps the entry of one dead job.
+	JobID int64
 	// Replayed, when set, keeps only replayed (true) or unreplayed (false)
 	// entries.
 	Replayed *bool
@@ -88,6 +90,9 @@ func (f DLQFilter) where() *where {
 	}
 	if f.ErrorContains != "" {
 		w.add("strpos(lower(errors::text), lower(?)) > 0", f.ErrorContains)
+	}
+	if f.JobID != 0 {
+		w.add("job_id = ?", f.JobID)
 	}
 	if f.Replayed != nil {
 		if *f.Replayed {

@@ -286,10 +286,16 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("dlq replay by filter: %s", out)
 	}
 	e.waitSQL("third failure", `SELECT count(*) FROM gaffer.dlq`, "3")
+	third := e.scalar(`SELECT job_id FROM gaffer.dlq WHERE replayed_at IS NULL`)
+	if out := e.ok("jobs", "retry", third); !strings.Contains(out, "job "+third+" was replayed as job") {
+		t.Fatalf("jobs retry: %s", out)
+	}
+	e.fails(1, "not_retryable", "jobs", "retry", third)
+	e.waitSQL("fourth failure", `SELECT count(*) FROM gaffer.dlq`, "4")
 	e.ok("dlq", "delete", entry)
 	e.fails(1, "not_found", "dlq", "delete", entry)
 	e.fails(2, "add --yes", "dlq", "purge")
-	if out := e.ok("dlq", "purge", "--kind", "http", "--yes"); !strings.Contains(out, "deleted 2") {
+	if out := e.ok("dlq", "purge", "--kind", "http", "--yes"); !strings.Contains(out, "deleted 3") {
 		t.Fatalf("dlq purge: %s", out)
 	}
 

@@ -38,6 +38,7 @@ func (m *Main) runJobs(ctx context.Context, args []string) error {
 		{"get", "show one job", (*Main).jobsGet},
 		{"list", "list jobs, newest first", (*Main).jobsList},
 		{"cancel", "cancel a job", (*Main).jobsCancel},
+		{"retry", "run a retrying or failed job again now", (*Main).jobsRetry},
 	}, args)
 }
 
@@ -208,5 +209,33 @@ func (m *Main) jobsCancel(ctx context.Context, args []string) error {
 			return
 		}
 		fmt.Fprintf(tw, "job %d %s\n", j.ID, j.State)
+	})
+}
+
+func (m *Main) jobsRetry(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("jobs retry", "jobs retry ID [flags]\n\nA retrying job becomes due at once; a failed job's DLQ entry is replayed into\none new job, whose id is printed.")
+	cf := addClientFlags(fs)
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := needArgs(fs, 1, "a job id"); err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	var raw json.RawMessage
+	if err := c.do(ctx, "POST", "/v1/jobs/"+url.PathEscape(fs.Arg(0))+"/retry", nil, &raw); err != nil {
+		return err
+	}
+	var out struct{ Job jobRow }
+	json.Unmarshal(raw, &out)
+	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+		if strconv.FormatInt(out.Job.ID, 10) == fs.Arg(0) {
+			fmt.Fprintf(tw, "job %d is due now\n", out.Job.ID)
+			return
+		}
+		fmt.Fprintf(tw, "job %s was replayed as job %d\n", fs.Arg(0), out.Job.ID)
 	})
 }

@@ -43,3 +43,8 @@ WITH doomed AS (
     FOR UPDATE SKIP LOCKED
 )
 DELETE FROM gaffer.dlq d USING doomed WHERE d.id = doomed.id;
+
+-- name: count_dlq_capped
+-- Unreplayed entries (of tenant $2 when not null), counting no further
+-- than $1.
+SELECT count(*) FROM (SELECT 1 FROM gaffer.dlq WHERE replayed_at IS NULL AND ($2::text IS NULL OR tenant = $2) LIMIT $1) c;

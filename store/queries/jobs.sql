@@ -232,3 +232,12 @@ WITH doomed AS (
     FOR UPDATE SKIP LOCKED
 )
 DELETE FROM gaffer.jobs j USING doomed WHERE j.id = doomed.id;
+
+-- name: retry_now
+-- A retrying job waiting out its backoff becomes due at once.
+WITH upd AS (
+    UPDATE gaffer.jobs SET run_at = now()
+    WHERE id = $1 AND ($2::text IS NULL OR tenant = $2) AND state = 'retrying'
+    RETURNING queue
+)
+SELECT pg_notify('gaffer_jobs', queue) FROM upd;

@@ -1,0 +1,1 @@
+DROP INDEX gaffer.dlq_job_idx;
