@@ -58,7 +58,7 @@ var titles = map[string]string{
 	CodeAlreadyExists: "Already exists", CodeAlreadyReplayed: "DLQ entry already replayed",
 	CodeJobFinished: "Job already finished", CodeNotRetryable: "Job cannot be retried",
 	CodeIdempotencyReuse: "Idempotency key reused with a different request",
-	CodeIdempotencyBusy: "A request with this idempotency key is in progress", CodeRateLimited: "Too many requests",
+	CodeIdempotencyBusy:  "A request with this idempotency key is in progress", CodeRateLimited: "Too many requests",
 	CodeInternal: "Internal error", CodeUnavailable: "Service unavailable",
 }
 

@@ -65,7 +65,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	buckets := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 1800}
 	m := &Metrics{
-		kinds:    map[kindKey]*kindMetrics{},
+		kinds:     map[kindKey]*kindMetrics{},
 		enqueued:  counter("enqueued_total", "Jobs inserted (a caller's transaction may still roll back).", "queue", "kind"),
 		completed: counter("completed_total", "Attempts that completed and were accepted.", "queue", "kind"),
 		retried:   counter("retried_total", "Attempts that failed and will be retried.", "queue", "kind"),
