@@ -2,17 +2,32 @@ package gaffer_test
 
 import (
 	"context"
+	"io"
 	"math/rand/v2"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gafferhq/gaffer"
 	"github.com/gafferhq/gaffer/internal/pgtest"
 	"github.com/gafferhq/gaffer/job"
 )
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
 
 func openPool(t *testing.T, url string) *pgxpool.Pool {
 	t.Helper()
@@ -75,7 +90,10 @@ func testStaleWorker(t *testing.T, mode string) {
 	})
 
 	// Node B rescues the job, claims it as attempt 2 and completes it.
-	b, err := gaffer.NewNode(ctx, gaffer.Config{Pool: pool, ID: "node-b", RescueInterval: 100 * time.Millisecond, PollInterval: 100 * time.Millisecond})
+	var blog strings.Builder
+	var blogMu sync.Mutex
+	b, err := gaffer.NewNode(ctx, gaffer.Config{Pool: pool, ID: "node-b", RescueInterval: 100 * time.Millisecond, PollInterval: 100 * time.Millisecond,
+		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: lockedWriter{&blogMu, &blog}})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +108,13 @@ func testStaleWorker(t *testing.T, mode string) {
 		if time.Now().After(deadline) {
 			// Say why: the job's row, and any session holding locks.
 			t.Logf("job: %s", scalar[string](t, pool, `SELECT row_to_json(j)::text FROM gaffer.jobs j WHERE id = $1`, id))
-			t.Logf("sessions: %s", scalar[string](t, pool, `SELECT coalesce(json_agg(json_build_object('pid', pid, 'state', state, 'query', query, 'xact', xact_start))::text, '')
+			t.Logf("sessions: %s", scalar[string](t, pool, `SELECT coalesce(json_agg(json_build_object('pid', pid, 'state', state, 'query', left(query, 80), 'xact', xact_start, 'wait', wait_event))::text, '')
 				FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`))
+			t.Logf("locks: %s", scalar[string](t, pool, `SELECT coalesce(json_agg(json_build_object('pid', pid, 'type', locktype, 'rel', relation::regclass::text, 'tuple', tuple, 'mode', mode, 'granted', granted))::text, '')
+				FROM pg_locks WHERE pid <> pg_backend_pid() AND locktype NOT IN ('virtualxid')`))
+			blogMu.Lock()
+			t.Logf("node-b log:\n%s", blog.String())
+			blogMu.Unlock()
 			t.Fatal("node-b did not complete the job within 20s")
 		}
 		time.Sleep(20 * time.Millisecond)

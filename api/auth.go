@@ -40,13 +40,23 @@ func (p Principal) has(scope string) bool {
 	return slices.Contains(p.Scopes, scope) || slices.Contains(p.Scopes, ScopeAdmin)
 }
 
-// tenantFilter is the tenant the caller's reads are confined to: its own,
-// or for a spanning token the ?tenant= it asks for ("" = every tenant).
-func (p Principal) tenantFilter(r *http.Request) string {
+// Allows reports whether the principal holds scope (admin holds every
+// scope).
+func (p Principal) Allows(scope string) bool { return p.has(scope) }
+
+// ReadTenant is the tenant reads are confined to: the token's own, or for
+// a token spanning tenants the one requested ("" = every tenant).
+func (p Principal) ReadTenant(requested string) string {
 	if p.Tenant != AllTenants {
 		return p.Tenant
 	}
-	return r.URL.Query().Get("tenant")
+	return requested
+}
+
+// tenantFilter is the tenant the caller's reads are confined to: its own,
+// or for a spanning token the ?tenant= it asks for ("" = every tenant).
+func (p Principal) tenantFilter(r *http.Request) string {
+	return p.ReadTenant(r.URL.Query().Get("tenant"))
 }
 
 // writeTenant is the tenant a write acts for: the token's, or for a

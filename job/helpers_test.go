@@ -66,6 +66,13 @@ func (e *env) startWorker(cfg job.WorkerConfig) *job.Worker {
 	if err := w.Start(ctx); err != nil {
 		e.t.Fatal(err)
 	}
+	// Tests that count on a notification (a cancel reaching the handler
+	// at once) need the LISTEN in place before they act.
+	for deadline := time.Now().Add(10 * time.Second); !l.Connected(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			e.t.Fatal("listener not connected after 10s")
+		}
+	}
 	e.t.Cleanup(func() {
 		stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -93,6 +93,7 @@ var (
 	sqlSampleThroughput  = query("sample_throughput")
 	sqlThroughputSeries  = query("throughput_series")
 	sqlQueueDepthsCapped = query("queue_depths_capped")
+	sqlEstimateJobs      = query("estimate_jobs")
 )
 
 // SampleThroughput records how many jobs finished since the last sample.
@@ -148,4 +149,15 @@ func (s *Store) QueueDepthsCapped(ctx context.Context, limit int) ([]Queue, erro
 		out = append(out, q)
 	}
 	return out, rows.Err()
+}
+
+// EstimateJobs is the planner's estimate of the jobs table's rows (as of
+// the last autovacuum or analyze): instant on any size, unlike count(*).
+func (s *Store) EstimateJobs(ctx context.Context) (int64, error) {
+	var n float64
+	err := s.pool.QueryRow(ctx, sqlEstimateJobs).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("estimate jobs: %w", err)
+	}
+	return int64(n), nil
 }

@@ -20,7 +20,7 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	dbURL := fs.String("database-url", "DATABASE_URL", "", "use this PostgreSQL instead of starting one")
 	dataDir := fs.String("data", "", "", "keep PostgreSQL's data in this directory across runs")
 	nodes := fs.Int("nodes", "", 1, "how many nodes to run")
-	addr := fs.String("addr", "", "127.0.0.1:8080", "HTTP listen address: the API (/v1), /metrics, /healthz, /readyz")
+	addr := fs.String("addr", "", "127.0.0.1:8080", "HTTP listen address: the API (/v1), the dashboard (/ui), /metrics, /healthz, /readyz")
 	devToken := fs.String("token", "", "", "the dev API token to create (at least 16 characters; default: a random one)")
 	nf := addNodeFlags(fs)
 	if err := fs.parse(args); err != nil {
@@ -130,8 +130,8 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 		scheme = "https"
 	}
 	base := scheme + "://" + *addr
-	fmt.Fprintf(m.Stdout, "\nGaffer dev cluster is up: %d node(s).\n  API:      %s/v1  (OpenAPI: %s/v1/openapi.json)\n  token:    %s\n  database: %s\n  etcd:     %s\n  metrics:  %s/metrics\n\nTry:\n  export GAFFER_URL=%s GAFFER_TOKEN=%s\n  gaffer jobs enqueue --kind demo.echo --args '{\"hello\":\"world\"}'\n\nPress Ctrl-C to stop.\n",
-		len(running), base, base, token, url, strings.Join(cfg.EtcdEndpoints, ","), base, base, token)
+	fmt.Fprintf(m.Stdout, "\nGaffer dev cluster is up: %d node(s).\n  dashboard: %s/ui/  (sign in with the token)\n  API:       %s/v1  (OpenAPI: %s/v1/openapi.json)\n  token:     %s\n  database:  %s\n  etcd:      %s\n  metrics:   %s/metrics\n\nTry:\n  export GAFFER_URL=%s GAFFER_TOKEN=%s\n  gaffer jobs enqueue --kind demo.echo --args '{\"hello\":\"world\"}'\n\nPress Ctrl-C to stop.\n",
+		len(running), base, base, base, token, url, strings.Join(cfg.EtcdEndpoints, ","), base, base, token)
 	if *dataDir == "" && *dbURL == "" {
 		fmt.Fprintln(m.Stdout, "  (the database is thrown away on exit; use --data DIR to keep it)")
 	}

@@ -170,8 +170,8 @@ func (e *e2e) waitSQL(what, sql, want string, args ...any) {
 	}
 }
 
-func TestEndToEnd(t *testing.T) {
-	t.Parallel()
+// newE2E starts an embedded etcd and makes a database for one test.
+func newE2E(t *testing.T) *e2e {
 	etcd, err := etcdserver.Start("")
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +183,12 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	e := &e2e{t: t, dbURL: dbURL, pool: pool, etcd: etcd.Endpoint(), env: []string{"DATABASE_URL=" + dbURL}, logs: map[string]*bytes.Buffer{}}
+	return &e2e{t: t, dbURL: dbURL, pool: pool, etcd: etcd.Endpoint(), env: []string{"DATABASE_URL=" + dbURL}, logs: map[string]*bytes.Buffer{}}
+}
+
+func TestEndToEnd(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
 
 	// Migrations and tokens, against the database.
 	if out := e.ok("migrate", "up"); !strings.Contains(out, "up to date") {

@@ -18,6 +18,7 @@ import (
 	"github.com/gafferhq/gaffer"
 	"github.com/gafferhq/gaffer/api"
 	"github.com/gafferhq/gaffer/cluster"
+	"github.com/gafferhq/gaffer/ui"
 )
 
 // nodeFlags are the flags shared by `server` and `dev` that shape a node.
@@ -109,11 +110,11 @@ type serverFlags struct {
 // serverFlagSet defines `gaffer server`'s flags; the compose file test
 // reads it too.
 func (m *Main) serverFlagSet() (*flagSet, *serverFlags) {
-	fs := m.newFlagSet("server", "server [flags]\n\nRuns one production node: it claims and runs jobs from PostgreSQL and serves\nthe API (/v1), /metrics, /healthz and /readyz. SIGTERM drains it (see --drain-timeout).")
+	fs := m.newFlagSet("server", "server [flags]\n\nRuns one production node: it claims and runs jobs from PostgreSQL and serves\nthe API (/v1), the dashboard (/ui), /metrics, /healthz and /readyz. SIGTERM drains it (see --drain-timeout).")
 	return fs, &serverFlags{
 		dbURL:     fs.String("database-url", "DATABASE_URL", "", "PostgreSQL connection URL (required)"),
 		nodeID:    fs.String("node-id", "", "", "this node's id (default hostname-<random>)"),
-		addr:      fs.String("addr", "", ":8080", "HTTP listen address: the API (/v1), /metrics, /healthz, /readyz"),
+		addr:      fs.String("addr", "", ":8080", "HTTP listen address: the API (/v1), the dashboard (/ui), /metrics, /healthz, /readyz"),
 		maxConns:  fs.Int("max-conns", "", 0, "PostgreSQL pool size (default: from total concurrency, 4-20)"),
 		nodeFlags: addNodeFlags(fs),
 	}
@@ -222,7 +223,8 @@ func healthMux(reg *prometheus.Registry, nodes ...*gaffer.Node) *http.ServeMux {
 	return mux
 }
 
-// httpHandler serves the API under /v1 beside the health endpoints.
+// httpHandler serves the API under /v1 and the dashboard under /ui beside
+// the health endpoints.
 func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, nodes ...*gaffer.Node) (http.Handler, *api.Tokens, error) {
 	n := nodes[0]
 	tokens := api.NewTokens(n.Store())
@@ -232,8 +234,15 @@ func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, node
 	if err != nil {
 		return nil, nil, err
 	}
+	dash, err := ui.New(ui.Config{Store: n.Store(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
+		Admin: cluster.NewAdmin(n.Store()), Cluster: n.Cluster(), Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
 	mux := healthMux(reg, nodes...)
 	mux.Handle("/v1/", a)
+	mux.Handle("/ui/", dash)
+	mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
 	return mux, tokens, nil
 }
 

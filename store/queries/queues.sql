@@ -95,3 +95,6 @@ SELECT n.name, coalesce(q.paused, false),
 FROM names n
 LEFT JOIN gaffer.queues q ON q.name = n.name
 ORDER BY n.name;
+
+-- name: estimate_jobs
+SELECT greatest(reltuples, 0)::float8 FROM pg_class WHERE oid = 'gaffer.jobs'::regclass;

@@ -1,0 +1,414 @@
+package ui
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/gafferhq/gaffer/api"
+	"github.com/gafferhq/gaffer/cluster"
+	"github.com/gafferhq/gaffer/cron"
+	"github.com/gafferhq/gaffer/dlq"
+	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/workflow"
+)
+
+// nodeView is a node row with whether it holds the leader fence.
+type nodeView struct {
+	store.NodeRow
+	Leader bool
+}
+
+// Shown is the state to show: a node that left on its own (drained or
+// stopped) is "left", one that vanished is "dead".
+func (n nodeView) Shown() string {
+	if n.State == "dead" && n.LeftReason != "" && n.LeftReason != "lost" {
+		return "left"
+	}
+	return n.State
+}
+
+func (h *Handler) nodes(r *http.Request) ([]nodeView, store.Fence, error) {
+	rows, err := h.cfg.Admin.Nodes(r.Context())
+	if err != nil {
+		return nil, store.Fence{}, err
+	}
+	fence, err := h.cfg.Admin.Fence(r.Context())
+	if err != nil {
+		return nil, fence, err
+	}
+	out := make([]nodeView, len(rows))
+	for i, n := range rows {
+		out[i] = nodeView{NodeRow: n, Leader: n.ID == fence.Leader && n.State != "dead"}
+	}
+	return out, fence, nil
+}
+
+type overviewData struct {
+	Fence  store.Fence
+	Status *cluster.Status
+	Chart  chart
+	Queues []store.Queue
+	// Nodes are the live nodes and those that left within the hour.
+	Nodes  []nodeView
+	Counts map[string]int
+	DLQ    int64
+}
+
+func (h *Handler) overview(r *http.Request, v *view) error {
+	v.Title = "Overview"
+	ctx := r.Context()
+	d := overviewData{Counts: map[string]int{}}
+	nodes, fence, err := h.nodes(r)
+	if err != nil {
+		return err
+	}
+	d.Fence = fence
+	for _, n := range nodes {
+		d.Counts[n.State]++
+		if n.State != "dead" || n.SinceSeen < time.Hour {
+			d.Nodes = append(d.Nodes, n)
+		}
+	}
+	if h.cfg.Cluster != nil {
+		st := h.cfg.Cluster.Status()
+		d.Status = &st
+	}
+	series, err := h.cfg.Store.ThroughputSeries(ctx, time.Hour)
+	if err != nil {
+		return err
+	}
+	d.Chart = throughputChart(series, time.Now())
+	if d.Queues, err = h.cfg.Store.QueueDepthsCapped(ctx, depthCap); err != nil {
+		return err
+	}
+	if d.DLQ, err = h.cfg.Store.CountDLQCapped(ctx, v.P.ReadTenant(v.Tenant), depthCap); err != nil {
+		return err
+	}
+	v.Data = d
+	return nil
+}
+
+var jobStates = []string{"pending", "running", "retrying", "completed", "failed", "cancelled"}
+
+type jobsData struct {
+	States             []string
+	State, Queue, Kind string
+	Before             int64
+	Jobs               []*job.Job
+	// Older is the cursor of the next page; zero on the last.
+	Older int64
+	// Estimate is the planner's row estimate for the whole table, shown to
+	// tokens that span tenants; exact counts of millions are slow.
+	Estimate int64
+}
+
+func (h *Handler) jobsPage(r *http.Request, v *view) error {
+	v.Title = "Jobs"
+	q := r.URL.Query()
+	d := jobsData{States: jobStates, State: q.Get("state"), Queue: q.Get("queue"), Kind: q.Get("kind")}
+	f := job.Filter{Tenant: v.P.ReadTenant(v.Tenant), Queue: d.Queue, Kind: d.Kind, Limit: pageSize}
+	if d.State != "" {
+		if !slices.Contains(jobStates, d.State) {
+			return badInput("state must be one of pending, running, retrying, completed, failed, cancelled; got %q", d.State)
+		}
+		f.States = []job.State{job.State(d.State)}
+	}
+	if d.Queue != "" {
+		if err := job.ValidateName("queue", d.Queue); err != nil {
+			return err
+		}
+	}
+	if d.Kind != "" {
+		if err := job.ValidateKind(d.Kind); err != nil {
+			return err
+		}
+	}
+	var err error
+	if d.Before, err = idParam(r, "before"); err != nil {
+		return err
+	}
+	f.BeforeID = d.Before
+	if d.Jobs, err = h.cfg.Jobs.List(r.Context(), f); err != nil {
+		return err
+	}
+	if len(d.Jobs) == pageSize {
+		d.Older = d.Jobs[len(d.Jobs)-1].ID
+	}
+	if v.Spanning() {
+		if d.Estimate, err = h.cfg.Store.EstimateJobs(r.Context()); err != nil {
+			return err
+		}
+	}
+	v.Data = d
+	return nil
+}
+
+type jobData struct {
+	Job *job.Job
+	// Entry is a failed job's DLQ entry, if it still exists.
+	Entry             *dlq.Entry
+	CanCancel         bool
+	CanRetry          bool
+	RetryExplanation  string
+	CancelExplanation string
+}
+
+func (h *Handler) jobPage(r *http.Request, v *view) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	tenant := v.P.ReadTenant("")
+	j, err := h.cfg.Jobs.Get(r.Context(), tenant, id)
+	if err != nil {
+		return err
+	}
+	v.Title = "Job " + strconv.FormatInt(id, 10)
+	d := jobData{Job: j}
+	switch j.State {
+	case job.Retrying:
+		d.CanRetry, d.RetryExplanation = true, "Run the next attempt now instead of waiting out the backoff."
+	case job.Failed:
+		entries, err := h.cfg.DLQ.List(r.Context(), dlq.Filter{Tenant: tenant, JobID: id, Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(entries) == 1 {
+			d.Entry = &entries[0]
+			if d.Entry.ReplayedAt == nil {
+				d.CanRetry, d.RetryExplanation = true, "Replay its DLQ entry into one new job."
+			}
+		}
+	}
+	if !j.State.Finished() {
+		d.CanCancel = !j.CancelRequested
+		d.CancelExplanation = "Cancel now."
+		if j.State == job.Running {
+			d.CancelExplanation = "Cancel the running handler's context; the job ends cancelled."
+		}
+	}
+	v.Data = d
+	return nil
+}
+
+func (h *Handler) queuesPage(r *http.Request, v *view) error {
+	v.Title = "Queues"
+	qs, err := h.cfg.Store.QueueDepthsCapped(r.Context(), depthCap)
+	if err != nil {
+		return err
+	}
+	v.Data = qs
+	return nil
+}
+
+func (h *Handler) nodesPage(r *http.Request, v *view) error {
+	v.Title = "Nodes"
+	nodes, fence, err := h.nodes(r)
+	if err != nil {
+		return err
+	}
+	v.Data = struct {
+		Nodes []nodeView
+		Fence store.Fence
+	}{nodes, fence}
+	return nil
+}
+
+type cronRow struct {
+	cron.Entry
+	Next []time.Time
+}
+
+func (h *Handler) cronPage(r *http.Request, v *view) error {
+	v.Title = "Cron"
+	entries, err := h.cfg.Cron.List(r.Context(), v.P.ReadTenant(v.Tenant), "", 200)
+	if err != nil {
+		return err
+	}
+	rows := make([]cronRow, len(entries))
+	for i, e := range entries {
+		rows[i] = cronRow{Entry: e, Next: []time.Time{e.NextRunAt}}
+		if s, err := cron.Parse(e.Schedule, e.Timezone); err == nil {
+			rows[i].Next = append(rows[i].Next, cron.NextN(s, e.NextRunAt, 2)...)
+		}
+	}
+	v.Data = struct {
+		Entries []cronRow
+		Limited bool
+	}{rows, len(rows) == 200}
+	return nil
+}
+
+type cronEntryData struct {
+	Entry   cron.Entry
+	Next    []time.Time
+	History []cron.Occurrence
+}
+
+// cronTenant is the tenant named in a cron path, if the token may see it.
+func cronTenant(r *http.Request, p api.Principal) (string, error) {
+	t := r.PathValue("tenant")
+	if p.Tenant != api.AllTenants && t != p.Tenant {
+		return "", cron.ErrNotFound
+	}
+	return t, nil
+}
+
+func (h *Handler) cronEntryPage(r *http.Request, v *view) error {
+	tenant, err := cronTenant(r, v.P)
+	if err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	e, err := h.cfg.Cron.Get(r.Context(), tenant, name)
+	if err != nil {
+		return err
+	}
+	v.Title = "Cron " + name
+	d := cronEntryData{Entry: e}
+	if d.Next, err = h.cfg.Cron.NextTimes(r.Context(), tenant, name, 10); err != nil {
+		return err
+	}
+	if d.History, err = h.cfg.Cron.History(r.Context(), tenant, name, time.Time{}, 50); err != nil {
+		return err
+	}
+	v.Data = d
+	return nil
+}
+
+type dlqData struct {
+	Queue, Kind, Error, Show string
+	Before                   int64
+	Entries                  []dlq.Entry
+	Older                    int64
+	Unreplayed               int64
+}
+
+// dlqFilter reads the DLQ filter fields from a query or form.
+func dlqFilter(get func(string) string, p api.Principal, tenant string) (dlq.Filter, string, error) {
+	f := dlq.Filter{Tenant: p.ReadTenant(tenant), Queue: get("queue"), Kind: get("kind"), ErrorContains: get("error")}
+	show := get("show")
+	switch show {
+	case "", "unreplayed":
+		show = "unreplayed"
+		f.Replayed = new(bool)
+	case "replayed":
+		f.Replayed = new(bool)
+		*f.Replayed = true
+	case "all":
+	default:
+		return f, "", badInput("show must be unreplayed, replayed or all; got %q", show)
+	}
+	return f, show, f.Validate()
+}
+
+func (h *Handler) dlqPage(r *http.Request, v *view) error {
+	v.Title = "Dead-letter queue"
+	q := r.URL.Query()
+	f, show, err := dlqFilter(q.Get, v.P, v.Tenant)
+	if err != nil {
+		return err
+	}
+	d := dlqData{Queue: f.Queue, Kind: f.Kind, Error: f.ErrorContains, Show: show}
+	if d.Before, err = idParam(r, "before"); err != nil {
+		return err
+	}
+	f.BeforeID, f.Limit = d.Before, pageSize
+	if d.Entries, err = h.cfg.DLQ.List(r.Context(), f); err != nil {
+		return err
+	}
+	if len(d.Entries) == pageSize {
+		d.Older = d.Entries[len(d.Entries)-1].ID
+	}
+	if d.Unreplayed, err = h.cfg.Store.CountDLQCapped(r.Context(), f.Tenant, depthCap); err != nil {
+		return err
+	}
+	v.Data = d
+	return nil
+}
+
+func (h *Handler) dlqEntryPage(r *http.Request, v *view) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	e, err := h.cfg.DLQ.Get(r.Context(), v.P.ReadTenant(""), id)
+	if err != nil {
+		return err
+	}
+	v.Title = "DLQ entry " + strconv.FormatInt(id, 10)
+	v.Data = e
+	return nil
+}
+
+var runStates = []string{workflow.Running, workflow.Completed, workflow.Failed, workflow.Cancelled}
+
+func (h *Handler) workflowsPage(r *http.Request, v *view) error {
+	v.Title = "Workflow runs"
+	state := r.URL.Query().Get("state")
+	before, err := idParam(r, "before")
+	if err != nil {
+		return err
+	}
+	if state != "" && !slices.Contains(runStates, state) {
+		return badInput("state must be one of running, completed, failed, cancelled; got %q", state)
+	}
+	runs, err := h.cfg.Workflows.List(r.Context(), v.P.ReadTenant(v.Tenant), state, before, pageSize)
+	if err != nil {
+		return err
+	}
+	var older int64
+	if len(runs) == pageSize {
+		older = runs[len(runs)-1].ID
+	}
+	v.Data = struct {
+		States        []string
+		State         string
+		Runs          []workflow.Run
+		Before, Older int64
+	}{runStates, state, runs, before, older}
+	return nil
+}
+
+func (h *Handler) workflowPage(r *http.Request, v *view) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	run, err := h.cfg.Workflows.Get(r.Context(), v.P.ReadTenant(""), id)
+	if err != nil {
+		return err
+	}
+	v.Title = "Workflow run " + strconv.FormatInt(id, 10)
+	v.Data = struct {
+		Run workflow.Run
+		DAG dag
+	}{run, layoutDAG(run.Steps)}
+	return nil
+}
+
+// pathID reads a positive integer id from the path.
+func pathID(r *http.Request, name string) (int64, error) {
+	s := r.PathValue(name)
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, badInput("%s must be a positive integer, got %q", name, s)
+	}
+	return id, nil
+}
+
+// idParam reads an optional positive integer from the query.
+func idParam(r *http.Request, name string) (int64, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return 0, nil
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, badInput("%s must be a positive integer, got %q", name, s)
+	}
+	return id, nil
+}

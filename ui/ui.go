@@ -1,0 +1,458 @@
+// Package ui is Gaffer's dashboard: server-rendered pages under /ui that
+// every node serves, reading and acting through the same clients, tokens
+// and scopes as the HTTP API.
+//
+// A visitor signs in with an API token; the token is kept in an HttpOnly,
+// SameSite=Strict cookie scoped to /ui and checked on every request, so a
+// revoked token stops working within the token cache's lifetime. Every
+// action is a POST carrying a CSRF token derived from the session's API
+// token, and a POST from another origin is refused.
+package ui
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"embed"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/gafferhq/gaffer/api"
+	"github.com/gafferhq/gaffer/cluster"
+	"github.com/gafferhq/gaffer/cron"
+	"github.com/gafferhq/gaffer/dlq"
+	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/workflow"
+)
+
+// Config configures the dashboard. Every field but Cluster and Logger is
+// required.
+type Config struct {
+	Store     *store.Store
+	Tokens    *api.Tokens
+	Jobs      *job.Client
+	DLQ       *dlq.Client
+	Cron      *cron.Client
+	Workflows *workflow.Client
+	Admin     *cluster.Admin
+	// Cluster is the serving node's membership; nil without etcd.
+	Cluster *cluster.Cluster
+	Logger  hclog.Logger
+	// SessionLength is how long a sign-in lasts. Default 12h.
+	SessionLength time.Duration
+}
+
+// Handler serves the dashboard under /ui/. It is an http.Handler.
+type Handler struct {
+	cfg   Config
+	log   hclog.Logger
+	mux   *http.ServeMux
+	pages map[string]*template.Template
+}
+
+const (
+	sessionCookie = "gaffer_session"
+	flashCookie   = "gaffer_flash"
+	// depthCap is where the dashboard stops counting a queue's or the
+	// DLQ's rows: beyond it the page says "10,000+", which stays fast on a
+	// table of millions.
+	depthCap = 10000
+	pageSize = 50
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// New returns the dashboard handler.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Store == nil || cfg.Tokens == nil || cfg.Jobs == nil || cfg.DLQ == nil || cfg.Cron == nil || cfg.Workflows == nil || cfg.Admin == nil {
+		return nil, errors.New("ui: Config.Store, Tokens, Jobs, DLQ, Cron, Workflows and Admin are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.SessionLength == 0 {
+		cfg.SessionLength = 12 * time.Hour
+	}
+	h := &Handler{cfg: cfg, log: cfg.Logger.Named("ui"), mux: http.NewServeMux(), pages: map[string]*template.Template{}}
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		base := strings.TrimPrefix(name, "templates/")
+		if base == "layout.html" {
+			continue
+		}
+		t, err := template.New(base).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", name)
+		if err != nil {
+			return nil, fmt.Errorf("ui: parse %s: %w", name, err)
+		}
+		h.pages[strings.TrimSuffix(base, ".html")] = t
+	}
+	h.routes()
+	return h, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "same-origin")
+	h.mux.ServeHTTP(w, r)
+}
+
+// page is a GET handler: it fills v.Data (and v.Title) or returns an error.
+type page func(r *http.Request, v *view) error
+
+// action is a POST handler: it acts and returns where to go next and what
+// to tell the user there.
+type action func(r *http.Request, p api.Principal) (redirect, message string, err error)
+
+func (h *Handler) routes() {
+	static, _ := fs.Sub(staticFS, "static")
+	h.mux.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", cacheFor(time.Hour, http.FileServerFS(static))))
+	h.mux.HandleFunc("GET /ui/login", h.loginForm)
+	h.mux.HandleFunc("POST /ui/login", h.login)
+	h.mux.HandleFunc("POST /ui/logout", h.logout)
+
+	h.get("GET /ui/{$}", "overview", h.overview)
+	h.get("GET /ui/jobs", "jobs", h.jobsPage)
+	h.get("GET /ui/jobs/{id}", "job", h.jobPage)
+	h.get("GET /ui/queues", "queues", h.queuesPage)
+	h.get("GET /ui/nodes", "nodes", h.nodesPage)
+	h.get("GET /ui/cron", "cron", h.cronPage)
+	h.get("GET /ui/cron/{tenant}/{name}", "cron_entry", h.cronEntryPage)
+	h.get("GET /ui/dlq", "dlq", h.dlqPage)
+	h.get("GET /ui/dlq/{id}", "dlq_entry", h.dlqEntryPage)
+	h.get("GET /ui/workflows", "workflows", h.workflowsPage)
+	h.get("GET /ui/workflows/{id}", "workflow", h.workflowPage)
+
+	h.post("POST /ui/jobs/{id}/cancel", api.ScopeJobsWrite, h.cancelJob)
+	h.post("POST /ui/jobs/{id}/retry", api.ScopeJobsWrite, h.retryJob)
+	h.post("POST /ui/queues/{queue}/pause", api.ScopeAdmin, h.pauseQueue)
+	h.post("POST /ui/queues/{queue}/resume", api.ScopeAdmin, h.resumeQueue)
+	h.post("POST /ui/nodes/{id}/drain", api.ScopeAdmin, h.drainNode)
+	h.post("POST /ui/nodes/{id}/undrain", api.ScopeAdmin, h.undrainNode)
+	h.post("POST /ui/cron/{tenant}/{name}/pause", api.ScopeJobsWrite, h.pauseCron)
+	h.post("POST /ui/cron/{tenant}/{name}/resume", api.ScopeJobsWrite, h.resumeCron)
+	h.post("POST /ui/cron/{tenant}/{name}/trigger", api.ScopeJobsWrite, h.triggerCron)
+	h.post("POST /ui/dlq/replay", api.ScopeJobsWrite, h.replayDLQ)
+	h.post("POST /ui/dlq/purge", api.ScopeJobsWrite, h.purgeDLQ)
+	h.post("POST /ui/dlq/{id}/delete", api.ScopeJobsWrite, h.deleteDLQEntry)
+	h.post("POST /ui/workflows/{id}/cancel", api.ScopeJobsWrite, h.cancelWorkflow)
+
+	h.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
+		p, ok := h.principal(r)
+		if !ok {
+			h.toLogin(w, r)
+			return
+		}
+		h.render(w, r, http.StatusNotFound, "error", &view{P: p, Title: "Not found", Data: "No such page: " + r.URL.Path})
+	})
+}
+
+func cacheFor(d time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", fmt.Sprintf("public, max-age=%d", int(d.Seconds())))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// view is what every template receives.
+type view struct {
+	Title string
+	Nav   string
+	P     api.Principal
+	CSRF  string
+	Flash string
+	// Tenant is the tenant filter a spanning token chose ("" = all).
+	Tenant string
+	Now    time.Time
+	Data   any
+}
+
+// Spanning reports whether the signed-in token spans tenants.
+func (v *view) Spanning() bool { return v.P.Tenant == api.AllTenants }
+
+// Can reports whether the signed-in token holds scope.
+func (v *view) Can(scope string) bool { return v.P.Allows(scope) }
+
+func (h *Handler) get(pattern, name string, pg page) {
+	if _, ok := h.pages[name]; !ok {
+		panic("ui: no template for page " + name)
+	}
+	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		p, ok := h.principal(r)
+		if !ok {
+			h.toLogin(w, r)
+			return
+		}
+		if !p.Allows(api.ScopeJobsRead) {
+			h.render(w, r, http.StatusForbidden, "error", &view{P: p, Title: "Forbidden", Data: "This token lacks the jobs:read scope the dashboard needs."})
+			return
+		}
+		v := &view{P: p, Nav: strings.SplitN(name, "_", 2)[0], CSRF: h.csrf(r), Flash: takeFlash(w, r), Now: time.Now()}
+		if p.Tenant == api.AllTenants {
+			v.Tenant = r.URL.Query().Get("tenant")
+		}
+		if v.Nav == "job" || v.Nav == "workflow" {
+			v.Nav += "s"
+		}
+		if err := pg(r, v); err != nil {
+			status, msg := h.describe(err)
+			h.render(w, r, status, "error", &view{P: p, Nav: v.Nav, Title: http.StatusText(status), Data: msg})
+			return
+		}
+		h.render(w, r, http.StatusOK, name, v)
+	})
+}
+
+func (h *Handler) post(pattern, scope string, act action) {
+	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		p, ok := h.principal(r)
+		if !ok {
+			h.toLogin(w, r)
+			return
+		}
+		if !sameOrigin(r) {
+			h.render(w, r, http.StatusForbidden, "error", &view{P: p, Title: "Forbidden", Data: "The request came from another site and was refused."})
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+		if err := r.ParseForm(); err != nil {
+			h.render(w, r, http.StatusBadRequest, "error", &view{P: p, Title: "Bad request", Data: "The form could not be read: " + err.Error()})
+			return
+		}
+		if !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(h.csrf(r))) {
+			h.render(w, r, http.StatusForbidden, "error", &view{P: p, Title: "Forbidden", Data: "The form's CSRF token is missing or stale; reload the page and try again."})
+			return
+		}
+		if !p.Allows(scope) {
+			h.render(w, r, http.StatusForbidden, "error", &view{P: p, Title: "Forbidden", Data: "This token lacks the " + scope + " scope this action needs."})
+			return
+		}
+		to, msg, err := act(r, p)
+		if err != nil {
+			status, text := h.describe(err)
+			if status >= 500 {
+				h.render(w, r, status, "error", &view{P: p, Title: http.StatusText(status), Data: text})
+				return
+			}
+			msg = "Refused: " + text
+			if to == "" {
+				to = backTo(r)
+			}
+		}
+		setFlash(w, msg)
+		http.Redirect(w, r, to, http.StatusSeeOther)
+	})
+}
+
+// backTo is the page a refused action returns to: the form's "back" field
+// when it is a dashboard path, else the overview.
+func backTo(r *http.Request) string {
+	if b := r.PostForm.Get("back"); localPath(b) {
+		return b
+	}
+	return "/ui/"
+}
+
+func localPath(p string) bool {
+	return strings.HasPrefix(p, "/ui/") && !strings.HasPrefix(p, "//") && !strings.ContainsAny(p, "\\\r\n")
+}
+
+// describe turns an error into a status and a message for the user.
+func (h *Handler) describe(err error) (int, string) {
+	var ve *job.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		return http.StatusBadRequest, ve.Error()
+	case errors.Is(err, errBadInput):
+		return http.StatusBadRequest, strings.TrimPrefix(err.Error(), errBadInput.Error()+": ")
+	case errors.Is(err, job.ErrNotFound), errors.Is(err, dlq.ErrNotFound), errors.Is(err, cron.ErrNotFound),
+		errors.Is(err, workflow.ErrNotFound), errors.Is(err, cluster.ErrUnknownNode), errors.Is(err, errNotFound):
+		return http.StatusNotFound, err.Error()
+	case errors.Is(err, job.ErrFinished), errors.Is(err, job.ErrNotRetryable), errors.Is(err, dlq.ErrAlreadyReplayed),
+		errors.Is(err, workflow.ErrFinished):
+		return http.StatusConflict, err.Error()
+	case errors.Is(err, context.Canceled):
+		return http.StatusServiceUnavailable, "the request was cancelled"
+	}
+	h.log.Error("dashboard request failed", "error", err)
+	return http.StatusInternalServerError, "Something went wrong on the server: " + err.Error()
+}
+
+var (
+	errBadInput = errors.New("bad input")
+	errNotFound = errors.New("not found")
+)
+
+func badInput(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", errBadInput, fmt.Sprintf(format, a...))
+}
+
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, name string, v *view) {
+	if v.CSRF == "" {
+		v.CSRF = h.csrf(r)
+	}
+	if v.Now.IsZero() {
+		v.Now = time.Now()
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	if err := h.pages[name].ExecuteTemplate(w, "layout", v); err != nil {
+		h.log.Error("render page", "page", name, "error", err)
+	}
+}
+
+// principal authenticates the session cookie.
+func (h *Handler) principal(r *http.Request) (api.Principal, bool) {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil || c.Value == "" {
+		return api.Principal{}, false
+	}
+	p, err := h.cfg.Tokens.Authenticate(r.Context(), c.Value)
+	if err != nil {
+		if !errors.Is(err, api.ErrBadToken) {
+			h.log.Warn("check dashboard session", "error", err)
+		}
+		return api.Principal{}, false
+	}
+	return p, true
+}
+
+// csrf is the session's CSRF token: an HMAC of a fixed label keyed by the
+// session's API token, which only the signed-in browser holds.
+func (h *Handler) csrf(r *http.Request) string {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil || c.Value == "" {
+		return ""
+	}
+	m := hmac.New(sha256.New, []byte(c.Value))
+	m.Write([]byte("gaffer dashboard csrf v1"))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// sameOrigin refuses a request whose Origin (or, lacking it, Referer)
+// names another host. Browsers send Origin on every POST.
+func sameOrigin(r *http.Request) bool {
+	src := r.Header.Get("Origin")
+	if src == "" {
+		src = r.Header.Get("Referer")
+	}
+	if src == "" {
+		return true
+	}
+	u, err := url.Parse(src)
+	return err == nil && u.Host == r.Host
+}
+
+func (h *Handler) toLogin(w http.ResponseWriter, r *http.Request) {
+	next := r.URL.RequestURI()
+	if r.Method != http.MethodGet {
+		next = "/ui/"
+	}
+	http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(next), http.StatusSeeOther)
+}
+
+type loginData struct {
+	Next  string
+	Error string
+}
+
+func (h *Handler) loginForm(w http.ResponseWriter, r *http.Request) {
+	next := r.URL.Query().Get("next")
+	if !localPath(next) {
+		next = "/ui/"
+	}
+	h.render(w, r, http.StatusOK, "login", &view{Title: "Sign in", Data: loginData{Next: next}})
+}
+
+func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if !sameOrigin(r) || r.ParseForm() != nil {
+		http.Error(w, "bad sign-in request", http.StatusBadRequest)
+		return
+	}
+	next := r.PostForm.Get("next")
+	if !localPath(next) {
+		next = "/ui/"
+	}
+	token := strings.TrimSpace(r.PostForm.Get("token"))
+	fail := func(msg string) {
+		h.render(w, r, http.StatusUnauthorized, "login", &view{Title: "Sign in", Data: loginData{Next: next, Error: msg}})
+	}
+	if token == "" {
+		fail("Enter an API token.")
+		return
+	}
+	p, err := h.cfg.Tokens.Authenticate(r.Context(), token)
+	if errors.Is(err, api.ErrBadToken) {
+		fail("That token is not valid (unknown or revoked).")
+		return
+	}
+	if err != nil {
+		h.log.Error("dashboard sign-in", "error", err)
+		fail("The token could not be checked: the database did not answer. Try again.")
+		return
+	}
+	if !p.Allows(api.ScopeJobsRead) {
+		fail("That token lacks the jobs:read scope the dashboard needs.")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: token, Path: "/ui/", MaxAge: int(h.cfg.SessionLength.Seconds()),
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
+	r.ParseForm()
+	if !sameOrigin(r) || !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(h.csrf(r))) {
+		http.Error(w, "bad sign-out request", http.StatusForbidden)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/ui/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+}
+
+// setFlash leaves a message for the next page the browser loads.
+func setFlash(w http.ResponseWriter, msg string) {
+	if msg == "" {
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: base64.RawURLEncoding.EncodeToString([]byte(msg)), Path: "/ui/",
+		MaxAge: 60, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+}
+
+func takeFlash(w http.ResponseWriter, r *http.Request) string {
+	if r.Header.Get("X-Gaffer-Live") != "" {
+		return ""
+	}
+	c, err := r.Cookie(flashCookie)
+	if err != nil {
+		return ""
+	}
+	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: "", Path: "/ui/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	b, err := base64.RawURLEncoding.DecodeString(c.Value)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
