@@ -299,7 +299,7 @@ func (c *Client) Trigger(ctx context.Context, tenant, name string) (int64, error
 		return 0, err
 	}
 	var occ []store.CronOccurrence
-	tx, err := c.store.Pool().Begin(ctx)
+	tx, err := c.store.Begin(ctx)
 	if err != nil {
 		return 0, err
 	}

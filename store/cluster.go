@@ -171,7 +171,7 @@ type Fence struct {
 // fence, then returns an error (retry).
 func (s *Store) RaiseFence(ctx context.Context, epoch int64, leader string, lockWait time.Duration) (bool, error) {
 	raised := false
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, s.pool, guarded, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", max(lockWait.Milliseconds(), 1))); err != nil {
 			return err
 		}
@@ -202,12 +202,9 @@ func (s *Store) ReadFence(ctx context.Context) (Fence, error) {
 // epoch. The fence row is share-locked for the transaction, so a newer
 // leader's raise waits for it, and a transaction begun after a raise
 // sees the new epoch and returns ErrFenced without running fn. A deposed
-// leader stopped mid-transaction holds the lock at most idleTimeout.
+// leader stopped mid-transaction holds the lock at most IdleInTxTimeout.
 func (s *Store) Fenced(ctx context.Context, epoch int64, fn func(q DB) error) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL idle_in_transaction_session_timeout = 5000"); err != nil {
-			return err
-		}
+	return pgx.BeginTxFunc(ctx, s.pool, guarded, func(tx pgx.Tx) error {
 		var current int64
 		if err := tx.QueryRow(ctx, sqlCheckFence).Scan(&current); err != nil {
 			return fmt.Errorf("check leader fence: %w", err)

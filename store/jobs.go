@@ -205,10 +205,9 @@ func (s *Store) InsertJobs(ctx context.Context, q DB, ps []InsertParams) ([]int6
 	if len(ps) == 0 {
 		return nil, nil
 	}
-	db := s.db(q)
 	// COPY and the notify must commit together; a pool gives us neither, so
 	// open a transaction (a savepoint when q is the caller's).
-	tx, err := db.Begin(ctx)
+	tx, err := s.begin(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}

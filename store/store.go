@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -143,9 +144,36 @@ func query(name string) string {
 	return q
 }
 
-// InTx runs fn in a transaction, committing if fn returns nil.
+// IdleInTxTimeout bounds how long the server keeps one of Gaffer's own
+// transactions open while its client sends nothing. A node paused
+// (SIGSTOP, a VM freeze) between a transaction's statements would
+// otherwise hold the row locks it took for as long as it stays paused, and
+// every other node's SKIP LOCKED claim and rescue would pass those jobs
+// by; past this bound the server ends the session and releases them.
+const IdleInTxTimeout = 5 * time.Second
+
+// guarded begins Gaffer's own transactions, with IdleInTxTimeout set in
+// the same round trip as BEGIN.
+var guarded = pgx.TxOptions{BeginQuery: fmt.Sprintf("BEGIN; SET LOCAL idle_in_transaction_session_timeout = %d", IdleInTxTimeout.Milliseconds())}
+
+// InTx runs fn in a transaction, committing if fn returns nil. The
+// transaction is bounded by IdleInTxTimeout.
 func (s *Store) InTx(ctx context.Context, fn func(q DB) error) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return fn(tx) })
+	return pgx.BeginTxFunc(ctx, s.pool, guarded, func(tx pgx.Tx) error { return fn(tx) })
+}
+
+// Begin starts a transaction bounded by IdleInTxTimeout, for callers that
+// commit it themselves.
+func (s *Store) Begin(ctx context.Context) (pgx.Tx, error) { return s.pool.BeginTx(ctx, guarded) }
+
+// begin opens a transaction inside q, or a bounded one when q is nil. In
+// the caller's transaction it is a savepoint, and the caller's settings
+// stand.
+func (s *Store) begin(ctx context.Context, q DB) (pgx.Tx, error) {
+	if q == nil {
+		return s.Begin(ctx)
+	}
+	return q.Begin(ctx)
 }
 
 func notFound(err error) error {

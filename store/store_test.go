@@ -390,3 +390,91 @@ func TestQueueDepthsCappedAndThroughput(t *testing.T) {
 		t.Fatalf("rate = %+v, want 0.3 completed/s", series[0])
 	}
 }
+
+// A node paused between two statements of one of Gaffer's transactions
+// must not hold the row locks it took for as long as it stays paused:
+// the server ends the session after store.IdleInTxTimeout and other nodes
+// can claim or rescue those rows.
+func TestPausedTransactionReleasesItsLocks(t *testing.T) {
+	t.Parallel()
+	st := pgtest.NewStore(t)
+	ctx := context.Background()
+	ids, err := st.InsertJobs(ctx, nil, []store.InsertParams{params("k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	locked := make(chan struct{})
+	txErr := make(chan error, 1)
+	go func() {
+		txErr <- st.InTx(ctx, func(q store.DB) error {
+			if _, err := q.Exec(ctx, `SELECT id FROM gaffer.jobs WHERE id = $1 FOR UPDATE`, ids[0]); err != nil {
+				return err
+			}
+			close(locked)
+			// The client goes quiet inside the transaction, as a stopped
+			// process would.
+			time.Sleep(store.IdleInTxTimeout + 2*time.Second)
+			_, err := q.Exec(ctx, `SELECT 1`)
+			return err
+		})
+	}()
+	<-locked
+	start := time.Now()
+	for {
+		var got []int64
+		rows, err := st.Pool().Query(ctx, `SELECT id FROM gaffer.jobs WHERE id = $1 FOR UPDATE SKIP LOCKED`, ids[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var id int64
+			rows.Scan(&id)
+			got = append(got, id)
+		}
+		if rows.Err() != nil {
+			t.Fatal(rows.Err())
+		}
+		if len(got) == 1 {
+			break
+		}
+		if time.Since(start) > store.IdleInTxTimeout+time.Second {
+			t.Fatalf("the row is still locked %s after its transaction went quiet", time.Since(start))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if waited := time.Since(start); waited < store.IdleInTxTimeout-time.Second {
+		t.Fatalf("the lock went after %s, before the timeout", waited)
+	}
+	if err := <-txErr; err == nil {
+		t.Fatal("the quiet transaction committed after its session was ended")
+	}
+
+	// Every way the store opens a transaction of its own carries the bound.
+	want := store.IdleInTxTimeout.String() // "5s", as PostgreSQL shows it
+	show := func(q store.DB) string {
+		var v string
+		if err := q.QueryRow(ctx, `SHOW idle_in_transaction_session_timeout`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if err := st.InTx(ctx, func(q store.DB) error {
+		if v := show(q); v != want {
+			t.Errorf("InTx: idle_in_transaction_session_timeout = %s, want %s", v, want)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := st.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := show(tx); v != want {
+		t.Errorf("Begin: idle_in_transaction_session_timeout = %s, want %s", v, want)
+	}
+	tx.Rollback(ctx)
+	if v := show(st.Pool()); v == want {
+		t.Errorf("the bound leaked out of the transaction onto the pool's session")
+	}
+}

@@ -72,7 +72,7 @@ type WorkflowStep struct {
 // no dependencies, in one transaction. It returns the run's id.
 func (s *Store) CreateWorkflowRun(ctx context.Context, tenant, name string, steps []WorkflowStepParams) (int64, error) {
 	var id int64
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, s.pool, guarded, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, sqlInsertWorkflowRun, tenant, name).Scan(&id); err != nil {
 			return err
 		}
@@ -163,7 +163,7 @@ var ErrRunFinished = errors.New("workflow run already finished")
 // active steps' jobs are cancelled or told to stop. Errors: ErrNotFound,
 // ErrRunFinished.
 func (s *Store) CancelWorkflowRun(ctx context.Context, tenant string, id int64) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	return pgx.BeginTxFunc(ctx, s.pool, guarded, func(tx pgx.Tx) error {
 		var state string
 		if err := tx.QueryRow(ctx, sqlLockWorkflowRun, id, nullString(tenant)).Scan(&state); err != nil {
 			return notFound(err)
