@@ -47,6 +47,13 @@ func Open(ctx context.Context, databaseURL string, maxConns int32) (*Store, erro
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
+	// Gaffer's queries are short and indexed; PostgreSQL's JIT, which the
+	// planner turns on for any query its estimates call expensive (a
+	// dashboard's capped counts over a big table), costs far more to
+	// compile than it saves. A URL that sets jit decides for itself.
+	if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
+		cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to database: %w", err)

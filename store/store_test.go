@@ -353,6 +353,16 @@ func TestQueueDepthsCappedAndThroughput(t *testing.T) {
 	if err := st.SetQueuePaused(ctx, "idle", true); err != nil {
 		t.Fatal(err)
 	}
+	// A queue a live node works is listed with no jobs; a gone node's is not.
+	if err := st.RegisterNode(ctx, "n1", "h", "dev", map[string]int{"default": 2, "mail": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RegisterNode(ctx, "n2", "h", "dev", map[string]int{"ghost": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.NodeLeft(ctx, "n2", "stopped"); err != nil {
+		t.Fatal(err)
+	}
 	jobs, err := st.ClaimJobs(ctx, store.ClaimParams{Queue: "default", Limit: 4, Token: 1, LeaseTTL: time.Minute, Node: "n1"})
 	if err != nil || len(jobs) != 4 {
 		t.Fatalf("claimed %d, %v", len(jobs), err)
@@ -373,9 +383,24 @@ func TestQueueDepthsCappedAndThroughput(t *testing.T) {
 	for _, q := range qs {
 		got[q.Name] = q
 	}
-	if len(qs) != 3 || got["default"].Pending != 10 || got["default"].Running != 1 ||
-		got["b"].Pending != 5 || !got["idle"].Paused || got["idle"].Pending != 0 {
+	if len(qs) != 4 || got["default"].Pending != 10 || got["default"].Running != 1 ||
+		got["b"].Pending != 5 || !got["idle"].Paused || got["idle"].Pending != 0 || got["mail"].Name != "mail" {
 		t.Fatalf("capped depths = %+v", qs)
+	}
+	// The exact listing agrees on the names and counts past the cap.
+	all, err := st.ListQueues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, q := range all {
+		names = append(names, q.Name)
+		if q.Name == "default" && (q.Pending != 26 || q.Running != 1) {
+			t.Fatalf("exact depth of default = %+v", q)
+		}
+	}
+	if !slices.Equal(names, []string{"b", "default", "idle", "mail"}) {
+		t.Fatalf("queues listed: %v", names)
 	}
 
 	if err := st.SampleThroughput(ctx); err != nil {

@@ -41,7 +41,7 @@ func throughputChart(series []store.ThroughputPoint, now time.Time) chart {
 	for _, p := range series {
 		top = math.Max(top, math.Max(p.CompletedPerSec, p.FailedPerSec))
 	}
-	top = niceCeil(top)
+	top, step := niceScale(top)
 	start := now.Add(-time.Hour)
 	x := func(t time.Time) int {
 		f := float64(t.Sub(start)) / float64(time.Hour)
@@ -60,8 +60,8 @@ func throughputChart(series []store.ThroughputPoint, now time.Time) chart {
 		fmt.Fprintf(&failed, "%d,%d ", pt.X, pt.Failed)
 	}
 	c.Completed, c.Failed = strings.TrimSpace(done.String()), strings.TrimSpace(failed.String())
-	for i := 0; i <= 4; i++ {
-		v := top * float64(i) / 4
+	for i := 0; float64(i)*step <= top*1.0001; i++ {
+		v := float64(i) * step
 		c.YTicks = append(c.YTicks, tick{X: c.Left - 6, Y: y(v), Label: rate(v)})
 	}
 	for m := 0; m <= 60; m += 15 {
@@ -75,18 +75,23 @@ func throughputChart(series []store.ThroughputPoint, now time.Time) chart {
 	return c
 }
 
-// niceCeil rounds v up to 1, 2 or 5 times a power of ten (at least 1).
-func niceCeil(v float64) float64 {
-	if v <= 1 {
-		return 1
+// niceScale picks the y axis for values up to max: the smallest step of
+// 1, 2, 2.5 or 5 times a power of ten that needs at most five gridlines
+// to reach max, and the top as the first gridline at or above it.
+func niceScale(max float64) (top, step float64) {
+	if max <= 0 {
+		max = 1
 	}
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if v <= m*p {
-			return m * p
+	p := math.Pow(10, math.Floor(math.Log10(max/5)))
+	for _, scale := range []float64{p, 10 * p, 100 * p} {
+		for _, m := range []float64{1, 2, 2.5, 5} {
+			step = m * scale
+			if n := math.Ceil(max/step - 1e-9); n <= 5 {
+				return n * step, step
+			}
 		}
 	}
-	return 10 * p
+	return math.Ceil(max/step) * step, step
 }
 
 // rate formats jobs per second compactly.

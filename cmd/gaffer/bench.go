@@ -55,8 +55,10 @@ type benchResult struct {
 	Concurrency   int     `json:"concurrency,omitempty"`
 	ClaimBatch    int     `json:"claim_batch,omitempty"`
 	Nodes         int     `json:"nodes,omitempty"`
-	GoVersion     string  `json:"go_version"`
-	CPUs          int     `json:"cpus"`
+	// Dashboard mode: each page's serving time.
+	Pages     []pageTiming `json:"pages,omitempty"`
+	GoVersion string       `json:"go_version"`
+	CPUs      int          `json:"cpus"`
 }
 
 type benchOpts struct {
@@ -75,12 +77,14 @@ Modes:
   cron        run --entries "@every 1s" cron entries; report fire lateness
   idle        run --nodes idle nodes (with etcd); report database load per node
   enqueue     bulk enqueue (COPY) only
+  dashboard   fill the job table with --jobs jobs in mixed states; time each
+              dashboard page
 
 Without --database-url a throwaway PostgreSQL is started (fsync on,
 shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL to measure (default: a throwaway server)")
 	o := benchOpts{}
-	jobs := fs.Int("jobs", "-", 100000, "backlog/enqueue: jobs to insert")
+	jobs := fs.Int("jobs", "-", 100000, "backlog, enqueue, dashboard: jobs to insert")
 	batch := fs.Int("batch", "-", 10000, "jobs per enqueue call")
 	concurrency := fs.Int("concurrency", "-", 2000, "jobs the node runs at once")
 	claimBatch := fs.Int("claim-batch", "-", 1000, "most jobs one claim takes")
@@ -97,11 +101,12 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	}
 	modes := map[string]func(context.Context, *store.Store, benchOpts, *benchResult) error{
 		"backlog": benchBacklog, "continuous": benchContinuous, "latency": benchLatency, "cron": benchCron, "idle": benchIdle, "enqueue": benchEnqueue,
+		"dashboard": benchDashboard,
 	}
 	run, ok := modes[fs.Arg(0)]
 	if fs.NArg() != 1 || !ok {
 		fs.Usage()
-		return usageError("bench needs a mode: backlog, continuous, latency, cron, idle or enqueue")
+		return usageError("bench needs a mode: backlog, continuous, latency, cron, idle, enqueue or dashboard")
 	}
 	o = benchOpts{jobs: *jobs, batch: *batch, concurrency: *concurrency, claimBatch: *claimBatch, nodes: *nodes, rate: *rate,
 		entries: *entries, duration: *duration, warmup: *warmup}
@@ -185,6 +190,11 @@ func printBench(m *Main, r benchResult) error {
 		fmt.Fprintf(w, "idle cluster of %d nodes: %.2f database transactions/s per node\n", r.Nodes, r.TxPerSecPerNode)
 	case "enqueue":
 		fmt.Fprintf(w, "bulk enqueue: %d jobs at %.0f jobs/s\n", r.Jobs, r.EnqueuePerSec)
+	case "dashboard":
+		fmt.Fprintf(w, "dashboard pages with %d jobs in the table (median and slowest of %d requests each):\n", r.Jobs, r.Pages[0].N)
+		for _, p := range r.Pages {
+			fmt.Fprintf(w, "  %-34s p50 %7.2fms  max %7.2fms\n", p.Path, p.P50, p.Max)
+		}
 	}
 	fmt.Fprintf(w, "cpu: this process %.2f cores, postgres %.2f cores; peak memory %.0f MB\n", r.ClientCores, r.PostgresCores, r.PeakRSSMB)
 	return nil

@@ -35,6 +35,9 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	if *dbURL != "" && *dataDir != "" {
 		return usageError("--data and --database-url do not mix: --data is for the PostgreSQL that dev starts")
 	}
+	if t := *devToken; t != "" && (len(t) < 16 || strings.TrimSpace(t) != t) {
+		return usageError(fmt.Sprintf("--token must be at least 16 characters with no surrounding spaces, got %d", len(t)))
+	}
 	log, err := nf.logger(m)
 	if err != nil {
 		return err
@@ -137,7 +140,6 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	}
 	<-ctx.Done()
 	fmt.Fprintln(m.Stdout, "stopping…")
-	_ = token
 	_ = os.Stdout.Sync()
 	return nil
 }

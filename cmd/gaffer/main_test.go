@@ -48,6 +48,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"server", "--database-url", "postgres://x", "--log-level", "loud"}, nil, `unknown level "loud"`},
 		{[]string{"server"}, map[string]string{"DATABASE_URL": "postgres://x", "GAFFER_LEASE_TTL": "soon"}, "$GAFFER_LEASE_TTL"},
 		{[]string{"dev", "--nodes", "0"}, nil, "--nodes must be between 1 and 16"},
+		{[]string{"dev", "--token", "short"}, nil, "--token must be at least 16 characters"},
 		{[]string{"dev", "--data", "/tmp/x", "--database-url", "postgres://x"}, nil, "do not mix"},
 		{[]string{"bench", "sideways"}, nil, "bench needs a mode"},
 	}

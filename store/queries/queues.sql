@@ -16,8 +16,8 @@ SELECT (SELECT count(*) FROM tell) FROM up;
 SELECT name FROM gaffer.queues WHERE paused;
 
 -- name: list_queues
--- Every queue that is known (paused or resumed once) or has unfinished
--- jobs, with its counts.
+-- Every queue that is known (paused or resumed once), has unfinished jobs,
+-- or is worked by a live node, with its counts.
 WITH counts AS (
     SELECT queue,
            count(*) FILTER (WHERE state = 'pending')  AS pending,
@@ -27,12 +27,17 @@ WITH counts AS (
     FROM gaffer.jobs
     WHERE state IN ('pending', 'retrying', 'running')
     GROUP BY queue
+), names AS (
+    SELECT name FROM gaffer.queues
+    UNION SELECT queue FROM counts
+    UNION SELECT jsonb_object_keys(queues) FROM gaffer.nodes WHERE state <> 'dead'
 )
-SELECT coalesce(q.name, c.queue), coalesce(q.paused, false),
+SELECT n.name, coalesce(q.paused, false),
        coalesce(c.pending, 0), coalesce(c.retrying, 0), coalesce(c.running, 0),
        coalesce(extract(epoch FROM now() - c.oldest_due), 0)::float8
-FROM gaffer.queues q
-FULL JOIN counts c ON c.queue = q.name
+FROM names n
+LEFT JOIN gaffer.queues q ON q.name = n.name
+LEFT JOIN counts c ON c.queue = n.name
 ORDER BY 1;
 
 -- name: delete_queue_jobs
@@ -85,13 +90,21 @@ WITH RECURSIVE waiting AS (
     SELECT queue AS name FROM waiting WHERE queue IS NOT NULL
     UNION SELECT queue FROM gaffer.jobs WHERE state = 'running'
     UNION SELECT name FROM gaffer.queues
+    UNION SELECT jsonb_object_keys(queues) FROM gaffer.nodes WHERE state <> 'dead'
 )
 SELECT n.name, coalesce(q.paused, false),
-       (SELECT count(*) FROM (SELECT 1 FROM gaffer.jobs j WHERE j.queue = n.name AND j.state = 'pending' LIMIT $1) c),
-       (SELECT count(*) FROM (SELECT 1 FROM gaffer.jobs j WHERE j.queue = n.name AND j.state = 'retrying' LIMIT $1) c),
+       -- Index-only scans of the claim index, which carries the state.
+       (SELECT count(*) FROM (SELECT 1 FROM gaffer.jobs j
+                              WHERE j.state IN ('pending', 'retrying') AND j.queue = n.name AND j.state = 'pending' LIMIT $1) c),
+       (SELECT count(*) FROM (SELECT 1 FROM gaffer.jobs j WHERE j.state = 'retrying' AND j.queue = n.name LIMIT $1) c),
        (SELECT count(*) FROM gaffer.jobs j WHERE j.queue = n.name AND j.state = 'running'),
-       coalesce((SELECT extract(epoch FROM now() - min(j.run_at)) FROM gaffer.jobs j
-                 WHERE j.queue = n.name AND j.state IN ('pending', 'retrying') AND j.run_at <= now()), 0)::float8
+       -- The oldest due job: one probe of the claim index per priority.
+       coalesce((SELECT extract(epoch FROM now() - min(o.run_at))
+                 FROM generate_series(0, 9) p,
+                      LATERAL (SELECT j.run_at FROM gaffer.jobs j
+                               WHERE j.state IN ('pending', 'retrying') AND j.queue = n.name AND j.priority = p
+                               ORDER BY j.run_at LIMIT 1) o
+                 WHERE o.run_at <= now()), 0)::float8
 FROM names n
 LEFT JOIN gaffer.queues q ON q.name = n.name
 ORDER BY n.name;
