@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gafferhq/gaffer/cron"
@@ -118,9 +119,19 @@ func (s *Server) listCron(r *http.Request, p Principal, _ []byte) (int, any, err
 	if pr != nil {
 		return 0, nil, pr
 	}
-	after, pr := cursorParam(r)
+	c, pr := cursorParam(r)
 	if pr != nil {
 		return 0, nil, pr
+	}
+	// The cursor is the last entry's tenant and name: a listing across
+	// tenants is ordered by both.
+	var after cron.Cursor
+	if c != "" {
+		t, n, ok := strings.Cut(c, "\x00")
+		if !ok || t == "" || n == "" {
+			return 0, nil, paramProblem("cursor", "cursor is not one this API returned")
+		}
+		after = cron.Cursor{Tenant: t, Name: n}
 	}
 	tenant := p.tenantFilter(r)
 	entries, err := s.cfg.Cron.List(r.Context(), tenant, after, limit)
@@ -132,8 +143,9 @@ func (s *Server) listCron(r *http.Request, p Principal, _ []byte) (int, any, err
 		views[i] = viewCron(e)
 	}
 	out := list{Data: views}
-	if len(entries) == limit && tenant != "" {
-		out.NextCursor = encodeCursor(entries[len(entries)-1].Name)
+	if len(entries) == limit {
+		last := entries[len(entries)-1]
+		out.NextCursor = encodeCursor(last.Tenant + "\x00" + last.Name)
 	}
 	return http.StatusOK, out, nil
 }

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -230,6 +231,34 @@ func TestCronEndpoints(t *testing.T) {
 		t.Fatalf("created %+v", entry)
 	}
 	e.expectProblem(e.do(e.writer, "POST", "/v1/cron", `{"name":"nightly","schedule":"@daily","job":{"kind":"k"}}`), 409, "already_exists")
+	// Pages of a listing across tenants carry on where the last ended,
+	// across the tenant boundary: 5 entries in two tenants, 2 a page.
+	for _, c := range []string{`{"tenant":"acme","name":"a1"}`, `{"tenant":"acme","name":"a2"}`, `{"tenant":"zeta","name":"a0"}`, `{"tenant":"zeta","name":"z9"}`} {
+		body := strings.TrimSuffix(c, "}") + `,"schedule":"@daily","job":{"kind":"k"}}`
+		if r := e.do(e.admin, "POST", "/v1/cron", body); r.Status != 201 {
+			t.Fatalf("create %s: %d %s", c, r.Status, r.Body)
+		}
+	}
+	var seen []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		var page struct {
+			Data       []struct{ Tenant, Name string }
+			NextCursor string `json:"next_cursor"`
+		}
+		e.do(e.admin, "GET", "/v1/cron?limit=2&cursor="+cursor, nil).decode(t, &page)
+		for _, d := range page.Data {
+			seen = append(seen, d.Tenant+"/"+d.Name)
+		}
+		if page.NextCursor == "" || pages > 5 {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	if strings.Join(seen, " ") != "acme/a1 acme/a2 default/nightly zeta/a0 zeta/z9" {
+		t.Fatalf("paged listing across tenants: %v", seen)
+	}
+	e.expectProblem(e.do(e.admin, "GET", "/v1/cron?cursor=bm9wZQ", nil), 400, "invalid_parameter")
 	var next struct{ Times []time.Time }
 	e.do(e.reader, "GET", "/v1/cron/nightly/next?n=3", nil).decode(t, &next)
 	london, _ := time.LoadLocation("Europe/London")

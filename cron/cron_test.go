@@ -89,11 +89,11 @@ func TestEntryLifecycle(t *testing.T) {
 	if len(hist) != 1 || hist[0].Status != "triggered" || hist[0].JobID != id {
 		t.Fatalf("history %+v", hist)
 	}
-	list, _ := c.List(ctx, "default", "", 10)
+	list, _ := c.List(ctx, "default", cron.Cursor{}, 10)
 	if len(list) != 1 {
 		t.Fatalf("list %+v", list)
 	}
-	if all, _ := c.List(ctx, "", "", 10); len(all) != 2 {
+	if all, _ := c.List(ctx, "", cron.Cursor{}, 10); len(all) != 2 {
 		t.Fatalf("list all %d", len(all))
 	}
 	if err := c.Delete(ctx, "", "nightly-report"); err != nil {

@@ -48,6 +48,10 @@ type JobTemplate struct {
 	Timeout     time.Duration   `json:"-"`
 }
 
+// Cursor is where a listing resumes: the tenant and name of the previous
+// page's last entry. The zero Cursor starts from the beginning.
+type Cursor struct{ Tenant, Name string }
+
 // Entry is a cron entry.
 type Entry struct {
 	Tenant    string      `json:"tenant"`
@@ -187,8 +191,8 @@ func (c *Client) Get(ctx context.Context, tenant, name string) (Entry, error) {
 
 // List returns entries by name, after the cursor name when given. An
 // empty tenant lists all tenants'.
-func (c *Client) List(ctx context.Context, tenant, after string, limit int) ([]Entry, error) {
-	rows, err := c.store.ListCronEntries(ctx, tenant, after, limit)
+func (c *Client) List(ctx context.Context, tenant string, after Cursor, limit int) ([]Entry, error) {
+	rows, err := c.store.ListCronEntries(ctx, tenant, after.Tenant, after.Name, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -135,8 +135,8 @@ func (s *Store) GetCronEntry(ctx context.Context, tenant, name string) (CronEntr
 
 // ListCronEntries lists entries by (tenant, name), after the cursor name
 // (within tenant) when given. An empty tenant lists every tenant's.
-func (s *Store) ListCronEntries(ctx context.Context, tenant, after string, limit int) ([]CronEntry, error) {
-	rows, err := s.pool.Query(ctx, sqlListCronEntries, nullString(tenant), nullString(after), clampLimit(limit))
+func (s *Store) ListCronEntries(ctx context.Context, tenant, afterTenant, afterName string, limit int) ([]CronEntry, error) {
+	rows, err := s.pool.Query(ctx, sqlListCronEntries, nullString(tenant), afterTenant, nullString(afterName), clampLimit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("list cron entries: %w", err)
 	}

@@ -224,7 +224,7 @@ type cronRow struct {
 
 func (h *Handler) cronPage(r *http.Request, v *view) error {
 	v.Title = "Cron"
-	entries, err := h.cfg.Cron.List(r.Context(), v.P.ReadTenant(v.Tenant), "", 200)
+	entries, err := h.cfg.Cron.List(r.Context(), v.P.ReadTenant(v.Tenant), cron.Cursor{}, 200)
 	if err != nil {
 		return err
 	}

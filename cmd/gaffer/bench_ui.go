@@ -83,6 +83,7 @@ func benchDashboard(ctx context.Context, st *store.Store, o benchOpts, r *benchR
 		"/ui/jobs?state=pending",
 		"/ui/jobs?state=failed&queue=" + benchQueue,
 		"/ui/jobs?state=running",
+		"/ui/jobs?state=cancelled", // none: the worst case, a walk of the whole table
 		"/ui/jobs?kind=noop",
 		fmt.Sprintf("/ui/jobs/%d", mid),
 		"/ui/queues",

@@ -40,13 +40,14 @@ FROM gaffer.cron_entries
 WHERE tenant = $1 AND name = $2;
 
 -- name: list_cron_entries
--- $1 tenant (NULL: all), $2 after name (cursor), $3 limit.
+-- $1 tenant (NULL: all), $2 and $3 the cursor: the tenant and name of
+-- the previous page's last entry (NULL: from the start), $4 limit.
 SELECT tenant, name, schedule, timezone, job, missed, missed_cap, overlap, paused, next_run_at, last_job_id,
        created_at, updated_at
 FROM gaffer.cron_entries
-WHERE ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR (tenant, name) > ($1, $2))
+WHERE ($1::text IS NULL OR tenant = $1) AND ($3::text IS NULL OR (tenant, name) > ($2::text, $3::text))
 ORDER BY tenant, name
-LIMIT $3;
+LIMIT $4;
 
 -- name: due_cron_entries
 -- Entries whose cursor has passed, by the database clock, and that clock.
