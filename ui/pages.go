@@ -224,7 +224,13 @@ type cronRow struct {
 
 func (h *Handler) cronPage(r *http.Request, v *view) error {
 	v.Title = "Cron"
-	entries, err := h.cfg.Cron.List(r.Context(), v.P.ReadTenant(v.Tenant), cron.Cursor{}, 200)
+	const perPage = 100
+	q := r.URL.Query()
+	after := cron.Cursor{Tenant: q.Get("after_tenant"), Name: q.Get("after")}
+	if (after.Tenant == "") != (after.Name == "") {
+		return badInput("after and after_tenant go together: they name the previous page's last entry")
+	}
+	entries, err := h.cfg.Cron.List(r.Context(), v.P.ReadTenant(v.Tenant), after, perPage)
 	if err != nil {
 		return err
 	}
@@ -235,10 +241,17 @@ func (h *Handler) cronPage(r *http.Request, v *view) error {
 			rows[i].Next = append(rows[i].Next, cron.NextN(s, e.NextRunAt, 2)...)
 		}
 	}
-	v.Data = struct {
+	d := struct {
 		Entries []cronRow
-		Limited bool
-	}{rows, len(rows) == 200}
+		Paged   bool
+		// Next is the cursor of the following page; empty on the last.
+		Next cron.Cursor
+	}{Entries: rows, Paged: after.Name != ""}
+	if len(entries) == perPage {
+		last := entries[len(entries)-1]
+		d.Next = cron.Cursor{Tenant: last.Tenant, Name: last.Name}
+	}
+	v.Data = d
 	return nil
 }
 

@@ -468,3 +468,42 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		t.Fatalf("refused purge went to %q", loc)
 	}
 }
+
+func TestCronPages(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	c := cron.NewClient(e.st)
+	// 104 entries in two tenants: one full page of 100 and 4 on the next,
+	// the page boundary falling inside the second tenant.
+	for i := range 104 {
+		tenant := "acme"
+		if i >= 60 {
+			tenant = "globex"
+		}
+		if _, err := c.Create(ctx, cron.Entry{Tenant: tenant, Name: fmt.Sprintf("e%03d", i), Schedule: "@daily", Job: cron.JobTemplate{Kind: "k"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := e.browser()
+	b.login(e.token(api.AllTenants, api.ScopeAdmin))
+	p := b.get("/ui/cron")
+	next := regexp.MustCompile(`href="(/ui/cron\?[^"]*after=[^"]*)"`).FindStringSubmatch(p.body)
+	if p.status != http.StatusOK || next == nil || !strings.Contains(p.body, "e099") || strings.Contains(p.body, "e100") {
+		t.Fatalf("first cron page: %d, next link %v", p.status, next)
+	}
+	p = b.get(html.UnescapeString(next[1]))
+	if p.status != http.StatusOK || strings.Contains(p.body, "e099") || !strings.Contains(p.body, "e100") || !strings.Contains(p.body, "e103") ||
+		strings.Contains(p.body, "next →") {
+		t.Fatalf("second cron page (%s): %d", next[1], p.status)
+	}
+	if p := b.get("/ui/cron?after=e010"); p.status != http.StatusBadRequest || !strings.Contains(p.body, "go together") {
+		t.Fatalf("half a cursor: %d", p.status)
+	}
+	// A token bound to one tenant sees only its entries.
+	acme := e.browser()
+	acme.login(e.token("acme", api.ScopeJobsRead))
+	if p := acme.get("/ui/cron"); !strings.Contains(p.body, "e059") || strings.Contains(p.body, "e060") || strings.Contains(p.body, "next →") {
+		t.Fatalf("acme's cron page shows another tenant's entries or a next page (%d)", p.status)
+	}
+}
