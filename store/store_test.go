@@ -503,3 +503,29 @@ func TestPausedTransactionReleasesItsLocks(t *testing.T) {
 		t.Errorf("the bound leaked out of the transaction onto the pool's session")
 	}
 }
+
+// States are written into the listing's SQL (so plans can use the
+// per-state partial indexes); anything but a known state is refused.
+func TestListJobsStates(t *testing.T) {
+	t.Parallel()
+	st := pgtest.NewStore(t)
+	ctx := context.Background()
+	ids, err := st.InsertJobs(ctx, nil, []store.InsertParams{params("a"), params("b"), params("c")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Pool().Exec(ctx, `UPDATE gaffer.jobs SET state = 'cancelled', finalized_at = now() WHERE id = $1`, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.ListJobs(ctx, store.JobFilter{States: []string{"cancelled"}})
+	if err != nil || len(got) != 1 || got[0].ID != ids[1] {
+		t.Fatalf("cancelled: %v, %v", got, err)
+	}
+	got, err = st.ListJobs(ctx, store.JobFilter{States: []string{"pending", "cancelled"}, BeforeID: ids[2]})
+	if err != nil || len(got) != 2 || got[0].ID != ids[1] || got[1].ID != ids[0] {
+		t.Fatalf("pending or cancelled before %d: %v, %v", ids[2], got, err)
+	}
+	if _, err := st.ListJobs(ctx, store.JobFilter{States: []string{"pending') OR true --"}}); err == nil {
+		t.Fatal("an unknown state was accepted")
+	}
+}

@@ -17,6 +17,10 @@ func (w *where) add(cond string, arg any) {
 	w.conds = append(w.conds, strings.Replace(cond, "?", "$"+strconv.Itoa(len(w.args)), 1))
 }
 
+// addLiteral adds a condition with no parameter. Only for text built
+// from known, fixed values.
+func (w *where) addLiteral(cond string) { w.conds = append(w.conds, cond) }
+
 func (w *where) sql() string {
 	if len(w.conds) == 0 {
 		return "true"

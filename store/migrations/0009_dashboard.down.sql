@@ -1,3 +1,5 @@
+DROP INDEX gaffer.jobs_cancelled_idx;
+DROP INDEX gaffer.jobs_failed_idx;
 DROP INDEX gaffer.jobs_retrying_idx;
 CREATE INDEX jobs_claim_plain_idx ON gaffer.jobs (queue, priority, run_at, id)
     WHERE state IN ('pending', 'retrying');

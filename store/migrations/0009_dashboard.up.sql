@@ -12,3 +12,8 @@ ALTER INDEX gaffer.jobs_claim_state_idx RENAME TO jobs_claim_idx;
 -- Retrying jobs are few, and counting them should not walk a backlog of
 -- pending ones. Only jobs that fail an attempt ever enter this index.
 CREATE INDEX jobs_retrying_idx ON gaffer.jobs (queue) WHERE state = 'retrying';
+
+-- Failed and cancelled jobs are a small share of the table; listing them
+-- newest first should not walk past every completed job to find them.
+CREATE INDEX jobs_failed_idx ON gaffer.jobs (id) WHERE state = 'failed';
+CREATE INDEX jobs_cancelled_idx ON gaffer.jobs (id) WHERE state = 'cancelled';
