@@ -103,6 +103,18 @@ func addClientFlags(fs *flagSet) *clientFlags {
 	}
 }
 
+// start parses the command's flags, checks it got n positional arguments
+// (what names them for the usage error), and returns the API client.
+func (f *clientFlags) start(fs *flagSet, args []string, n int, what string) (*apiClient, error) {
+	if err := fs.parse(args); err != nil {
+		return nil, err
+	}
+	if err := needArgs(fs, n, what); err != nil {
+		return nil, err
+	}
+	return f.client()
+}
+
 func (f *clientFlags) client() (*apiClient, error) {
 	if *f.token == "" {
 		return nil, usageError("an API token is required: --token or $GAFFER_TOKEN (gaffer dev prints one; gaffer tokens create makes one)")

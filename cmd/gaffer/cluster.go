@@ -15,13 +15,7 @@ func (m *Main) runQueues(ctx context.Context, args []string) error {
 		return func(m *Main, ctx context.Context, args []string) error {
 			fs := m.newFlagSet("queues "+action, "queues "+action+" QUEUE [flags]")
 			cf := addClientFlags(fs)
-			if err := fs.parse(args); err != nil {
-				return err
-			}
-			if err := needArgs(fs, 1, "a queue name"); err != nil {
-				return err
-			}
-			c, err := cf.client()
+			c, err := cf.start(fs, args, 1, "a queue name")
 			if err != nil {
 				return err
 			}
@@ -42,13 +36,7 @@ func (m *Main) runQueues(ctx context.Context, args []string) error {
 func (m *Main) queuesList(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("queues list", "queues list [flags]")
 	cf := addClientFlags(fs)
-	if err := fs.parse(args); err != nil {
-		return err
-	}
-	if err := needArgs(fs, 0, "no positional arguments"); err != nil {
-		return err
-	}
-	c, err := cf.client()
+	c, err := cf.start(fs, args, 0, "no positional arguments")
 	if err != nil {
 		return err
 	}
@@ -100,13 +88,7 @@ func (m *Main) runNodes(ctx context.Context, args []string) error {
 func (m *Main) nodesList(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("nodes list", "nodes list [flags]")
 	cf := addClientFlags(fs)
-	if err := fs.parse(args); err != nil {
-		return err
-	}
-	if err := needArgs(fs, 0, "no positional arguments"); err != nil {
-		return err
-	}
-	c, err := cf.client()
+	c, err := cf.start(fs, args, 0, "no positional arguments")
 	if err != nil {
 		return err
 	}
@@ -139,13 +121,7 @@ func (m *Main) nodesDrain(ctx context.Context, args []string) error {
 	cf := addClientFlags(fs)
 	deadline := fs.Duration("deadline", "-", 30*time.Second, "how long running jobs get before they are released")
 	wait := fs.Bool("wait", "-", false, "wait until the node has left, showing its in-flight count")
-	if err := fs.parse(args); err != nil {
-		return err
-	}
-	if err := needArgs(fs, 1, "a node id"); err != nil {
-		return err
-	}
-	c, err := cf.client()
+	c, err := cf.start(fs, args, 1, "a node id")
 	if err != nil {
 		return err
 	}
@@ -189,13 +165,7 @@ func (m *Main) nodesDrain(ctx context.Context, args []string) error {
 func (m *Main) nodesUndrain(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("nodes undrain", "nodes undrain NODE [flags]")
 	cf := addClientFlags(fs)
-	if err := fs.parse(args); err != nil {
-		return err
-	}
-	if err := needArgs(fs, 1, "a node id"); err != nil {
-		return err
-	}
-	c, err := cf.client()
+	c, err := cf.start(fs, args, 1, "a node id")
 	if err != nil {
 		return err
 	}
@@ -209,13 +179,7 @@ func (m *Main) nodesUndrain(ctx context.Context, args []string) error {
 func (m *Main) runCluster(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("cluster", "cluster [flags]: the leader, its epoch, node counts, and what is degraded")
 	cf := addClientFlags(fs)
-	if err := fs.parse(args); err != nil {
-		return err
-	}
-	if err := needArgs(fs, 0, "no positional arguments"); err != nil {
-		return err
-	}
-	c, err := cf.client()
+	c, err := cf.start(fs, args, 0, "no positional arguments")
 	if err != nil {
 		return err
 	}

@@ -113,13 +113,7 @@ func (m *Main) cronAdd(ctx context.Context, args []string) error {
 	f := addCronFlags(fs)
 	paused := fs.Bool("paused", "-", false, "create paused")
 	tenant := fs.String("tenant", "-", "", "tenant (tokens spanning tenants only)")
-	if err := fs.parse(args); err != nil {
-		return err
-	}
-	if err := needArgs(fs, 1, "an entry name"); err != nil {
-		return err
-	}
-	c, err := cf.client()
+	c, err := cf.start(fs, args, 1, "an entry name")
 	if err != nil {
 		return err
 	}
@@ -150,13 +144,7 @@ func (m *Main) cronUpdate(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("cron update", "cron update NAME [flags]: only the flags given change")
 	cf := addClientFlags(fs)
 	f := addCronFlags(fs)
-	if err := fs.parse(args); err != nil {
-		return err
-	}
-	if err := needArgs(fs, 1, "an entry name"); err != nil {
-		return err
-	}
-	c, err := cf.client()
+	c, err := cf.start(fs, args, 1, "an entry name")
 	if err != nil {
 		return err
 	}
@@ -196,13 +184,7 @@ func (m *Main) cronOne(ctx context.Context, args []string, action, method, suffi
 	if action == "next" {
 		n = fs.Int("n", "-", 5, "how many fire times")
 	}
-	if err := fs.parse(args); err != nil {
-		return nil, nil, nil, err
-	}
-	if err := needArgs(fs, 1, "an entry name"); err != nil {
-		return nil, nil, nil, err
-	}
-	c, err := cf.client()
+	c, err := cf.start(fs, args, 1, "an entry name")
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -300,13 +282,7 @@ func (m *Main) cronDelete(ctx context.Context, args []string) error {
 func (m *Main) cronList(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("cron list", "cron list [flags]")
 	cf := addClientFlags(fs)
-	if err := fs.parse(args); err != nil {
-		return err
-	}
-	if err := needArgs(fs, 0, "no positional arguments"); err != nil {
-		return err
-	}
-	c, err := cf.client()
+	c, err := cf.start(fs, args, 0, "no positional arguments")
 	if err != nil {
 		return err
 	}

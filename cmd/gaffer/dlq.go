@@ -64,13 +64,7 @@ func (m *Main) dlqList(ctx context.Context, args []string) error {
 	ff := addDLQFilterFlags(fs)
 	limit := fs.Int("limit", "-", 50, "rows per page")
 	cursor := fs.String("cursor", "-", "", "next_cursor of the previous page")
-	if err := fs.parse(args); err != nil {
-		return err
-	}
-	if err := needArgs(fs, 0, "no positional arguments"); err != nil {
-		return err
-	}
-	c, err := cf.client()
+	c, err := cf.start(fs, args, 0, "no positional arguments")
 	if err != nil {
 		return err
 	}
@@ -116,13 +110,7 @@ func (m *Main) dlqList(ctx context.Context, args []string) error {
 func (m *Main) dlqGet(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("dlq get", "dlq get ID [flags]")
 	cf := addClientFlags(fs)
-	if err := fs.parse(args); err != nil {
-		return err
-	}
-	if err := needArgs(fs, 1, "an entry id"); err != nil {
-		return err
-	}
-	c, err := cf.client()
+	c, err := cf.start(fs, args, 1, "an entry id")
 	if err != nil {
 		return err
 	}
@@ -194,13 +182,7 @@ func (m *Main) dlqReplay(ctx context.Context, args []string) error {
 func (m *Main) dlqDelete(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("dlq delete", "dlq delete ID [flags]")
 	cf := addClientFlags(fs)
-	if err := fs.parse(args); err != nil {
-		return err
-	}
-	if err := needArgs(fs, 1, "an entry id"); err != nil {
-		return err
-	}
-	c, err := cf.client()
+	c, err := cf.start(fs, args, 1, "an entry id")
 	if err != nil {
 		return err
 	}

@@ -56,13 +56,7 @@ func (m *Main) jobsEnqueue(ctx context.Context, args []string) error {
 	unique := fs.String("unique-key", "-", "", "while an unfinished job holds this key, return it instead")
 	tenant := fs.String("tenant", "-", "", "tenant (tokens spanning tenants only)")
 	idem := fs.String("idempotency-key", "-", "", "Idempotency-Key header: retries with the same key enqueue once")
-	if err := fs.parse(args); err != nil {
-		return err
-	}
-	if err := needArgs(fs, 0, "no positional arguments"); err != nil {
-		return err
-	}
-	c, err := cf.client()
+	c, err := cf.start(fs, args, 0, "no positional arguments")
 	if err != nil {
 		return err
 	}
@@ -111,13 +105,7 @@ func (m *Main) jobsEnqueue(ctx context.Context, args []string) error {
 func (m *Main) jobsGet(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("jobs get", "jobs get ID [flags]")
 	cf := addClientFlags(fs)
-	if err := fs.parse(args); err != nil {
-		return err
-	}
-	if err := needArgs(fs, 1, "a job id"); err != nil {
-		return err
-	}
-	c, err := cf.client()
+	c, err := cf.start(fs, args, 1, "a job id")
 	if err != nil {
 		return err
 	}
@@ -147,13 +135,7 @@ func (m *Main) jobsList(ctx context.Context, args []string) error {
 	kind := fs.String("kind", "-", "", "kind")
 	limit := fs.Int("limit", "-", 50, "rows per page")
 	cursor := fs.String("cursor", "-", "", "next_cursor of the previous page")
-	if err := fs.parse(args); err != nil {
-		return err
-	}
-	if err := needArgs(fs, 0, "no positional arguments"); err != nil {
-		return err
-	}
-	c, err := cf.client()
+	c, err := cf.start(fs, args, 0, "no positional arguments")
 	if err != nil {
 		return err
 	}
@@ -187,13 +169,7 @@ func (m *Main) jobsList(ctx context.Context, args []string) error {
 func (m *Main) jobsCancel(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("jobs cancel", "jobs cancel ID [flags]")
 	cf := addClientFlags(fs)
-	if err := fs.parse(args); err != nil {
-		return err
-	}
-	if err := needArgs(fs, 1, "a job id"); err != nil {
-		return err
-	}
-	c, err := cf.client()
+	c, err := cf.start(fs, args, 1, "a job id")
 	if err != nil {
 		return err
 	}
@@ -215,13 +191,7 @@ func (m *Main) jobsCancel(ctx context.Context, args []string) error {
 func (m *Main) jobsRetry(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("jobs retry", "jobs retry ID [flags]\n\nA retrying job becomes due at once; a failed job's DLQ entry is replayed into\none new job, whose id is printed.")
 	cf := addClientFlags(fs)
-	if err := fs.parse(args); err != nil {
-		return err
-	}
-	if err := needArgs(fs, 1, "a job id"); err != nil {
-		return err
-	}
-	c, err := cf.client()
+	c, err := cf.start(fs, args, 1, "a job id")
 	if err != nil {
 		return err
 	}

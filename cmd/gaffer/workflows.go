@@ -119,13 +119,7 @@ func (m *Main) workflowsList(ctx context.Context, args []string) error {
 	state := fs.String("state", "-", "", "running, completed, failed or cancelled")
 	limit := fs.Int("limit", "-", 50, "rows per page")
 	cursor := fs.String("cursor", "-", "", "next_cursor of the previous page")
-	if err := fs.parse(args); err != nil {
-		return err
-	}
-	if err := needArgs(fs, 0, "no positional arguments"); err != nil {
-		return err
-	}
-	c, err := cf.client()
+	c, err := cf.start(fs, args, 0, "no positional arguments")
 	if err != nil {
 		return err
 	}
@@ -165,17 +159,11 @@ func (m *Main) workflowRun(ctx context.Context, args []string, action, method, s
 		payload = fs.String("payload", "-", "null", "the signal's payload (JSON): the step's result")
 		step = new(string)
 	}
-	if err := fs.parse(args); err != nil {
-		return err
-	}
 	want, what := 1, "a run id"
 	if step != nil {
 		want, what = 2, "a run id and a step name"
 	}
-	if err := needArgs(fs, want, what); err != nil {
-		return err
-	}
-	c, err := cf.client()
+	c, err := cf.start(fs, args, want, what)
 	if err != nil {
 		return err
 	}
