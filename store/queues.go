@@ -11,7 +11,6 @@ import (
 var (
 	sqlSetQueuePaused = query("set_queue_paused")
 	sqlPausedQueues   = query("paused_queues")
-	sqlListQueues     = query("list_queues")
 )
 
 // Queue is a queue's state across the cluster.
@@ -44,25 +43,10 @@ func (s *Store) PausedQueues(ctx context.Context) ([]string, error) {
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// ListQueues returns every queue that has unfinished jobs or was ever
-// paused, with counts.
+// ListQueues returns every queue that has unfinished jobs, was ever
+// paused, or is worked by a live node, with exact counts.
 func (s *Store) ListQueues(ctx context.Context) ([]Queue, error) {
-	rows, err := s.pool.Query(ctx, sqlListQueues)
-	if err != nil {
-		return nil, fmt.Errorf("list queues: %w", err)
-	}
-	defer rows.Close()
-	var out []Queue
-	for rows.Next() {
-		var q Queue
-		var age float64
-		if err := rows.Scan(&q.Name, &q.Paused, &q.Pending, &q.Retrying, &q.Running, &age); err != nil {
-			return nil, fmt.Errorf("list queues: %w", err)
-		}
-		q.OldestDueAge = time.Duration(age * float64(time.Second))
-		out = append(out, q)
-	}
-	return out, rows.Err()
+	return s.queueDepths(ctx, nil)
 }
 
 var (
@@ -90,10 +74,10 @@ func (s *Store) CountQueueJobs(ctx context.Context, queue string) (int64, error)
 }
 
 var (
-	sqlSampleThroughput  = query("sample_throughput")
-	sqlThroughputSeries  = query("throughput_series")
-	sqlQueueDepthsCapped = query("queue_depths_capped")
-	sqlEstimateJobs      = query("estimate_jobs")
+	sqlSampleThroughput = query("sample_throughput")
+	sqlThroughputSeries = query("throughput_series")
+	sqlQueueDepths      = query("queue_depths")
+	sqlEstimateJobs     = query("estimate_jobs")
 )
 
 // SampleThroughput records how many jobs finished since the last sample.
@@ -133,9 +117,15 @@ func (s *Store) ThroughputSeries(ctx context.Context, window time.Duration) ([]T
 // QueueDepthsCapped is ListQueues for huge tables: pending and retrying
 // counts stop at limit (a count equal to it means at least that many).
 func (s *Store) QueueDepthsCapped(ctx context.Context, limit int) ([]Queue, error) {
-	rows, err := s.pool.Query(ctx, sqlQueueDepthsCapped, limit)
+	return s.queueDepths(ctx, limit)
+}
+
+// queueDepths lists the queues, counting at most limit pending and
+// retrying jobs in each (nil: all).
+func (s *Store) queueDepths(ctx context.Context, limit any) ([]Queue, error) {
+	rows, err := s.pool.Query(ctx, sqlQueueDepths, limit)
 	if err != nil {
-		return nil, fmt.Errorf("queue depths: %w", err)
+		return nil, fmt.Errorf("list queues: %w", err)
 	}
 	defer rows.Close()
 	var out []Queue
@@ -143,7 +133,7 @@ func (s *Store) QueueDepthsCapped(ctx context.Context, limit int) ([]Queue, erro
 		var q Queue
 		var age float64
 		if err := rows.Scan(&q.Name, &q.Paused, &q.Pending, &q.Retrying, &q.Running, &age); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("list queues: %w", err)
 		}
 		q.OldestDueAge = time.Duration(age * float64(time.Second))
 		out = append(out, q)
