@@ -36,13 +36,11 @@ type Principal struct {
 	Scopes  []string
 }
 
-func (p Principal) has(scope string) bool {
-	return slices.Contains(p.Scopes, scope) || slices.Contains(p.Scopes, ScopeAdmin)
-}
-
 // Allows reports whether the principal holds scope (admin holds every
 // scope).
-func (p Principal) Allows(scope string) bool { return p.has(scope) }
+func (p Principal) Allows(scope string) bool {
+	return slices.Contains(p.Scopes, scope) || slices.Contains(p.Scopes, ScopeAdmin)
+}
 
 // ReadTenant is the tenant reads are confined to: the token's own, or for
 // a token spanning tenants the one requested ("" = every tenant).

@@ -186,7 +186,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern, scope st
 		writeProblem(w, problem(http.StatusServiceUnavailable, CodeUnavailable, "could not check the token: the database is unreachable"))
 		return
 	}
-	if !p.has(scope) {
+	if !p.Allows(scope) {
 		writeProblem(w, problem(http.StatusForbidden, CodeForbidden, "this endpoint needs the "+scope+" scope"))
 		return
 	}

@@ -3,6 +3,7 @@ package job
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gafferhq/gaffer/store"
@@ -32,14 +33,11 @@ const (
 // Finished reports whether s is final.
 func (s State) Finished() bool { return s == Completed || s == Failed || s == Cancelled }
 
+// States are every job state, in life-cycle order.
+var States = []State{Pending, Running, Retrying, Completed, Failed, Cancelled}
+
 // Valid reports whether s is one of the job states.
-func (s State) Valid() bool {
-	switch s {
-	case Pending, Running, Retrying, Completed, Failed, Cancelled:
-		return true
-	}
-	return false
-}
+func (s State) Valid() bool { return slices.Contains(States, s) }
 
 // AttemptError records why one attempt did not succeed.
 type AttemptError struct {

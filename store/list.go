@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// jobStates are the states a job row can be in.
+// jobStates are the states a job row can be in: the jobs_state_check
+// constraint's list (job.States names them for Go callers).
 var jobStates = []string{"pending", "running", "retrying", "completed", "failed", "cancelled"}
 
 // JobFilter selects jobs to list. Zero fields do not filter.

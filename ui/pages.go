@@ -91,10 +91,8 @@ func (h *Handler) overview(r *http.Request, v *view) error {
 	return nil
 }
 
-var jobStates = []string{"pending", "running", "retrying", "completed", "failed", "cancelled"}
-
 type jobsData struct {
-	States             []string
+	States             []job.State
 	State, Queue, Kind string
 	Before             int64
 	Jobs               []*job.Job
@@ -108,10 +106,10 @@ type jobsData struct {
 func (h *Handler) jobsPage(r *http.Request, v *view) error {
 	v.Title = "Jobs"
 	q := r.URL.Query()
-	d := jobsData{States: jobStates, State: q.Get("state"), Queue: q.Get("queue"), Kind: q.Get("kind")}
+	d := jobsData{States: job.States, State: q.Get("state"), Queue: q.Get("queue"), Kind: q.Get("kind")}
 	f := job.Filter{Tenant: v.P.ReadTenant(v.Tenant), Queue: d.Queue, Kind: d.Kind, Limit: pageSize}
 	if d.State != "" {
-		if !slices.Contains(jobStates, d.State) {
+		if !job.State(d.State).Valid() {
 			return badInput("state must be one of pending, running, retrying, completed, failed, cancelled; got %q", d.State)
 		}
 		f.States = []job.State{job.State(d.State)}
