@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -29,9 +30,35 @@ type Server struct {
 	etcd           *embed.Etcd
 }
 
+// portAttempts is how many times a start is tried on fresh ports. A free
+// port is found by listening and closing, so another process (a parallel
+// test) can take it before etcd binds it.
+const portAttempts = 5
+
+// retryOnTakenPort runs start until it succeeds, fails for another reason
+// than a port already in use, or has tried portAttempts times.
+func retryOnTakenPort[T any](start func() (T, error)) (T, error) {
+	var v T
+	var err error
+	for range portAttempts {
+		if v, err = start(); err == nil || !portTaken(err) {
+			return v, err
+		}
+	}
+	return v, err
+}
+
+func portTaken(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
+}
+
 // Start starts a member with its data in dir (a new temporary directory,
 // removed by Close, when dir is empty) on free loopback ports.
 func Start(dir string) (*Server, error) {
+	return retryOnTakenPort(func() (*Server, error) { return startOne(dir) })
+}
+
+func startOne(dir string) (*Server, error) {
 	s, err := newServer("gaffer", dir)
 	if err != nil {
 		return nil, err
@@ -74,6 +101,10 @@ type Cluster struct {
 // StartCluster starts n members (temporary data directories) and waits
 // until they form a cluster.
 func StartCluster(n int) (*Cluster, error) {
+	return retryOnTakenPort(func() (*Cluster, error) { return startCluster(n) })
+}
+
+func startCluster(n int) (*Cluster, error) {
 	c := &Cluster{}
 	var peers []string
 	for i := range n {

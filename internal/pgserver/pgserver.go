@@ -152,14 +152,30 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	logFile.Close()
 	s.bin, s.args, s.logPath, s.cred = bin, args, logPath, cred
-	if err := s.launch(); err != nil {
-		return fail(err)
+	for attempt := 1; ; attempt++ {
+		if err := s.launch(); err != nil {
+			return fail(err)
+		}
+		err := s.waitReady(ctx, logPath)
+		if err == nil {
+			return s, nil
+		}
+		// A free port is found by listening and closing; another process
+		// (a parallel test's server) can bind it first, and then our
+		// postmaster exits saying so. Try a new port.
+		if cfg.Port != 0 || attempt == 5 || !strings.Contains(err.Error(), "could not bind") {
+			s.Stop()
+			return nil, err
+		}
+		if s.port, err = freePort(); err != nil {
+			return nil, err
+		}
+		for i, a := range s.args {
+			if strings.HasPrefix(a, "port=") {
+				s.args[i] = "port=" + strconv.Itoa(s.port)
+			}
+		}
 	}
-	if err := s.waitReady(ctx, logPath); err != nil {
-		s.Stop()
-		return nil, err
-	}
-	return s, nil
 }
 
 func (s *Server) launch() error {
@@ -250,8 +266,17 @@ func (s *Server) waitReady(ctx context.Context, logPath string) error {
 	for {
 		conn, err := pgx.Connect(ctx, s.URL())
 		if err == nil {
+			// The port may belong to another server that took it first:
+			// only ours serves our data directory.
+			var dir string
+			err = conn.QueryRow(ctx, "SHOW data_directory").Scan(&dir)
 			conn.Close(ctx)
-			return nil
+			if err == nil && sameDir(dir, s.dir) {
+				return nil
+			}
+			if err == nil {
+				err = fmt.Errorf("port %d is served by another PostgreSQL (%s)", s.port, dir)
+			}
 		}
 		s.mu.Lock()
 		done, waitErr := s.done, s.waitErr
@@ -265,6 +290,15 @@ func (s *Server) waitReady(ctx context.Context, logPath string) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+func sameDir(a, b string) bool {
+	ra, errA := filepath.EvalSymlinks(a)
+	rb, errB := filepath.EvalSymlinks(b)
+	if errA != nil || errB != nil {
+		return filepath.Clean(a) == filepath.Clean(b)
+	}
+	return ra == rb
 }
 
 var (
@@ -331,7 +365,9 @@ func chownForServer(dir string, cred *syscall.Credential) error {
 	})
 }
 
-func freePort() (int, error) {
+// freePort finds a loopback port nobody listens on; a variable so a test
+// can hand out a taken one.
+var freePort = func() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
