@@ -55,7 +55,7 @@ func (d *deadNodeRescuer) run(ctx context.Context) error {
 		return err
 	}
 	for _, id := range live {
-		if !registered[id] && id != c.cfg.Node.ID {
+		if !registered[id] {
 			if err := d.lost(ctx, id); err != nil {
 				return err
 			}
@@ -94,6 +94,12 @@ func (d *deadNodeRescuer) run(ctx context.Context) error {
 // that order, so that a failure half-way is retried by the next pass.
 func (d *deadNodeRescuer) lost(ctx context.Context, id string) error {
 	c := d.c
+	// Never this node: its own key goes only with its session, and then
+	// the next leader rescues it (this one has stepped down, or, with
+	// TrustFenceOnly, will be refused by the fence on its next write).
+	if id == c.cfg.Node.ID {
+		return nil
+	}
 	// The same node may already be back under a new session.
 	if resp, err := c.client.Get(ctx, c.nodeKey(id), clientv3.WithKeysOnly()); err != nil {
 		return err
