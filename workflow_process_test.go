@@ -39,8 +39,11 @@ func TestWorkflowSurvivesNodeKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 20*time.Second, "node-2 to run steps", func() bool {
-		return scalar[int](t, e.pool, `SELECT count(*) FROM gaffer.jobs WHERE workflow_run = $1 AND node = 'node-2' AND state = 'running'`, run.ID) > 0
+	// Kill node-2 while a 400 ms part it started moments ago is running
+	// (not "start", which takes 10 ms and may finish before the signal).
+	waitUntil(t, 20*time.Second, "node-2 to start a part", func() bool {
+		return scalar[int](t, e.pool, `SELECT count(*) FROM gaffer.jobs WHERE workflow_run = $1 AND node = 'node-2' AND state = 'running'
+			AND step LIKE 'part-%' AND attempted_at > clock_timestamp() - interval '150 milliseconds'`, run.ID) > 0
 	})
 	victim.Signal(syscall.SIGKILL)
 	waitUntil(t, 60*time.Second, "the run to complete", func() bool {
