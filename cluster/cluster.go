@@ -40,6 +40,10 @@ type Cluster struct {
 	connected atomic.Bool
 	lastAck   atomic.Int64 // unix nanos of the last keepalive answer
 
+	// reportMu orders reports and the leave: a report that read the
+	// state before the node left must not write after the leave did.
+	reportMu sync.Mutex
+
 	mu        sync.Mutex
 	leading   *leadership
 	state     string // "active", "draining" or "left"

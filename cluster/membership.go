@@ -27,6 +27,8 @@ func (c *Cluster) reportLoop(ctx context.Context) {
 }
 
 func (c *Cluster) report(ctx context.Context) {
+	c.reportMu.Lock()
+	defer c.reportMu.Unlock()
 	c.mu.Lock()
 	state := c.state
 	c.mu.Unlock()
@@ -145,6 +147,7 @@ func (c *Cluster) cancelDrain() {
 // leave records the node as gone and calls OnLeave, once.
 func (c *Cluster) leave(ctx context.Context, reason string) {
 	c.leaveOnce.Do(func() {
+		c.reportMu.Lock()
 		c.mu.Lock()
 		c.state = "left"
 		c.mu.Unlock()
@@ -153,6 +156,7 @@ func (c *Cluster) leave(ctx context.Context, reason string) {
 		if err := c.store.NodeLeft(ctx, c.cfg.Node.ID, reason); err != nil {
 			c.log.Error("record node left", "error", err)
 		}
+		c.reportMu.Unlock()
 		c.log.Info("left the cluster", "reason", reason)
 		go c.cfg.OnLeave()
 	})
