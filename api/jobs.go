@@ -92,15 +92,7 @@ func (s *Server) listJobs(r *http.Request, p Principal, _ []byte) (int, any, err
 	f := job.Filter{Tenant: p.tenantFilter(r), Queue: q.Get("queue"), Kind: q.Get("kind")}
 	if v := q.Get("state"); v != "" {
 		for _, st := range strings.Split(v, ",") {
-			if !job.State(st).Valid() {
-				return 0, nil, paramProblem("state", "state must be one or more of pending, running, retrying, completed, failed, cancelled; got "+strconv.Quote(st))
-			}
 			f.States = append(f.States, job.State(st))
-		}
-	}
-	if f.Queue != "" {
-		if err := job.ValidateName("queue", f.Queue); err != nil {
-			return 0, nil, paramProblem("queue", err.Error())
 		}
 	}
 	var pr *Problem
@@ -111,6 +103,9 @@ func (s *Server) listJobs(r *http.Request, p Principal, _ []byte) (int, any, err
 		return 0, nil, pr
 	}
 	jobs, err := s.cfg.Jobs.List(r.Context(), f)
+	if ve := (*job.ValidationError)(nil); errors.As(err, &ve) {
+		return 0, nil, paramProblem(ve.Field, ve.Error())
+	}
 	if err != nil {
 		return 0, nil, err
 	}

@@ -57,6 +57,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"bad workflow state", "GET", "/v1/workflows?state=done", ``, "", 400, "invalid_parameter", "state"},
 		{"bad limit", "GET", "/v1/jobs?limit=0", ``, "", 400, "invalid_parameter", "limit"},
 		{"bad state", "GET", "/v1/jobs?state=done", ``, "", 400, "invalid_parameter", "state"},
+		{"bad queue filter", "GET", "/v1/jobs?queue=Not%20OK", ``, "", 400, "invalid_parameter", "queue"},
+		{"bad kind filter", "GET", "/v1/jobs?kind=a%20b", ``, "", 400, "invalid_parameter", "kind"},
 		{"bad cursor", "GET", "/v1/jobs?cursor=!!", ``, "", 400, "invalid_parameter", "cursor"},
 		{"bad job id", "GET", "/v1/jobs/abc", ``, "", 400, "invalid_parameter", "id"},
 		{"bad failed_after", "GET", "/v1/dlq?failed_after=yesterday", ``, "", 400, "invalid_parameter", "failed_after"},

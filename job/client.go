@@ -137,8 +137,31 @@ type Filter struct {
 	Limit    int   // default 100, at most 1000
 }
 
-// List returns jobs matching f, newest first.
+// Validate checks a filter's states, queue and kind, naming the field
+// that is wrong. List calls it.
+func (f Filter) Validate() error {
+	for _, s := range f.States {
+		if !s.Valid() {
+			return &ValidationError{Field: "state", Message: fmt.Sprintf("must be one or more of %s; got %q", stateNames(), s)}
+		}
+	}
+	if f.Queue != "" {
+		if err := ValidateName("queue", f.Queue); err != nil {
+			return err
+		}
+	}
+	if f.Kind != "" {
+		return ValidateKind(f.Kind)
+	}
+	return nil
+}
+
+// List returns jobs matching f, newest first. A filter that fails
+// Validate returns its *ValidationError.
 func (c *Client) List(ctx context.Context, f Filter) ([]*Job, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
 	states := make([]string, len(f.States))
 	for i, s := range f.States {
 		states[i] = string(s)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gafferhq/gaffer/store"
@@ -38,6 +39,15 @@ var States = []State{Pending, Running, Retrying, Completed, Failed, Cancelled}
 
 // Valid reports whether s is one of the job states.
 func (s State) Valid() bool { return slices.Contains(States, s) }
+
+// stateNames is "pending, running, …", for error messages.
+func stateNames() string {
+	names := make([]string, len(States))
+	for i, s := range States {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
 
 // AttemptError records why one attempt did not succeed.
 type AttemptError struct {

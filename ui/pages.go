@@ -2,7 +2,6 @@ package ui
 
 import (
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
@@ -109,20 +108,7 @@ func (h *Handler) jobsPage(r *http.Request, v *view) error {
 	d := jobsData{States: job.States, State: q.Get("state"), Queue: q.Get("queue"), Kind: q.Get("kind")}
 	f := job.Filter{Tenant: v.P.ReadTenant(v.Tenant), Queue: d.Queue, Kind: d.Kind, Limit: pageSize}
 	if d.State != "" {
-		if !job.State(d.State).Valid() {
-			return badInput("state must be one of pending, running, retrying, completed, failed, cancelled; got %q", d.State)
-		}
 		f.States = []job.State{job.State(d.State)}
-	}
-	if d.Queue != "" {
-		if err := job.ValidateName("queue", d.Queue); err != nil {
-			return err
-		}
-	}
-	if d.Kind != "" {
-		if err := job.ValidateKind(d.Kind); err != nil {
-			return err
-		}
 	}
 	var err error
 	if d.Before, err = idParam(r, "before"); err != nil {
@@ -355,17 +341,12 @@ func (h *Handler) dlqEntryPage(r *http.Request, v *view) error {
 	return nil
 }
 
-var runStates = []string{workflow.Running, workflow.Completed, workflow.Failed, workflow.Cancelled}
-
 func (h *Handler) workflowsPage(r *http.Request, v *view) error {
 	v.Title = "Workflow runs"
 	state := r.URL.Query().Get("state")
 	before, err := idParam(r, "before")
 	if err != nil {
 		return err
-	}
-	if state != "" && !slices.Contains(runStates, state) {
-		return badInput("state must be one of running, completed, failed, cancelled; got %q", state)
 	}
 	runs, err := h.cfg.Workflows.List(r.Context(), v.P.ReadTenant(v.Tenant), state, before, pageSize)
 	if err != nil {
@@ -380,7 +361,7 @@ func (h *Handler) workflowsPage(r *http.Request, v *view) error {
 		State         string
 		Runs          []workflow.Run
 		Before, Older int64
-	}{runStates, state, runs, before, older}
+	}{workflow.RunStates, state, runs, before, older}
 	return nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gafferhq/gaffer/job"
@@ -18,6 +20,9 @@ const (
 	Failed    = "failed"
 	Cancelled = "cancelled"
 )
+
+// RunStates are every run state, running first.
+var RunStates = []string{Running, Completed, Failed, Cancelled}
 
 // Run is a workflow run and its steps.
 type Run struct {
@@ -111,10 +116,8 @@ func (c *Client) Get(ctx context.Context, tenant string, id int64) (Run, error) 
 
 // List returns runs newest first, without their steps.
 func (c *Client) List(ctx context.Context, tenant, state string, beforeID int64, limit int) ([]Run, error) {
-	switch state {
-	case "", Running, Completed, Failed, Cancelled:
-	default:
-		return nil, &job.ValidationError{Field: "state", Message: fmt.Sprintf("must be running, completed, failed or cancelled, got %q", state)}
+	if state != "" && !slices.Contains(RunStates, state) {
+		return nil, &job.ValidationError{Field: "state", Message: fmt.Sprintf("must be one of %s; got %q", strings.Join(RunStates, ", "), state)}
 	}
 	rows, err := c.store.ListWorkflowRuns(ctx, tenant, state, beforeID, limit)
 	if err != nil {
