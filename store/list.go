@@ -112,9 +112,9 @@ func (f DLQFilter) where() *where {
 	}
 	if f.Replayed != nil {
 		if *f.Replayed {
-			w.conds = append(w.conds, "replayed_at IS NOT NULL")
+			w.addLiteral("replayed_at IS NOT NULL")
 		} else {
-			w.conds = append(w.conds, "replayed_at IS NULL")
+			w.addLiteral("replayed_at IS NULL")
 		}
 	}
 	if f.BeforeID > 0 {

@@ -163,7 +163,7 @@ func (h *Handler) routes() {
 			h.toLogin(w, r)
 			return
 		}
-		h.render(w, r, http.StatusNotFound, "error", &view{P: p, Title: "Not found", Data: "No such page: " + r.URL.Path})
+		h.renderError(w, r, p, "", http.StatusNotFound, "No such page: "+r.URL.Path)
 	})
 }
 
@@ -204,7 +204,7 @@ func (h *Handler) get(pattern, name string, pg page) {
 			return
 		}
 		if !p.Allows(api.ScopeJobsRead) {
-			h.render(w, r, http.StatusForbidden, "error", &view{P: p, Title: "Forbidden", Data: "This token lacks the jobs:read scope the dashboard needs."})
+			h.renderError(w, r, p, "", http.StatusForbidden, "This token lacks the jobs:read scope the dashboard needs.")
 			return
 		}
 		v := &view{P: p, Nav: strings.SplitN(name, "_", 2)[0], CSRF: h.csrf(r), Flash: takeFlash(w, r), Now: time.Now()}
@@ -216,7 +216,7 @@ func (h *Handler) get(pattern, name string, pg page) {
 		}
 		if err := pg(r, v); err != nil {
 			status, msg := h.describe(err)
-			h.render(w, r, status, "error", &view{P: p, Nav: v.Nav, Title: http.StatusText(status), Data: msg})
+			h.renderError(w, r, p, v.Nav, status, msg)
 			return
 		}
 		h.render(w, r, http.StatusOK, name, v)
@@ -231,27 +231,27 @@ func (h *Handler) post(pattern, scope string, act action) {
 			return
 		}
 		if !sameOrigin(r) {
-			h.render(w, r, http.StatusForbidden, "error", &view{P: p, Title: "Forbidden", Data: "The request came from another site and was refused."})
+			h.renderError(w, r, p, "", http.StatusForbidden, "The request came from another site and was refused.")
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
 		if err := r.ParseForm(); err != nil {
-			h.render(w, r, http.StatusBadRequest, "error", &view{P: p, Title: "Bad request", Data: "The form could not be read: " + err.Error()})
+			h.renderError(w, r, p, "", http.StatusBadRequest, "The form could not be read: "+err.Error())
 			return
 		}
 		if !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(h.csrf(r))) {
-			h.render(w, r, http.StatusForbidden, "error", &view{P: p, Title: "Forbidden", Data: "The form's CSRF token is missing or stale; reload the page and try again."})
+			h.renderError(w, r, p, "", http.StatusForbidden, "The form's CSRF token is missing or stale; reload the page and try again.")
 			return
 		}
 		if !p.Allows(scope) {
-			h.render(w, r, http.StatusForbidden, "error", &view{P: p, Title: "Forbidden", Data: "This token lacks the " + scope + " scope this action needs."})
+			h.renderError(w, r, p, "", http.StatusForbidden, "This token lacks the "+scope+" scope this action needs.")
 			return
 		}
 		to, msg, err := act(r, p)
 		if err != nil {
 			status, text := h.describe(err)
 			if status >= 500 {
-				h.render(w, r, status, "error", &view{P: p, Title: http.StatusText(status), Data: text})
+				h.renderError(w, r, p, "", status, text)
 				return
 			}
 			msg = "Refused: " + text
@@ -305,6 +305,11 @@ var (
 
 func badInput(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", errBadInput, fmt.Sprintf(format, a...))
+}
+
+// renderError shows the error page, titled by the status, with msg.
+func (h *Handler) renderError(w http.ResponseWriter, r *http.Request, p api.Principal, nav string, status int, msg string) {
+	h.render(w, r, status, "error", &view{P: p, Nav: nav, Title: http.StatusText(status), Data: msg})
 }
 
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, name string, v *view) {
