@@ -103,11 +103,8 @@ func (s *Server) listJobs(r *http.Request, p Principal, _ []byte) (int, any, err
 		return 0, nil, pr
 	}
 	jobs, err := s.cfg.Jobs.List(r.Context(), f)
-	if ve := (*job.ValidationError)(nil); errors.As(err, &ve) {
-		return 0, nil, paramProblem(ve.Field, ve.Error())
-	}
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, paramError(err)
 	}
 	views := make([]jobView, len(jobs))
 	for i, j := range jobs {

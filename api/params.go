@@ -2,11 +2,14 @@ package api
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gafferhq/gaffer/job"
 )
 
 // list is the envelope of every list response.
@@ -19,6 +22,15 @@ func paramProblem(name, detail string) *Problem {
 	p := problem(http.StatusBadRequest, CodeInvalidParameter, detail)
 	p.Field = name
 	return p
+}
+
+// paramError turns a listing's *job.ValidationError, which names the
+// query parameter at fault, into its problem; other errors pass through.
+func paramError(err error) error {
+	if ve := (*job.ValidationError)(nil); errors.As(err, &ve) {
+		return paramProblem(ve.Field, ve.Error())
+	}
+	return err
 }
 
 // limitParam reads ?limit= (1-1000, default 100).

@@ -103,12 +103,8 @@ func (s *Server) listWorkflows(r *http.Request, p Principal, _ []byte) (int, any
 		return 0, nil, pr
 	}
 	runs, err := s.cfg.Workflows.List(r.Context(), p.tenantFilter(r), r.URL.Query().Get("state"), before, limit)
-	var ve *job.ValidationError
-	if errors.As(err, &ve) {
-		return 0, nil, paramProblem(ve.Field, ve.Error())
-	}
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, paramError(err)
 	}
 	out := list{Data: runs}
 	if runs == nil {
