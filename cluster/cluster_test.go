@@ -268,6 +268,46 @@ func TestDeadNodeRescue(t *testing.T) {
 	})
 }
 
+// The leader never treats its own vanished key as a dead node: it is
+// alive and running its jobs (if its session really ended, it has
+// stepped down and the next leader rescues it). Rescuing itself would
+// release jobs it is still running to other nodes.
+func TestLeaderNeverRescuesItself(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	etcd := startEtcd(t)
+	st := pgtest.NewStore(t)
+	leader := newMember(t, st, etcd.Endpoint(), "leader")
+	waitFor(t, 10*time.Second, "leader", leader.IsLeader)
+	client := job.NewClient(st, nil)
+	res, err := client.Enqueue(ctx, job.Request{Kind: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows, err := st.ClaimJobs(ctx, store.ClaimParams{Queue: "default", Limit: 1, Token: 9, LeaseTTL: time.Hour, Node: "leader"}); err != nil || len(rows) != 1 {
+		t.Fatalf("claim: %v %v", rows, err)
+	}
+	// The leader's own registration disappears from under it.
+	cli, _ := clientv3.New(clientv3.Config{Endpoints: []string{etcd.Endpoint()}})
+	defer cli.Close()
+	if resp, err := cli.Delete(ctx, "/"+t.Name()+"/nodes/leader"); err != nil || resp.Deleted != 1 {
+		t.Fatalf("delete the leader's key: %v %v", resp, err)
+	}
+	time.Sleep(1500 * time.Millisecond) // the watch answers within milliseconds
+	if !leader.IsLeader() {
+		t.Fatal("the leader stepped down: the test needs it leading")
+	}
+	if j, _ := client.Get(ctx, "", res.Job.ID); j.State != job.Running {
+		t.Fatalf("the leader's own running job is %s (errors %+v): it rescued itself", j.State, j.Errors)
+	}
+	nodes, _ := cluster.NewAdmin(st).Nodes(ctx)
+	for _, n := range nodes {
+		if n.ID == "leader" && n.State == "dead" {
+			t.Fatalf("the leader marked itself dead (%s)", n.LeftReason)
+		}
+	}
+}
+
 func TestDeadNodeFoundWhenLeaderStarts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
