@@ -321,3 +321,42 @@ func TestEtcdOutageUnderLoad(t *testing.T) {
 	total := stop()
 	waitUntil(t, 60*time.Second, "every job to complete", func() bool { return completed() == total })
 }
+
+// A node killed while etcd is down: no leader can be proven, yet its jobs
+// run again once their lease expires — the lease is the backstop that
+// needs only PostgreSQL (G3, G5). Red when lease rescue runs on the leader
+// only.
+func TestNodeKilledDuringEtcdOutageIsRescued(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newClusterEnv(t, 2*time.Second)
+	const lease = 2 * time.Second
+	env := func(id string) *child {
+		return startChild(t, e.url, id, lease, "GAFFER_TEST_ETCD="+e.etcd.Endpoint(), "GAFFER_TEST_SESSION_TTL="+e.ttl.String(),
+			"GAFFER_TEST_PREFIX=/"+t.Name())
+	}
+	nodes := map[string]*child{"node-1": env("node-1")}
+	e.waitLeader("node-1")
+	nodes["node-2"] = env("node-2")
+	res, err := e.client.Enqueue(ctx, job.Request{Kind: "work", Args: map[string]int{"ms": 60000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Job.ID
+	waitUntil(t, 10*time.Second, "the job to run", func() bool {
+		return scalar[string](t, e.pool, `SELECT state FROM gaffer.jobs WHERE id = $1`, id) == "running"
+	})
+	victim := scalar[string](t, e.pool, `SELECT node FROM gaffer.jobs WHERE id = $1`, id)
+	e.etcd.Stop()
+	// Past the session TTL no node can prove it leads.
+	time.Sleep(e.ttl + time.Second)
+	nodes[victim].Signal(syscall.SIGKILL)
+	killed := time.Now()
+	waitUntil(t, lease+10*time.Second, "the killed node's job to run again elsewhere", func() bool {
+		return scalar[bool](t, e.pool, `SELECT state = 'running' AND attempt = 2 AND node <> $2 FROM gaffer.jobs WHERE id = $1`, id, victim)
+	})
+	t.Logf("killed %s during the etcd outage; its job ran again after %s (lease %s)", victim, time.Since(killed).Round(time.Millisecond), lease)
+	if kind := scalar[string](t, e.pool, `SELECT errors->0->>'kind' FROM gaffer.jobs WHERE id = $1`, id); kind != "lost" {
+		t.Fatalf("first attempt ended %q, want lost", kind)
+	}
+}

@@ -59,8 +59,9 @@ type Config struct {
 
 	// EtcdEndpoints makes the node a cluster member: it registers in etcd,
 	// takes part in the leader election, and runs the leader-only services
-	// (lease rescue, dead-node rescue, retention, queue gauges) only while
-	// it leads. Without it, the node runs those services itself, unfenced.
+	// (dead-node rescue, retention, queue gauges, cron) only while it
+	// leads. Without it, the node runs those services itself, unfenced.
+	// Lease rescue runs on every node either way.
 	EtcdEndpoints []string
 	// ClusterPrefix is the etcd key prefix. Default "/gaffer".
 	ClusterPrefix string
@@ -167,8 +168,12 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		fence = n.cluster
 	}
+	// The lease rescuer runs on every node, unfenced: it is the backstop
+	// for a node that died while no leader can be proven (etcd down), and
+	// its writes are compare-and-set on expired leases, so several nodes
+	// sweeping at once only waste a query.
 	rescuer, err := job.NewLeaseRescuer(job.LeaseRescuerConfig{Store: n.store, Metrics: n.metrics, Logger: n.log,
-		Interval: cfg.RescueInterval, Fence: fence})
+		Interval: cfg.RescueInterval, Fence: job.Unfenced{Store: n.store}})
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
@@ -186,11 +191,12 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
+	n.services = []backgroundService{rescuer}
 	if n.cluster != nil {
 		// Leader-only: started and stopped by the cluster with leadership.
-		n.cluster.LeaderServices(rescuer, cleaner, monitor, n.scheduler)
+		n.cluster.LeaderServices(cleaner, monitor, n.scheduler)
 	} else {
-		n.services = []backgroundService{rescuer, cleaner, monitor, n.scheduler}
+		n.services = append(n.services, cleaner, monitor, n.scheduler)
 	}
 	n.listener = n.store.NewListener(store.ListenerConfig{
 		Channels:  []string{store.ChannelJobs, store.ChannelControl, store.ChannelCron},

@@ -53,7 +53,7 @@
 //     the deletion at once and releases the node's running jobs, which are
 //     claimed again within milliseconds (NOTIFY): T + ε, independent of the
 //     job lease. The job lease (default 30s) is the backstop when there is
-//     no leader.
+//     no leader: every node, leader or not, sweeps expired leases.
 //   - drain: a drain order reaches the node at once by NOTIFY (within
 //     ReportInterval, default 2s, if notifications are down), and every
 //     claim statement refuses to claim for a node with a drain order, so

@@ -29,7 +29,9 @@ type LeaseRescuerConfig struct {
 // clock: each job retries at once, goes to the DLQ if that was its last
 // attempt, or ends cancelled if that was requested. It is safe to run on
 // several nodes at once (rows are locked SKIP LOCKED and every write is
-// compare-and-set), but the cluster runs it on the leader only.
+// compare-and-set), and every node runs it, unfenced: it must work when
+// no leader can be proven (etcd down), since it is then the only thing
+// that re-runs the jobs of a node that died.
 type LeaseRescuer struct {
 	cfg    LeaseRescuerConfig
 	log    hclog.Logger

@@ -402,14 +402,18 @@ func (p *producer) fill(ctx context.Context) {
 		if p.cursor != nil && p.lastClaim.Sub(p.cursorSince) > w.cfg.CursorReset {
 			p.cursor = nil
 		}
-		rows, err := w.store.ClaimJobs(ctx, store.ClaimParams{
-			Queue: p.queue, Limit: n, Token: rand.Int64(), LeaseTTL: w.cfg.LeaseTTL, Node: w.cfg.NodeID, After: p.cursor,
-		})
+		rows, err := p.claim(ctx, n)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.log.Error("claim jobs", "queue", p.queue, "error", err)
 				sleepCtx(ctx, jitter(time.Second, 0.5))
 			}
+			return
+		}
+		if ctx.Err() != nil {
+			// The worker stopped while the claim was in flight: give the
+			// jobs back rather than start them.
+			p.release(rows)
 			return
 		}
 		p.more.Store(len(rows) == n)
@@ -421,6 +425,42 @@ func (p *producer) fill(ctx context.Context) {
 		if len(rows) < n {
 			return
 		}
+	}
+}
+
+// claim takes up to n due jobs. The statement is not cancelled with ctx:
+// pgx answers a cancelled context by closing the connection, and a claim
+// the server commits after that would leave jobs running on a node that
+// never heard of them, until their lease ran out (an attempt burnt, or a
+// last attempt dead-lettered without running). The claim instead finishes,
+// bounded by the lease TTL, and the caller releases what it got if the
+// worker stopped meanwhile.
+func (p *producer) claim(ctx context.Context, n int) ([]store.Job, error) {
+	w := p.w
+	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.LeaseTTL)
+	defer cancel()
+	return w.store.ClaimJobs(claimCtx, store.ClaimParams{
+		Queue: p.queue, Limit: n, Token: rand.Int64(), LeaseTTL: w.cfg.LeaseTTL, Node: w.cfg.NodeID, After: p.cursor,
+	})
+}
+
+// release gives back jobs claimed after the worker began to stop, without
+// using up their attempt.
+func (p *producer) release(rows []store.Job) {
+	if len(rows) == 0 {
+		return
+	}
+	leases := make([]store.Lease, len(rows))
+	for i, r := range rows {
+		leases[i] = store.Lease{ID: r.ID, Attempt: r.Attempt, Token: r.LeaseToken}
+	}
+	err := retryWrite(func(ctx context.Context) error {
+		_, err := p.w.store.ReleaseJobs(ctx, leases, "released: node "+p.w.cfg.NodeID+" stopped while claiming")
+		return err
+	})
+	if err != nil {
+		// Their leases expire and the lease rescuer retries them.
+		p.w.log.Error("release jobs claimed while stopping", "queue", p.queue, "jobs", len(rows), "error", err)
 	}
 }
 
