@@ -54,6 +54,9 @@ type Config struct {
 	// entries are kept. Defaults 24h and 14 days.
 	JobRetention time.Duration
 	DLQRetention time.Duration
+	// IdempotencyRetention: how long API Idempotency-Keys are kept.
+	// Default 24h.
+	IdempotencyRetention time.Duration
 	// SkipSchemaCheck starts the node even if the schema is behind.
 	SkipSchemaCheck bool
 
@@ -178,7 +181,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, n.closeOnError(err)
 	}
 	cleaner, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Store: n.store, Logger: n.log,
-		JobRetention: cfg.JobRetention, DLQRetention: cfg.DLQRetention, Fence: fence})
+		JobRetention: cfg.JobRetention, DLQRetention: cfg.DLQRetention, IdempotencyRetention: cfg.IdempotencyRetention, Fence: fence})
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}

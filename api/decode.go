@@ -9,6 +9,8 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+
+	"github.com/gafferhq/gaffer/job"
 )
 
 // readBody reads a JSON request body, at most max bytes: 415 for another
@@ -33,8 +35,11 @@ func readBody(r *http.Request, max int64) ([]byte, *Problem) {
 // decodeStrict decodes body into v: unknown fields, wrong types, trailing
 // data and NUL characters are all errors that name what is wrong.
 func decodeStrict(body []byte, v any) *Problem {
-	if bytes.IndexByte(body, 0) >= 0 || bytes.Contains(body, []byte(`\u0000`)) {
-		return problem(http.StatusBadRequest, CodeInvalidJSON, "the body must not contain NUL characters")
+	// Checked on the whole body, so every string in it (args, a cron
+	// template's args, workflow step args, an http body, a signal payload,
+	// a unique key) is text that jsonb stores and a handler gets unchanged.
+	if err := job.CheckJSONText(body); err != nil {
+		return problem(http.StatusBadRequest, CodeInvalidJSON, err.Error())
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()

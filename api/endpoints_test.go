@@ -125,12 +125,19 @@ func TestIdempotencyKey(t *testing.T) {
 	if r := e.do(e.acme, "POST", "/v1/jobs", body, "Idempotency-Key", "order-7"); r.Status != 201 || r.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("other tenant: %d %v", r.Status, r.Header)
 	}
-	// A rejected request's response is remembered too (the same 4xx again).
+	// A rejected request is not remembered: the key stays free, so the
+	// corrected request runs (rather than 422 or a day of the same 400).
 	bad := `{"kind":"k","priority":99}`
 	b1 := e.do(e.writer, "POST", "/v1/jobs", bad, "Idempotency-Key", "bad-1")
 	b2 := e.do(e.writer, "POST", "/v1/jobs", bad, "Idempotency-Key", "bad-1")
-	if b1.Status != 400 || b2.Status != 400 || string(b1.Body) != string(b2.Body) {
-		t.Fatalf("bad request replay: %d %d", b1.Status, b2.Status)
+	if b1.Status != 400 || b2.Status != 400 || b2.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("bad request twice: %d %d replayed=%q", b1.Status, b2.Status, b2.Header.Get("Idempotent-Replayed"))
+	}
+	if r := e.do(e.writer, "POST", "/v1/jobs", `{"kind":"k","priority":9}`, "Idempotency-Key", "bad-1"); r.Status != 201 {
+		t.Fatalf("corrected request after a 400 with the same key: %d %s", r.Status, r.Body)
+	}
+	if n := e.count(`SELECT count(*) FROM gaffer.idempotency_keys WHERE key = 'bad-1' AND status = 201`); n != 1 {
+		t.Fatalf("%d stored responses for the corrected request", n)
 	}
 }
 

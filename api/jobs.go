@@ -52,6 +52,10 @@ func (s *Server) enqueue(r *http.Request, p Principal, body []byte) (int, any, e
 	if pr != nil {
 		return 0, nil, pr
 	}
+	if req.RunAt != nil && runAt.IsZero() {
+		// The zero instant would read as "not set", i.e. now.
+		return 0, nil, fieldProblem("run_at", "run_at must be a real instant, got the zero time "+*req.RunAt)
+	}
 	delay, pr := parseDuration("delay", req.Delay)
 	if pr != nil {
 		return 0, nil, pr

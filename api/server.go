@@ -9,6 +9,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -47,6 +48,10 @@ type Config struct {
 	// RateBurst the burst. Defaults 200 and 400.
 	RateLimit float64
 	RateBurst int
+	// IdempotencyRetention is how long an Idempotency-Key replays its
+	// first response. Default 24h (the leader's retention deletes keys
+	// after the same time; see job.RetentionCleanerConfig).
+	IdempotencyRetention time.Duration
 }
 
 // Server is the HTTP API under /v1. It is an http.Handler.
@@ -79,6 +84,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.RateBurst == 0 {
 		cfg.RateBurst = 400
+	}
+	if cfg.IdempotencyRetention == 0 {
+		cfg.IdempotencyRetention = job.DefaultIdempotencyRetention
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.Named("api"), mux: http.NewServeMux(), limiters: map[string]*rate.Limiter{},
 		metrics: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "gaffer", Subsystem: "api", Name: "request_duration_seconds",
@@ -195,6 +203,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern, scope st
 		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "this token is over its request rate; retry after the Retry-After seconds"))
 		return
 	}
+	// r.URL.Query() drops what it cannot parse (a ';' separator, a bad
+	// escape): the filter would silently go and the whole list come back.
+	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		writeProblem(w, problem(http.StatusBadRequest, CodeInvalidParameter, "the query string is malformed: "+err.Error()))
+		return
+	}
 	var body []byte
 	if r.ContentLength != 0 && (r.Method == http.MethodPost || r.Method == http.MethodPatch) {
 		var pr *Problem
@@ -238,7 +252,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p Principal,
 	}
 	sum := sha256.Sum256(append([]byte(r.Method+" "+r.URL.RequestURI()+"\n"), body...))
 	ctx := r.Context()
-	taken, prev, err := s.cfg.Store.ClaimIdempotencyKey(ctx, p.Tenant, key, sum[:], time.Minute)
+	taken, prev, err := s.cfg.Store.ClaimIdempotencyKey(ctx, p.Tenant, key, sum[:], time.Minute, s.cfg.IdempotencyRetention)
 	if err != nil {
 		s.respond(w, r, 0, nil, err)
 		return
@@ -261,8 +275,10 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p Principal,
 	status, v, herr := h(r, p, body)
 	s.respond(buf, r, status, v, herr)
 	done := context.WithoutCancel(ctx)
-	if buf.status >= 500 {
-		// Nothing durable is known to have happened: let a retry run anew.
+	if buf.status >= 400 {
+		// Refused, or failed before anything durable is known to have
+		// happened: a corrected or later retry runs anew rather than
+		// replaying the error for a day.
 		s.cfg.Store.ReleaseIdempotencyKey(done, p.Tenant, key)
 	} else if err := s.cfg.Store.FinishIdempotencyKey(done, p.Tenant, key, buf.status, buf.body.Bytes(), buf.header.Get("Content-Type")); err != nil {
 		s.log.Error("store idempotent response", "error", err)

@@ -68,6 +68,24 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"drain unknown node", "POST", "/v1/nodes/ghost/drain", `{"deadline":"10s"}`, "", 404, "not_found", ""},
 		{"drain deadline negative", "POST", "/v1/nodes/ghost/drain", `{"deadline":"-1s"}`, "", 400, "invalid_field", "deadline"},
 		{"unknown endpoint", "GET", "/v1/frobs", ``, "", 404, "not_found", ""},
+		// Text jsonb cannot hold, anywhere in a body: 400, not a 500 from
+		// the database.
+		{"invalid UTF-8 in args", "POST", "/v1/jobs", "{\"kind\":\"k\",\"args\":{\"a\":\"\xff\xfe\"}}", "", 400, "invalid_json", ""},
+		{"lone surrogate in args", "POST", "/v1/jobs", `{"kind":"k","args":{"a":"\ud800"}}`, "", 400, "invalid_json", ""},
+		{"invalid UTF-8 in cron args", "POST", "/v1/cron", "{\"name\":\"c\",\"schedule\":\"@daily\",\"job\":{\"kind\":\"k\",\"args\":[\"\xc3\x28\"]}}", "", 400, "invalid_json", ""},
+		{"invalid UTF-8 in step args", "POST", "/v1/workflows", "{\"name\":\"w\",\"steps\":[{\"name\":\"a\",\"kind\":\"k\",\"args\":{\"x\":\"\xed\xa0\x80\"}}]}", "", 400, "invalid_json", ""},
+		{"invalid UTF-8 in http body", "POST", "/v1/jobs", "{\"kind\":\"http\",\"args\":{\"url\":\"https://x.test\",\"body\":\"\xff\"}}", "", 400, "invalid_json", ""},
+		{"lone surrogate in signal payload", "POST", "/v1/workflows/1/signal", `{"step":"s","payload":"\udfff"}`, "", 400, "invalid_json", ""},
+		{"invalid UTF-8 in unique_key", "POST", "/v1/jobs", "{\"kind\":\"k\",\"unique_key\":\"k\xff\"}", "", 400, "invalid_json", ""},
+		{"escaped lone surrogate in unique_key", "POST", "/v1/jobs", `{"kind":"k","unique_key":"k\udc00"}`, "", 400, "invalid_json", ""},
+		{"http header name not a token", "POST", "/v1/jobs", `{"kind":"http","args":{"url":"https://x.test","headers":{"X Bad(":"v"}}}`, "", 400, "invalid_field", "args.headers"},
+		{"http header value with a control", "POST", "/v1/jobs", `{"kind":"http","args":{"url":"https://x.test","headers":{"X-A":"a\u0007b"}}}`, "", 400, "invalid_field", "args.headers"},
+		{"http header value with DEL", "POST", "/v1/cron", `{"name":"c","schedule":"@daily","job":{"kind":"http","args":{"url":"https://x.test","headers":{"X-A":"\u007f"}}}}`, "", 400, "invalid_field", "job.args.headers"},
+		{"zero run_at", "POST", "/v1/jobs", `{"kind":"k","run_at":"0001-01-01T00:00:00Z"}`, "", 400, "invalid_field", "run_at"},
+		{"ancient run_at", "POST", "/v1/jobs", `{"kind":"k","run_at":"0001-01-02T00:00:00Z"}`, "", 400, "invalid_field", "run_at"},
+		{"far future run_at", "POST", "/v1/jobs", `{"kind":"k","run_at":"9999-01-01T00:00:00Z"}`, "", 400, "invalid_field", "run_at"},
+		{"semicolon in query", "GET", "/v1/jobs?state=failed;queue=x", ``, "", 400, "invalid_parameter", ""},
+		{"bad escape in query", "GET", "/v1/jobs?state=%zz", ``, "", 400, "invalid_parameter", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,7 +1,6 @@
 package job
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -46,8 +45,9 @@ type Request struct {
 	Queue string
 	// Priority from 0 (runs first) to 9 (runs last). Default 0.
 	Priority int
-	// RunAt makes the job due at that instant; Delay makes it due that long
-	// after it is enqueued (by the database clock). Set one, not both.
+	// RunAt makes the job due at that instant (within MaxDelay of now,
+	// either way); Delay makes it due that long after it is enqueued (by
+	// the database clock). Set one, not both.
 	RunAt time.Time
 	Delay time.Duration
 	// MaxAttempts before the job fails into the DLQ. Default 25, at most
@@ -120,6 +120,8 @@ func (r Request) Params() (store.InsertParams, error) {
 		return p, &ValidationError{Field: "delay", Message: fmt.Sprintf("must be at most %s", MaxDelay)}
 	case !p.RunAt.IsZero() && p.Delay != 0:
 		return p, &ValidationError{Field: "run_at", Message: "set run_at or delay, not both"}
+	case !p.RunAt.IsZero() && (p.RunAt.Before(time.Now().Add(-MaxDelay)) || p.RunAt.After(time.Now().Add(MaxDelay))):
+		return p, &ValidationError{Field: "run_at", Message: fmt.Sprintf("must be within %s of now, got %s", MaxDelay, p.RunAt.Format(time.RFC3339))}
 	case len(p.UniqueKey) > MaxUniqueKeyLen:
 		return p, &ValidationError{Field: "unique_key", Message: fmt.Sprintf("must be at most %d bytes", MaxUniqueKeyLen)}
 	case !validText(p.UniqueKey):
@@ -134,7 +136,7 @@ func (r Request) Params() (store.InsertParams, error) {
 }
 
 // EncodeArgs encodes and checks job args: valid JSON, at most
-// MaxArgsBytes, and no NUL characters (PostgreSQL's jsonb cannot hold them).
+// MaxArgsBytes, and text jsonb can hold (see CheckJSONText).
 func EncodeArgs(v any) (json.RawMessage, error) {
 	var b []byte
 	switch a := v.(type) {
@@ -162,8 +164,8 @@ func EncodeArgs(v any) (json.RawMessage, error) {
 	if !json.Valid(b) {
 		return nil, &ValidationError{Field: "args", Message: "is not valid JSON"}
 	}
-	if bytes.Contains(b, []byte(`\u0000`)) || bytes.IndexByte(b, 0) >= 0 {
-		return nil, &ValidationError{Field: "args", Message: "must not contain NUL characters (\\u0000)"}
+	if err := CheckJSONText(b); err != nil {
+		return nil, &ValidationError{Field: "args", Message: err.Error()}
 	}
 	return json.RawMessage(b), nil
 }

@@ -13,8 +13,9 @@ import (
 
 // Retention defaults.
 const (
-	DefaultJobRetention = 24 * time.Hour
-	DefaultDLQRetention = 14 * 24 * time.Hour
+	DefaultJobRetention         = 24 * time.Hour
+	DefaultDLQRetention         = 14 * 24 * time.Hour
+	DefaultIdempotencyRetention = 24 * time.Hour
 )
 
 // RetentionCleanerConfig configures a RetentionCleaner.
@@ -28,14 +29,18 @@ type RetentionCleanerConfig struct {
 	JobRetention time.Duration
 	// DLQRetention is how long DLQ entries are kept. Default 14 days.
 	DLQRetention time.Duration
+	// IdempotencyRetention is how long an Idempotency-Key and its stored
+	// response are kept. Default 24h.
+	IdempotencyRetention time.Duration
 	// Interval between sweeps. Default 1m.
 	Interval time.Duration
 	// BatchSize caps the rows one statement deletes. Default 5000.
 	BatchSize int
 }
 
-// RetentionCleaner deletes finished jobs and DLQ entries past their
-// retention, in small batches so that it never holds many locks.
+// RetentionCleaner deletes finished jobs, DLQ entries and idempotency keys
+// past their retention, in small batches so that it never holds many
+// locks.
 type RetentionCleaner struct {
 	cfg    RetentionCleanerConfig
 	log    hclog.Logger
@@ -51,6 +56,8 @@ func NewRetentionCleaner(cfg RetentionCleanerConfig) (*RetentionCleaner, error) 
 		return nil, errors.New("RetentionCleanerConfig.JobRetention must not be negative")
 	case cfg.DLQRetention < 0:
 		return nil, errors.New("RetentionCleanerConfig.DLQRetention must not be negative")
+	case cfg.IdempotencyRetention < 0:
+		return nil, errors.New("RetentionCleanerConfig.IdempotencyRetention must not be negative")
 	case cfg.Interval < 0 || cfg.BatchSize < 0:
 		return nil, errors.New("RetentionCleanerConfig: Interval and BatchSize must not be negative")
 	}
@@ -59,6 +66,9 @@ func NewRetentionCleaner(cfg RetentionCleanerConfig) (*RetentionCleaner, error) 
 	}
 	if cfg.DLQRetention == 0 {
 		cfg.DLQRetention = DefaultDLQRetention
+	}
+	if cfg.IdempotencyRetention == 0 {
+		cfg.IdempotencyRetention = DefaultIdempotencyRetention
 	}
 	if cfg.Interval == 0 {
 		cfg.Interval = time.Minute
@@ -78,7 +88,7 @@ func NewRetentionCleaner(cfg RetentionCleanerConfig) (*RetentionCleaner, error) 
 // Start begins sweeping in the background; non-blocking and idempotent.
 func (c *RetentionCleaner) Start(ctx context.Context) error {
 	c.runner.StartEvery(ctx, c.cfg.Interval, func(ctx context.Context) error {
-		_, _, err := c.RunOnce(ctx)
+		_, err := c.RunOnce(ctx)
 		return err
 	}, c.log, "delete expired rows")
 	return nil
@@ -87,22 +97,40 @@ func (c *RetentionCleaner) Start(ctx context.Context) error {
 // Stop ends the loop and waits for it.
 func (c *RetentionCleaner) Stop() { c.runner.Stop() }
 
-// RunOnce deletes everything past retention now and returns how many jobs
-// and DLQ entries it deleted.
-func (c *RetentionCleaner) RunOnce(ctx context.Context) (jobs, entries int64, err error) {
-	jobs, err = c.drainBatches(ctx, func(q store.DB) (int64, error) {
-		return c.cfg.Store.DeleteFinishedJobs(ctx, q, c.cfg.JobRetention, c.cfg.BatchSize)
-	})
-	if err != nil {
-		return jobs, 0, err
+// Deleted counts the rows one sweep deleted, per table.
+type Deleted struct {
+	Jobs, DLQEntries, IdempotencyKeys int64
+}
+
+// RunOnce deletes everything past retention now and returns how many rows
+// of each table it deleted.
+func (c *RetentionCleaner) RunOnce(ctx context.Context) (Deleted, error) {
+	var d Deleted
+	sweeps := []struct {
+		n   *int64
+		del func(q store.DB) (int64, error)
+	}{
+		{&d.Jobs, func(q store.DB) (int64, error) {
+			return c.cfg.Store.DeleteFinishedJobs(ctx, q, c.cfg.JobRetention, c.cfg.BatchSize)
+		}},
+		{&d.DLQEntries, func(q store.DB) (int64, error) {
+			return c.cfg.Store.DeleteOldDLQEntries(ctx, q, c.cfg.DLQRetention, c.cfg.BatchSize)
+		}},
+		{&d.IdempotencyKeys, func(q store.DB) (int64, error) {
+			return c.cfg.Store.DeleteOldIdempotencyKeys(ctx, q, c.cfg.IdempotencyRetention, c.cfg.BatchSize)
+		}},
 	}
-	entries, err = c.drainBatches(ctx, func(q store.DB) (int64, error) {
-		return c.cfg.Store.DeleteOldDLQEntries(ctx, q, c.cfg.DLQRetention, c.cfg.BatchSize)
-	})
-	if jobs+entries > 0 {
-		c.log.Debug("deleted expired rows", "jobs", jobs, "dlq_entries", entries)
+	for _, sw := range sweeps {
+		n, err := c.drainBatches(ctx, sw.del)
+		*sw.n = n
+		if err != nil {
+			return d, err
+		}
 	}
-	return jobs, entries, err
+	if d != (Deleted{}) {
+		c.log.Debug("deleted expired rows", "jobs", d.Jobs, "dlq_entries", d.DLQEntries, "idempotency_keys", d.IdempotencyKeys)
+	}
+	return d, nil
 }
 
 // drainBatches runs del, one fenced batch at a time, until a batch comes

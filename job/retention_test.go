@@ -2,6 +2,7 @@ package job_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,9 +30,9 @@ func TestRetentionDeletesOnlyExpiredFinishedRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs, entries, err := c.RunOnce(ctx)
-	if err != nil || jobs != 2 || entries != 1 {
-		t.Fatalf("deleted %d jobs, %d entries, %v; want 2, 1", jobs, entries, err)
+	d, err := c.RunOnce(ctx)
+	if err != nil || d.Jobs != 2 || d.DLQEntries != 1 {
+		t.Fatalf("deleted %+v, %v; want 2 jobs, 1 DLQ entry", d, err)
 	}
 	for id, want := range map[int64]bool{old.ID: false, oldFailed.ID: false, recent.ID: true, unfinished.ID: true} {
 		_, err := e.client.Get(ctx, "", id)
@@ -41,5 +42,52 @@ func TestRetentionDeletesOnlyExpiredFinishedRows(t *testing.T) {
 	}
 	if _, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Store: e.st, JobRetention: -time.Hour}); err == nil {
 		t.Fatal("negative retention accepted")
+	}
+}
+
+// Idempotency keys expire after their retention (docs/api.md: 24 hours):
+// the leader deletes them in batches, and a key past its retention is
+// taken anew even before the sweep deletes it.
+func TestRetentionDeletesExpiredIdempotencyKeys(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	for _, k := range []string{"old-1", "old-2", "fresh"} {
+		if taken, _, err := e.st.ClaimIdempotencyKey(ctx, "t1", k, []byte("h"), time.Minute, 24*time.Hour); err != nil || !taken {
+			t.Fatalf("claim %s: %v %v", k, taken, err)
+		}
+		if err := e.st.FinishIdempotencyKey(ctx, "t1", k, 201, []byte(`{}`), "application/json"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.exec(`UPDATE gaffer.idempotency_keys SET created_at = now() - interval '25 hours' WHERE key LIKE 'old-%'`)
+
+	// Expired but not yet swept: a new request with the key runs anew.
+	taken, _, err := e.st.ClaimIdempotencyKey(ctx, "t1", "old-1", []byte("other"), time.Minute, 24*time.Hour)
+	if err != nil || !taken {
+		t.Fatalf("claim of an expired key: taken=%v err=%v, want taken", taken, err)
+	}
+	// Fresh: replayed, not taken.
+	if taken, prev, err := e.st.ClaimIdempotencyKey(ctx, "t1", "fresh", []byte("h"), time.Minute, 24*time.Hour); err != nil || taken || prev.Status != 201 {
+		t.Fatalf("claim of a fresh key: taken=%v status=%d err=%v, want its stored 201", taken, prev.Status, err)
+	}
+
+	c, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Store: e.st, BatchSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.RunOnce(ctx)
+	if err != nil || d.IdempotencyKeys != 1 {
+		t.Fatalf("deleted %+v, %v; want 1 idempotency key (old-2)", d, err)
+	}
+	var left []string
+	rows, _ := e.st.Pool().Query(ctx, `SELECT key FROM gaffer.idempotency_keys ORDER BY key`)
+	for rows.Next() {
+		var k string
+		rows.Scan(&k)
+		left = append(left, k)
+	}
+	if strings.Join(left, ",") != "fresh,old-1" {
+		t.Fatalf("keys left: %v, want fresh,old-1", left)
 	}
 }

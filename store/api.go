@@ -94,10 +94,11 @@ type IdempotentResponse struct {
 
 // ClaimIdempotencyKey takes (tenant, key) for a new request. If the key is
 // already taken it returns false and the stored response. A claim left
-// unfinished for longer than abandonAfter is taken over.
-func (s *Store) ClaimIdempotencyKey(ctx context.Context, tenant, key string, requestHash []byte, abandonAfter time.Duration) (bool, IdempotentResponse, error) {
+// unfinished for longer than abandonAfter, or any key older than
+// expireAfter, is taken over.
+func (s *Store) ClaimIdempotencyKey(ctx context.Context, tenant, key string, requestHash []byte, abandonAfter, expireAfter time.Duration) (bool, IdempotentResponse, error) {
 	var taken bool
-	err := s.pool.QueryRow(ctx, sqlClaimIdempotencyKey, tenant, key, requestHash, abandonAfter.Milliseconds()).Scan(&taken)
+	err := s.pool.QueryRow(ctx, sqlClaimIdempotencyKey, tenant, key, requestHash, abandonAfter.Milliseconds(), expireAfter.Milliseconds()).Scan(&taken)
 	if err == nil {
 		return true, IdempotentResponse{}, nil
 	}
@@ -127,9 +128,10 @@ func (s *Store) ReleaseIdempotencyKey(ctx context.Context, tenant, key string) e
 	return err
 }
 
-// DeleteOldIdempotencyKeys deletes keys older than age.
-func (s *Store) DeleteOldIdempotencyKeys(ctx context.Context, age time.Duration) (int64, error) {
-	tag, err := s.pool.Exec(ctx, sqlDeleteOldIdempotency, age.Milliseconds())
+// DeleteOldIdempotencyKeys deletes up to limit keys older than age,
+// through q (a fenced transaction) or the pool when q is nil.
+func (s *Store) DeleteOldIdempotencyKeys(ctx context.Context, q DB, age time.Duration, limit int) (int64, error) {
+	tag, err := s.db(q).Exec(ctx, sqlDeleteOldIdempotency, age.Milliseconds(), limit)
 	if err != nil {
 		return 0, fmt.Errorf("delete old idempotency keys: %w", err)
 	}

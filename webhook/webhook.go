@@ -30,6 +30,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/gafferhq/gaffer/job"
 )
 
@@ -92,8 +94,14 @@ func Validate(raw json.RawMessage) (Args, time.Duration, error) {
 		if reserved[http.CanonicalHeaderKey(k)] {
 			return a, 0, &job.ValidationError{Field: "args.headers", Message: fmt.Sprintf("header %q is set by Gaffer", k)}
 		}
-		if k == "" || strings.ContainsAny(k, " :\r\n") || strings.ContainsAny(v, "\r\n") {
-			return a, 0, &job.ValidationError{Field: "args.headers", Message: fmt.Sprintf("header %q is malformed", k)}
+		// RFC 9110: a name is a token; a value is visible characters,
+		// spaces and tabs, no controls. Checked here, not by the HTTP
+		// client at call time, where it would fail every attempt.
+		if !httpguts.ValidHeaderFieldName(k) {
+			return a, 0, &job.ValidationError{Field: "args.headers", Message: fmt.Sprintf("header name %q is not an RFC 9110 token", k)}
+		}
+		if !httpguts.ValidHeaderFieldValue(v) || !utf8.ValidString(v) {
+			return a, 0, &job.ValidationError{Field: "args.headers", Message: fmt.Sprintf("the value of header %q has control characters or is not UTF-8", k)}
 		}
 	}
 	var timeout time.Duration
@@ -182,7 +190,7 @@ func (h *handler) Work(ctx context.Context, j *job.Job) error {
 	}
 	switch {
 	case len(raw) == 0:
-	case !res.Truncated && json.Valid(raw):
+	case !res.Truncated && json.Valid(raw) && job.CheckJSONText(raw) == nil:
 		res.Body = raw
 	default:
 		s := strings.ToValidUTF8(string(raw), "\uFFFD")

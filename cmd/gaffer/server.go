@@ -36,6 +36,7 @@ type nodeFlags struct {
 	drainTimeout  *time.Duration
 	jobRetention  *time.Duration
 	dlqRetention  *time.Duration
+	idemRetention *time.Duration
 	logLevel      *string
 	logJSON       *bool
 }
@@ -55,6 +56,7 @@ func addNodeFlags(fs *flagSet) *nodeFlags {
 		drainTimeout:  fs.Duration("drain-timeout", "", 30*time.Second, "on SIGTERM, how long running jobs get to finish before they are released"),
 		jobRetention:  fs.Duration("job-retention", "", 24*time.Hour, "how long finished jobs are kept"),
 		dlqRetention:  fs.Duration("dlq-retention", "", 14*24*time.Hour, "how long DLQ entries are kept"),
+		idemRetention: fs.Duration("idempotency-retention", "", 24*time.Hour, "how long an API Idempotency-Key replays its first response"),
 		logLevel:      fs.String("log-level", "", "info", "trace, debug, info, warn or error"),
 		logJSON:       fs.Bool("log-json", "", false, "log JSON lines instead of text"),
 	}
@@ -74,7 +76,8 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 		return gaffer.Config{}, usageError("--queues: " + err.Error())
 	}
 	for name, d := range map[string]time.Duration{"lease-ttl": *f.leaseTTL, "poll-interval": *f.pollInterval,
-		"drain-timeout": *f.drainTimeout, "job-retention": *f.jobRetention, "dlq-retention": *f.dlqRetention} {
+		"drain-timeout": *f.drainTimeout, "job-retention": *f.jobRetention, "dlq-retention": *f.dlqRetention,
+		"idempotency-retention": *f.idemRetention} {
 		if d <= 0 {
 			return gaffer.Config{}, usageError(fmt.Sprintf("--%s must be positive, got %s", name, d))
 		}
@@ -95,7 +98,7 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 		}
 	}
 	return gaffer.Config{Queues: queues, LeaseTTL: *f.leaseTTL, PollInterval: *f.pollInterval,
-		JobRetention: *f.jobRetention, DLQRetention: *f.dlqRetention, EtcdEndpoints: endpoints,
+		JobRetention: *f.jobRetention, DLQRetention: *f.dlqRetention, IdempotencyRetention: *f.idemRetention, EtcdEndpoints: endpoints,
 		SessionTTL: *f.sessionTTL, ClusterPrefix: *f.prefix, Version: Version}, nil
 }
 
@@ -230,7 +233,7 @@ func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, node
 	tokens := api.NewTokens(n.Store())
 	a, err := api.New(api.Config{Store: n.Store(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
 		Admin: cluster.NewAdmin(n.Store()), Cluster: n.Cluster(), Logger: log, Registerer: reg,
-		RateLimit: float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit})
+		RateLimit: float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit, IdempotencyRetention: *nf.idemRetention})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -15,11 +15,15 @@ UPDATE gaffer.api_tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id =
 
 -- name: claim_idempotency_key
 -- Takes the key for a first request, or takes over one abandoned for more
--- than $4 ms (its request died mid-way). Returns whether it was taken.
+-- than $4 ms (its request died mid-way), or one older than $5 ms (expired,
+-- whether or not retention has deleted it yet). Returns whether it was
+-- taken.
 INSERT INTO gaffer.idempotency_keys (tenant, key, request_hash) VALUES ($1, $2, $3)
-ON CONFLICT (tenant, key) DO UPDATE SET request_hash = excluded.request_hash, created_at = now()
-    WHERE gaffer.idempotency_keys.status = 0
-      AND gaffer.idempotency_keys.created_at < now() - $4 * interval '1 millisecond'
+ON CONFLICT (tenant, key) DO UPDATE
+    SET request_hash = excluded.request_hash, created_at = now(), status = 0, response = NULL, content_type = NULL
+    WHERE (gaffer.idempotency_keys.status = 0
+           AND gaffer.idempotency_keys.created_at < now() - $4 * interval '1 millisecond')
+       OR gaffer.idempotency_keys.created_at < now() - $5 * interval '1 millisecond'
 RETURNING true;
 
 -- name: get_idempotency_key
@@ -32,4 +36,12 @@ UPDATE gaffer.idempotency_keys SET status = $3, response = $4, content_type = $5
 DELETE FROM gaffer.idempotency_keys WHERE tenant = $1 AND key = $2 AND status = 0;
 
 -- name: delete_old_idempotency_keys
-DELETE FROM gaffer.idempotency_keys WHERE created_at < now() - $1 * interval '1 millisecond';
+-- Retention: $1 age ms, $2 batch size.
+WITH doomed AS (
+    SELECT tenant, key FROM gaffer.idempotency_keys
+    WHERE created_at < now() - $1 * interval '1 millisecond'
+    ORDER BY created_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM gaffer.idempotency_keys k USING doomed WHERE k.tenant = doomed.tenant AND k.key = doomed.key;
