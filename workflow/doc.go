@@ -18,12 +18,25 @@
 //
 // A trigger on the jobs table advances a run in the transaction that
 // finishes a step's job (completion, failure into the DLQ, cancellation,
-// lease rescue): the step records its result, its dependents' dependency
-// counts drop, and those reaching zero are enqueued with their
-// dependencies' results as inputs — all in that one transaction. A step is
+// lease rescue): the step records its result, its dependents recount the
+// dependencies they still wait for, and those left with none are enqueued
+// with their dependencies' results as inputs — all in that one
+// transaction. A dependency is done when it completed, or failed with
+// allow_failure; the count is taken from those states, never decremented,
+// so a dependency counts once however often it is replayed. A step is
 // therefore never lost between "its dependency finished" and "it was
 // enqueued", whichever node dies; and a step's job is at-least-once like
 // any job, with exactly one completion accepted.
+//
+// # DLQ replay
+//
+// Replaying a failed step's DLQ entry makes the step active again,
+// following the new job, with inputs taken afresh from its dependencies.
+// A step that failed with allow_failure was done; replayed, it is not, so
+// its dependents still waiting wait for the replay too and see its new
+// result (or null, if it fails again). A dependent that had already
+// started keeps the inputs it started with: the replay re-runs the step
+// alone, and the run completes only once the replay has finished too.
 //
 // Sleep and signal steps are jobs of the built-in kinds gaffer.sleep and
 // gaffer.signal, due when the timer ends: durable because they are rows.

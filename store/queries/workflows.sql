@@ -1,5 +1,5 @@
 -- Workflow queries. The run's progress is driven by the triggers of
--- migration 0005; these create, read, cancel and signal runs.
+-- migrations 0005, 0007 and 0010; these create, read, cancel and signal runs.
 
 -- name: insert_workflow_run
 INSERT INTO gaffer.workflow_runs (tenant, name) VALUES ($1, $2) RETURNING id;

@@ -1,0 +1,75 @@
+package workflow_test
+
+import (
+	"testing"
+
+	"github.com/gafferhq/gaffer/workflow"
+)
+
+// A replayed step is one dependency, counted once, however often it is
+// replayed and however each replay ends: its dependent waits for the
+// dependencies that have not run, and sees the replay's result.
+func TestReplayedDependencyCountsOnce(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		replay string
+		want   string // z's inputs
+	}{
+		{"completes", `{"x": "x2", "y": "y"}`},
+		{"fails again", `{"x": null, "y": "y"}`},
+	} {
+		t.Run("replay "+c.replay, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			run := e.submit(workflow.New("once").
+				Job("x", "k", nil, own("x"), workflow.AllowFailure()).
+				Job("y", "k", nil, own("y")).
+				Job("z", "k", nil, own("z"), workflow.After("x", "y"))).ID
+			e.failStep(run, "x") // allowed: the run goes on, z waits for y
+			e.replayStep(run, "x")
+			if c.replay == "completes" {
+				e.completeStep(run, "x", `"x2"`)
+			} else {
+				e.failStep(run, "x")
+			}
+			if z := step(e.get(run), "z"); z.State != "waiting" || e.due("z") != 0 {
+				t.Fatalf("z started while y's job was still pending: %+v", z)
+			}
+			e.completeStep(run, "y", `"y"`)
+			if got := e.completeStep(run, "z", `"z"`).Inputs; string(got) != c.want {
+				t.Fatalf("z's inputs %s, want %s", got, c.want)
+			}
+			if done := e.get(run); done.State != workflow.Completed || string(done.Output) != `{"z": "z"}` {
+				t.Fatalf("run %s, output %s", done.State, done.Output)
+			}
+		})
+	}
+}
+
+// A replay of a step whose dependent already started re-runs the step
+// alone: the dependent keeps the inputs it started with, and the run
+// completes once the replay has finished too.
+func TestReplayAfterDependentStartedRerunsTheStepAlone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	run := e.submit(workflow.New("late").
+		Job("x", "k", nil, own("x"), workflow.AllowFailure()).
+		Job("y", "k", nil, own("y")).
+		Job("z", "k", nil, own("z"), workflow.After("x", "y"))).ID
+	e.failStep(run, "x")
+	e.completeStep(run, "y", `"y"`)
+	zJob := step(e.get(run), "z").JobID
+	e.replayStep(run, "x")
+	z := e.completeStep(run, "z", `"z"`)
+	if z.ID != zJob || string(z.Inputs) != `{"x": null, "y": "y"}` {
+		t.Fatalf("z ran job %d (started as %d) with inputs %s", z.ID, zJob, z.Inputs)
+	}
+	if r := e.get(run); r.State != workflow.Running || step(r, "x").State != "active" {
+		t.Fatalf("run %s with x %+v while x's replay is pending", r.State, step(r, "x"))
+	}
+	e.completeStep(run, "x", `"x2"`)
+	done := e.get(run)
+	if done.State != workflow.Completed || string(done.Output) != `{"z": "z"}` || string(step(done, "x").Result) != `"x2"` {
+		t.Fatalf("run %s, output %s, x %+v", done.State, done.Output, step(done, "x"))
+	}
+}
