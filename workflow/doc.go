@@ -10,9 +10,12 @@
 //	          ├──► failed          (a step failed for good)
 //	          └──► cancelled       (Cancel, or a step's job cancelled)
 //
-//	step:  waiting ──(last dependency done)──► active ──► completed
-//	          │                                   ├──────► failed ──(DLQ replay)──► active
-//	          └──► cancelled (run failed/cancelled) └──────► cancelled
+//	step:  waiting ──(no dependency left)──► active ──► completed
+//	          │                              ├─────► failed ──(DLQ replay)──► active
+//	          │                              └─────► cancelled   (its job cancelled)
+//	          └──► cancelled   (the run failed, or was cancelled)
+//
+//	       cancelled ──(a DLQ replay resumes the failed run)──► waiting
 //
 // # Durable progress
 //
@@ -37,6 +40,13 @@
 // result (or null, if it fails again). A dependent that had already
 // started keeps the inputs it started with: the replay re-runs the step
 // alone, and the run completes only once the replay has finished too.
+//
+// A replay resumes a failed run when no other step holds it failed. Every
+// step cancelled while the run was failed then waits again — those the
+// failure cancelled before they started, and those whose job was
+// cancelled since — and each with no dependency left starts with a new
+// job, so the run can finish. (Cancelling a step's job while the run is
+// running cancels the run, and no replay resumes a cancelled run.)
 //
 // Sleep and signal steps are jobs of the built-in kinds gaffer.sleep and
 // gaffer.signal, due when the timer ends: durable because they are rows.

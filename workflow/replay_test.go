@@ -1,8 +1,10 @@
 package workflow_test
 
 import (
+	"context"
 	"testing"
 
+	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/workflow"
 )
 
@@ -71,5 +73,40 @@ func TestReplayAfterDependentStartedRerunsTheStepAlone(t *testing.T) {
 	done := e.get(run)
 	if done.State != workflow.Completed || string(done.Output) != `{"z": "z"}` || string(step(done, "x").Result) != `"x2"` {
 		t.Fatalf("run %s, output %s, x %+v", done.State, done.Output, step(done, "x"))
+	}
+}
+
+// A run resumed by a replay brings back every step cancelled while it was
+// failed, the job of one that had already started included: the run
+// finishes, with each step's result reaching its dependents.
+func TestResumedRunRestartsStepsCancelledWhileFailed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	run := e.submit(workflow.New("resume").
+		Job("a", "k", nil, own("a")).
+		Job("b", "k", nil, own("b")).
+		Job("c", "k", nil, own("c"), workflow.After("a", "b"))).ID
+	e.failStep(run, "a")
+	failed := e.get(run)
+	if failed.State != workflow.Failed || step(failed, "c").CancelReason != "run_failed" || step(failed, "b").State != "active" {
+		t.Fatalf("run %s, steps %+v", failed.State, failed.Steps)
+	}
+	// b's job, pending in a failed run, is cancelled: b ends cancelled
+	// and leaves no DLQ entry to replay.
+	if state, err := job.NewClient(e.st, nil).Cancel(ctx, "", step(failed, "b").JobID); err != nil || state != job.Cancelled {
+		t.Fatalf("cancel b's job: %s %v", state, err)
+	}
+	if b := step(e.get(run), "b"); b.State != "cancelled" {
+		t.Fatalf("b %+v", b)
+	}
+	e.replayStep(run, "a")
+	e.completeStep(run, "a", `"A"`)
+	e.completeStep(run, "b", `"B"`)
+	if got := e.completeStep(run, "c", `"C"`).Inputs; string(got) != `{"a": "A", "b": "B"}` {
+		t.Fatalf("c's inputs %s", got)
+	}
+	if done := e.get(run); done.State != workflow.Completed || string(done.Output) != `{"c": "C"}` {
+		t.Fatalf("run %s, output %s, steps %+v", done.State, done.Output, done.Steps)
 	}
 }

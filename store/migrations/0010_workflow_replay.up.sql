@@ -7,6 +7,10 @@
 -- counted an allow_failure step once for its failure and again for each
 -- replay that finished, so its dependent started before its other
 -- dependencies had run.)
+--
+-- A resumed run brings back every step cancelled while it was failed,
+-- not only those cancelled before they started: a step whose job was
+-- cancelled in the failed run left its dependents waiting for ever.
 
 -- Recount the waiting steps of a run (only the dependents of
 -- p_dependency, when it is not null).
@@ -62,7 +66,9 @@ $$;
 
 -- A DLQ replay of a failed step's job: the step follows the new job and
 -- is no longer done, so its waiting dependents wait for the replay (and
--- see its result). If nothing else holds the run failed, the run resumes.
+-- see its result). If nothing else holds the run failed, the run resumes:
+-- its cancelled steps wait again, and those with nothing left to wait for
+-- start at once.
 CREATE OR REPLACE FUNCTION gaffer.workflow_step_replayed() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -88,8 +94,15 @@ BEGIN
         SELECT 1 FROM gaffer.workflow_steps
         WHERE run_id = r.id AND state = 'failed' AND NOT allow_failure AND name <> s.name) THEN
         UPDATE gaffer.workflow_runs SET state = 'running', finished_at = NULL, error = NULL WHERE id = r.id;
-        UPDATE gaffer.workflow_steps SET state = 'waiting', cancel_reason = NULL, finished_at = NULL
-        WHERE run_id = r.id AND state = 'cancelled' AND cancel_reason = 'run_failed';
+        -- Every step cancelled while the run was failed waits again: those
+        -- the failure cancelled before they started, and those whose job
+        -- was cancelled since (a cancel while the run was running would
+        -- have cancelled the run, which no replay resumes). Keeping the
+        -- latter cancelled would leave their dependents waiting for ever.
+        UPDATE gaffer.workflow_steps
+        SET state = 'waiting', job_id = NULL, result = NULL, error = NULL, cancel_reason = NULL,
+            started_at = NULL, finished_at = NULL
+        WHERE run_id = r.id AND state = 'cancelled';
         PERFORM gaffer.workflow_count_deps(r.id, NULL);
         PERFORM gaffer.workflow_start_ready(r.id);
     END IF;
