@@ -31,6 +31,12 @@
 // enqueued", whichever node dies; and a step's job is at-least-once like
 // any job, with exactly one completion accepted.
 //
+// Lock order: a step's job, then its run, then its steps. The statement
+// that finishes a job holds the job's row when its trigger locks the run,
+// so Cancel locks the jobs of the run's active steps before the run
+// (starting over if a step started in between); the other order would
+// deadlock with a step completing during the cancel.
+//
 // # DLQ replay
 //
 // Replaying a failed step's DLQ entry makes the step active again,

@@ -30,7 +30,8 @@ DECLARE
     r gaffer.workflow_runs;
     s gaffer.workflow_steps;
 BEGIN
-    -- Lock order everywhere: run, then step.
+    -- Lock order everywhere: job (this one, held by the statement that
+    -- finished it), run, then step. Cancel takes them in the same order.
     SELECT * INTO r FROM gaffer.workflow_runs WHERE id = NEW.workflow_run FOR UPDATE;
     IF NOT FOUND THEN
         RETURN NULL;
