@@ -56,7 +56,9 @@
 //
 // Sleep and signal steps are jobs of the built-in kinds gaffer.sleep and
 // gaffer.signal, due when the timer ends: durable because they are rows.
-// A signal completes the timer job early with its payload.
+// A signal completes the timer job early with its payload. A replayed
+// sleep or signal step starts its timer over: a signal step waits for its
+// signal again, for its whole timeout, instead of failing at once.
 //
 // # What this package must never do
 //

@@ -2,7 +2,9 @@ package workflow_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/workflow"
@@ -108,5 +110,43 @@ func TestResumedRunRestartsStepsCancelledWhileFailed(t *testing.T) {
 	}
 	if done := e.get(run); done.State != workflow.Completed || string(done.Output) != `{"c": "C"}` {
 		t.Fatalf("run %s, output %s, steps %+v", done.State, done.Output, done.Steps)
+	}
+}
+
+// A replayed signal step waits for its signal again, for its whole
+// timeout, instead of being due (and failing) at once.
+func TestReplayedSignalStepWaitsForItsSignal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	run := e.submit(workflow.New("approve").
+		WaitSignal("approval", time.Hour, own("approval")).
+		Job("after", "k", nil, own("after"), workflow.After("approval"))).ID
+	// The hour passes with no signal: the timer job is due and fails, as
+	// the built-in handler fails it.
+	if _, err := e.st.Pool().Exec(ctx, `UPDATE gaffer.jobs SET run_at = now() WHERE id = $1`, step(e.get(run), "approval").JobID); err != nil {
+		t.Fatal(err)
+	}
+	e.failStep(run, "approval")
+	if r := e.get(run); r.State != workflow.Failed {
+		t.Fatalf("run %s", r.State)
+	}
+	replayed := e.replayStep(run, "approval")
+	var wait time.Duration
+	if err := e.st.Pool().QueryRow(ctx, `SELECT extract(epoch FROM run_at - now()) * interval '1 second' FROM gaffer.jobs WHERE id = $1`,
+		replayed).Scan(&wait); err != nil {
+		t.Fatal(err)
+	}
+	if e.due("approval") != 0 || wait < 59*time.Minute {
+		t.Fatalf("the replayed signal step's job is due in %s: it would fail without waiting for a signal", wait)
+	}
+	if err := e.wf.Signal(ctx, "", run, "approval", json.RawMessage(`{"by":"ada"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.completeStep(run, "after", `"done"`).Inputs; string(got) != `{"approval": {"by": "ada"}}` {
+		t.Fatalf("after's inputs %s", got)
+	}
+	if r := e.get(run); r.State != workflow.Completed {
+		t.Fatalf("run %s", r.State)
 	}
 }

@@ -8,6 +8,10 @@
 -- replay that finished, so its dependent started before its other
 -- dependencies had run.)
 --
+-- A replayed sleep or signal step's timer job is due when its timer ends,
+-- as when the step first started, not at once: a replayed signal step
+-- waits for its signal again.
+--
 -- A resumed run brings back every step cancelled while it was failed,
 -- not only those cancelled before they started: a step whose job was
 -- cancelled in the failed run left its dependents waiting for ever.
@@ -86,6 +90,10 @@ BEGIN
     END IF;
     NEW.inputs := (SELECT coalesce(jsonb_object_agg(d.name, coalesce(d.result, 'null'::jsonb)), '{}'::jsonb)
                    FROM gaffer.workflow_steps d WHERE d.run_id = r.id AND d.name = ANY (s.depends_on));
+    -- The step starts over as workflow_start_ready starts it: a signal
+    -- step's timer runs its whole timeout again (due at once, it would
+    -- fail before any signal could arrive), a sleep sleeps again.
+    NEW.run_at := now() + s.wait_ms * interval '1 millisecond';
     UPDATE gaffer.workflow_steps
     SET state = 'active', job_id = NEW.id, result = NULL, error = NULL, finished_at = NULL, started_at = clock_timestamp()
     WHERE run_id = s.run_id AND name = s.name;
