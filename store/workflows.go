@@ -18,6 +18,8 @@ var (
 	sqlListWorkflowRuns    = query("list_workflow_runs")
 	sqlGetWorkflowSteps    = query("get_workflow_steps")
 	sqlLockWorkflowRun     = query("lock_workflow_run")
+	sqlLockWorkflowJobs    = query("lock_workflow_jobs")
+	sqlCountUnlockedJobs   = query("count_unlocked_workflow_jobs")
 	sqlCancelWorkflowRun   = query("cancel_workflow_run")
 	sqlSignalWorkflowStep  = query("signal_workflow_step")
 	sqlWorkflowStepState   = query("get_workflow_step_state")
@@ -163,17 +165,45 @@ var ErrRunFinished = errors.New("workflow run already finished")
 // active steps' jobs are cancelled or told to stop. Errors: ErrNotFound,
 // ErrRunFinished.
 func (s *Store) CancelWorkflowRun(ctx context.Context, tenant string, id int64) error {
-	return pgx.BeginTxFunc(ctx, s.pool, guarded, func(tx pgx.Tx) error {
-		var state string
-		if err := tx.QueryRow(ctx, sqlLockWorkflowRun, id, nullString(tenant)).Scan(&state); err != nil {
-			return notFound(err)
+	for {
+		err := pgx.BeginTxFunc(ctx, s.pool, guarded, func(tx pgx.Tx) error { return s.cancelWorkflowRun(ctx, tx, tenant, id) })
+		// A step started between the two locks: start over. Each time means
+		// the run moved on, and a run has finitely many steps to start.
+		if !errors.Is(err, errRunMoved) {
+			return err
 		}
-		if state != "running" {
-			return ErrRunFinished
-		}
-		var waiting, jobs, told int64
-		return tx.QueryRow(ctx, sqlCancelWorkflowRun, id).Scan(&waiting, &jobs, &told)
-	})
+	}
+}
+
+// errRunMoved: a step of the run started after its jobs were locked.
+var errRunMoved = errors.New("workflow run moved on while it was being locked")
+
+// cancelWorkflowRun locks the jobs of the run's active steps and then the
+// run — the order in which a statement finishing a step's job takes them,
+// its trigger locking the run after the job. Locking the run first and
+// then waiting for a job that such a statement holds would deadlock.
+func (s *Store) cancelWorkflowRun(ctx context.Context, tx pgx.Tx, tenant string, id int64) error {
+	rows, err := tx.Query(ctx, sqlLockWorkflowJobs, id, nullString(tenant))
+	locked, err := collectIDs(rows, err)
+	if err != nil {
+		return fmt.Errorf("lock workflow jobs: %w", err)
+	}
+	var state string
+	if err := tx.QueryRow(ctx, sqlLockWorkflowRun, id, nullString(tenant)).Scan(&state); err != nil {
+		return notFound(err)
+	}
+	if state != "running" {
+		return ErrRunFinished
+	}
+	var unlocked int64
+	if err := tx.QueryRow(ctx, sqlCountUnlockedJobs, id, locked).Scan(&unlocked); err != nil {
+		return fmt.Errorf("check workflow jobs: %w", err)
+	}
+	if unlocked > 0 {
+		return errRunMoved
+	}
+	var waiting, jobs, told int64
+	return tx.QueryRow(ctx, sqlCancelWorkflowRun, id).Scan(&waiting, &jobs, &told)
 }
 
 // Errors of SignalWorkflowStep.

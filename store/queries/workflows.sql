@@ -1,5 +1,5 @@
 -- Workflow queries. The run's progress is driven by the triggers of
--- migration 0005; these create, read, cancel and signal runs.
+-- migrations 0005, 0007 and 0010; these create, read, cancel and signal runs.
 
 -- name: insert_workflow_run
 INSERT INTO gaffer.workflow_runs (tenant, name) VALUES ($1, $2) RETURNING id;
@@ -39,13 +39,33 @@ LEFT JOIN gaffer.jobs j ON j.id = s.job_id
 WHERE s.run_id = $1
 ORDER BY s.started_at NULLS LAST, s.name;
 
+-- name: lock_workflow_jobs
+-- The unfinished jobs of a running run's active steps, locked in id order,
+-- before the run: the statement that finishes a step's job locks the job
+-- and only then, in its trigger, the run, so whoever takes both takes
+-- them in that order. $1 run, $2 tenant (NULL: any).
+SELECT j.id FROM gaffer.jobs j
+WHERE j.id IN (SELECT s.job_id FROM gaffer.workflow_steps s JOIN gaffer.workflow_runs r ON r.id = s.run_id
+               WHERE s.run_id = $1 AND s.state = 'active' AND r.state = 'running' AND ($2::text IS NULL OR r.tenant = $2))
+  AND j.state IN ('pending', 'retrying', 'running')
+ORDER BY j.id
+FOR UPDATE OF j;
+
 -- name: lock_workflow_run
 SELECT state FROM gaffer.workflow_runs WHERE id = $1 AND ($2::text IS NULL OR tenant = $2) FOR UPDATE;
 
+-- name: count_unlocked_workflow_jobs
+-- Inside a transaction holding the run: the unfinished jobs of its active
+-- steps that are not among $2, those locked before the run. A step that
+-- started between the two locks has one.
+SELECT count(*) FROM gaffer.workflow_steps s JOIN gaffer.jobs j ON j.id = s.job_id
+WHERE s.run_id = $1 AND s.state = 'active' AND j.state IN ('pending', 'retrying', 'running')
+  AND NOT (j.id = ANY (coalesce($2::bigint[], '{}')));
+
 -- name: cancel_workflow_run
--- Inside a transaction holding the run: the run and its waiting steps end
--- cancelled; the jobs of active steps are cancelled (pending, retrying)
--- or told to stop (running).
+-- Inside a transaction holding the run and its active steps' unfinished
+-- jobs: the run and its waiting steps end cancelled; the jobs of active
+-- steps are cancelled (pending, retrying) or told to stop (running).
 WITH run AS (
     UPDATE gaffer.workflow_runs SET state = 'cancelled', finished_at = now(), error = 'cancelled'
     WHERE id = $1 RETURNING id

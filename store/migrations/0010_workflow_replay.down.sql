@@ -1,0 +1,80 @@
+-- Back to 0007's workflow triggers: dependency counts decremented.
+
+CREATE OR REPLACE FUNCTION gaffer.workflow_job_finished() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    r gaffer.workflow_runs;
+    s gaffer.workflow_steps;
+BEGIN
+    -- Lock order everywhere: run, then step.
+    SELECT * INTO r FROM gaffer.workflow_runs WHERE id = NEW.workflow_run FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    SELECT * INTO s FROM gaffer.workflow_steps WHERE run_id = NEW.workflow_run AND name = NEW.step FOR UPDATE;
+    IF NOT FOUND OR s.job_id IS DISTINCT FROM NEW.id OR s.state <> 'active' THEN
+        RETURN NULL; -- a job the step no longer follows
+    END IF;
+    UPDATE gaffer.workflow_steps
+    SET state = NEW.state, finished_at = clock_timestamp(),
+        result = CASE WHEN NEW.state = 'completed' THEN NEW.result END,
+        error = CASE WHEN NEW.state <> 'completed' THEN NEW.errors -> -1 ->> 'error' END,
+        cancel_reason = CASE WHEN NEW.state = 'cancelled' THEN 'job cancelled' END
+    WHERE run_id = s.run_id AND name = s.name;
+    IF r.state <> 'running' THEN
+        RETURN NULL; -- a finished run records late steps but moves nothing
+    END IF;
+    IF NEW.state = 'completed' OR (NEW.state = 'failed' AND s.allow_failure) THEN
+        UPDATE gaffer.workflow_steps SET deps_left = deps_left - 1
+        WHERE run_id = r.id AND state = 'waiting' AND s.name = ANY (depends_on);
+        PERFORM gaffer.workflow_start_ready(r.id);
+        PERFORM gaffer.workflow_finish_if_done(r.id);
+    ELSE
+        UPDATE gaffer.workflow_runs
+        SET state = CASE WHEN NEW.state = 'failed' THEN 'failed' ELSE 'cancelled' END,
+            finished_at = clock_timestamp(), error = format('step %s %s', s.name, NEW.state)
+        WHERE id = r.id;
+        UPDATE gaffer.workflow_steps SET state = 'cancelled', cancel_reason = 'run_failed', finished_at = clock_timestamp()
+        WHERE run_id = r.id AND state = 'waiting';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION gaffer.workflow_step_replayed() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    r gaffer.workflow_runs;
+    s gaffer.workflow_steps;
+BEGIN
+    SELECT * INTO r FROM gaffer.workflow_runs WHERE id = NEW.workflow_run FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN NEW;
+    END IF;
+    SELECT * INTO s FROM gaffer.workflow_steps WHERE run_id = NEW.workflow_run AND name = NEW.step FOR UPDATE;
+    IF NOT FOUND OR s.state <> 'failed' OR r.state NOT IN ('running', 'failed') THEN
+        RETURN NEW;
+    END IF;
+    NEW.inputs := (SELECT coalesce(jsonb_object_agg(d.name, coalesce(d.result, 'null'::jsonb)), '{}'::jsonb)
+                   FROM gaffer.workflow_steps d WHERE d.run_id = r.id AND d.name = ANY (s.depends_on));
+    UPDATE gaffer.workflow_steps
+    SET state = 'active', job_id = NEW.id, result = NULL, error = NULL, finished_at = NULL, started_at = clock_timestamp()
+    WHERE run_id = s.run_id AND name = s.name;
+    IF r.state = 'failed' AND NOT EXISTS (
+        SELECT 1 FROM gaffer.workflow_steps
+        WHERE run_id = r.id AND state = 'failed' AND NOT allow_failure AND name <> s.name) THEN
+        UPDATE gaffer.workflow_runs SET state = 'running', finished_at = NULL, error = NULL WHERE id = r.id;
+        UPDATE gaffer.workflow_steps SET state = 'waiting', cancel_reason = NULL, finished_at = NULL
+        WHERE run_id = r.id AND state = 'cancelled' AND cancel_reason = 'run_failed';
+        UPDATE gaffer.workflow_steps w
+        SET deps_left = (SELECT count(*) FROM gaffer.workflow_steps x
+                         WHERE x.run_id = w.run_id AND x.name = ANY (w.depends_on)
+                           AND NOT (x.state = 'completed' OR (x.state = 'failed' AND x.allow_failure)))
+        WHERE w.run_id = r.id AND w.state = 'waiting';
+        PERFORM gaffer.workflow_start_ready(r.id);
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+DROP FUNCTION gaffer.workflow_count_deps(bigint, text);
