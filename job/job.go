@@ -55,11 +55,16 @@ type AttemptError struct {
 	At      time.Time `json:"at"`
 	Error   string    `json:"error"`
 	// Kind is "error", "panic", "timeout", "unknown_kind", "lost" (the
-	// lease expired or the node died), "released" (the node stopped) or
-	// "cancelled".
+	// lease expired or the node died), "released" (the node stopped),
+	// "cancelled", or "omitted": the history keeps the first 3 and the
+	// latest attempts (20 entries in all) and this entry counts the
+	// attempts dropped between them (Omitted).
 	Kind  string `json:"kind"`
 	Node  string `json:"node,omitempty"`
 	Stack string `json:"stack,omitempty"`
+	// Omitted is how many attempts' errors an "omitted" entry stands for;
+	// its Attempt and At are those of the last one omitted.
+	Omitted int `json:"omitted,omitempty"`
 }
 
 // Job is a job as stored. Handlers receive the running attempt's job.

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gafferhq/gaffer/internal/redact"
 	"github.com/gafferhq/gaffer/internal/service"
 	"github.com/gafferhq/gaffer/store"
 )
@@ -613,14 +614,16 @@ func (w *Worker) record(e *execution, err error, errKind, stack string, cause er
 	case errors.As(err, &cancel) || errors.Is(cause, ErrCancelled):
 		reason := "cancelled"
 		if cancel != nil {
-			reason = cancel.Error()
+			reason = redact.URLs(cancel.Error())
 		}
 		w.write(e, "cancel", func(ctx context.Context) error {
 			return w.store.CancelRunningJob(ctx, e.lease, reason)
 		}, w.metrics.cancelled)
 		return
 	}
-	f := store.Failure{Lease: e.lease, Message: err.Error(), Kind: errKind, Stack: stack, Permanent: errors.As(err, &perm)}
+	// The message is stored and shown to the tenant's readers: no URL
+	// passwords or query values (a failed call's error quotes its URL).
+	f := store.Failure{Lease: e.lease, Message: redact.URLs(err.Error()), Kind: errKind, Stack: stack, Permanent: errors.As(err, &perm)}
 	var after *RetryAfterError
 	switch {
 	case f.Permanent:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -86,6 +87,26 @@ func (s *Store) CompleteJobs(ctx context.Context, q DB, cs []Completion) ([]int6
 	return accepted, nil
 }
 
+// Bounds on what one attempt's error stores. The history itself keeps at
+// most 20 entries (migration 0011).
+const (
+	MaxErrorBytes = 8 << 10
+	MaxStackBytes = 16 << 10
+)
+
+// capText cuts s to at most max bytes (on a rune boundary), saying so.
+func capText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	note := fmt.Sprintf(" … [truncated: %d bytes in all]", len(s))
+	cut := max - len(note)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + note
+}
+
 // Failure describes a failed attempt.
 type Failure struct {
 	Lease
@@ -109,7 +130,7 @@ var ErrStale = errors.New("stale attempt: the job's lease moved on")
 func (s *Store) FailJob(ctx context.Context, f Failure) (state string, err error) {
 	var runAt time.Time
 	err = s.pool.QueryRow(ctx, sqlFailJob, f.ID, f.Attempt, f.Token, f.RetryDelay.Milliseconds(), f.Permanent,
-		f.Message, f.Kind, nullString(f.Stack)).Scan(&state, &runAt)
+		capText(f.Message, MaxErrorBytes), f.Kind, nullString(capText(f.Stack, MaxStackBytes))).Scan(&state, &runAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", ErrStale
 	}
@@ -137,7 +158,7 @@ func (s *Store) SnoozeJob(ctx context.Context, l Lease, delay time.Duration) (st
 // CancelRunningJob ends the attempt's job cancelled, or returns ErrStale.
 func (s *Store) CancelRunningJob(ctx context.Context, l Lease, reason string) error {
 	var id int64
-	err := s.pool.QueryRow(ctx, sqlCancelRunningJob, l.ID, l.Attempt, l.Token, reason).Scan(&id)
+	err := s.pool.QueryRow(ctx, sqlCancelRunningJob, l.ID, l.Attempt, l.Token, capText(reason, MaxErrorBytes)).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrStale
 	}

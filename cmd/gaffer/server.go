@@ -18,6 +18,7 @@ import (
 	"github.com/gafferhq/gaffer"
 	"github.com/gafferhq/gaffer/api"
 	"github.com/gafferhq/gaffer/cluster"
+	"github.com/gafferhq/gaffer/internal/redact"
 	"github.com/gafferhq/gaffer/ui"
 )
 
@@ -67,7 +68,9 @@ func (f *nodeFlags) logger(m *Main) (hclog.Logger, error) {
 	if level == hclog.NoLevel {
 		return nil, usageError(fmt.Sprintf("--log-level: unknown level %q: use trace, debug, info, warn or error", *f.logLevel))
 	}
-	return hclog.New(&hclog.LoggerOptions{Name: "gaffer", Level: level, JSONFormat: *f.logJSON, Output: m.Stderr}), nil
+	// Log lines quote URLs (database, etcd, failed calls): no passwords
+	// or query values in the logs.
+	return hclog.New(&hclog.LoggerOptions{Name: "gaffer", Level: level, JSONFormat: *f.logJSON, Output: redact.Writer(m.Stderr)}), nil
 }
 
 func (f *nodeFlags) config() (gaffer.Config, error) {

@@ -104,7 +104,7 @@ WITH upd AS (
                       ELSE now() + $4 * interval '1 millisecond' END,
         finalized_at = CASE WHEN cancel_requested OR $5 OR attempt >= max_attempts THEN now() END,
         lease_expires_at = NULL,
-        errors = errors || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
+        errors = gaffer.append_attempt_error(errors, jsonb_strip_nulls(jsonb_build_object(
             'attempt', attempt, 'at', now(), 'error', $6::text, 'kind', $7::text, 'node', node, 'stack', $8::text)))
     WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state = 'running'
     RETURNING *
@@ -132,7 +132,7 @@ RETURNING state, run_at;
 -- The job's own attempt ends it cancelled: $1 id, $2 attempt, $3 token, $4 reason.
 UPDATE gaffer.jobs
 SET state = 'cancelled', finalized_at = now(), lease_expires_at = NULL,
-    errors = errors || jsonb_build_array(jsonb_build_object(
+    errors = gaffer.append_attempt_error(errors, jsonb_build_object(
         'attempt', attempt, 'at', now(), 'error', $4::text, 'kind', 'cancelled', 'node', node))
 WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state = 'running'
 RETURNING id;
@@ -156,7 +156,7 @@ WITH upd AS (
     SET state = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'pending' END,
         finalized_at = CASE WHEN j.cancel_requested THEN now() END,
         run_at = now(), max_attempts = j.max_attempts + 1, lease_expires_at = NULL,
-        errors = j.errors || jsonb_build_array(jsonb_build_object(
+        errors = gaffer.append_attempt_error(j.errors, jsonb_build_object(
             'attempt', j.attempt, 'at', now(), 'error', $4::text, 'kind', 'released', 'node', j.node))
     FROM unnest($1::bigint[], $2::integer[], $3::bigint[]) AS r(id, attempt, token)
     WHERE j.id = r.id AND j.attempt = r.attempt AND j.lease_token = r.token
@@ -189,7 +189,7 @@ WITH lost AS (
         finalized_at = CASE WHEN j.cancel_requested OR j.attempt >= j.max_attempts THEN now() END,
         run_at = CASE WHEN j.cancel_requested OR j.attempt >= j.max_attempts THEN j.run_at ELSE now() END,
         lease_expires_at = NULL,
-        errors = j.errors || jsonb_build_array(jsonb_build_object(
+        errors = gaffer.append_attempt_error(j.errors, jsonb_build_object(
             'attempt', j.attempt, 'at', now(), 'error', $3::text, 'kind', 'lost', 'node', j.node))
     FROM lost
     WHERE j.id = lost.id

@@ -1,0 +1,1 @@
+DROP FUNCTION gaffer.append_attempt_error(jsonb, jsonb);
