@@ -185,7 +185,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
-	monitor, err := job.NewQueueMonitor(job.QueueMonitorConfig{Store: n.store, Metrics: n.metrics, Logger: n.log})
+	monitor, err := job.NewQueueMonitor(job.QueueMonitorConfig{Store: n.store, Metrics: n.metrics, Logger: n.log, Fence: fence})
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}

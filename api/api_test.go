@@ -38,6 +38,7 @@ type env struct {
 	writer string // tenant default: jobs:read, jobs:write
 	reader string // tenant default: jobs:read
 	acme   string // tenant acme: jobs:read, jobs:write
+	ops    string // tenant default: jobs:read, cluster:read
 }
 
 func loadDoc(t testing.TB) *openapi3.T {
@@ -85,6 +86,7 @@ func newEnv(t *testing.T, mut ...func(*api.Config)) *env {
 	e.writer = mk("default", "jobs:read", "jobs:write")
 	e.reader = mk("default", "jobs:read")
 	e.acme = mk("acme", "jobs:read", "jobs:write")
+	e.ops = mk("default", "jobs:read", "cluster:read")
 	return e
 }
 

@@ -19,12 +19,18 @@ import (
 	"github.com/gafferhq/gaffer/store"
 )
 
-// Scopes a token can hold. admin implies the others.
+// Scopes a token can hold. admin implies the others. cluster:read sees
+// the cluster's own views (nodes, leader, etcd), which show nothing of any
+// tenant but are the operator's, not a tenant's, to see.
 const (
-	ScopeJobsRead  = "jobs:read"
-	ScopeJobsWrite = "jobs:write"
-	ScopeAdmin     = "admin"
+	ScopeJobsRead    = "jobs:read"
+	ScopeJobsWrite   = "jobs:write"
+	ScopeClusterRead = "cluster:read"
+	ScopeAdmin       = "admin"
 )
+
+// Scopes lists every scope, for messages and validation.
+var Scopes = []string{ScopeJobsRead, ScopeJobsWrite, ScopeClusterRead, ScopeAdmin}
 
 // AllTenants is the tenant of an admin token that spans tenants.
 const AllTenants = "*"
@@ -104,7 +110,7 @@ var ErrBadToken = errors.New("invalid or revoked token")
 type NewTokenRequest struct {
 	Name   string
 	Tenant string   // a tenant, or AllTenants for an admin token
-	Scopes []string // from jobs:read, jobs:write, admin
+	Scopes []string // from Scopes
 	// Secret, when set, is the token's text (e.g. a fixed dev token);
 	// otherwise a random one is made.
 	Secret string
@@ -120,11 +126,11 @@ func (t *Tokens) Create(ctx context.Context, req NewTokenRequest) (string, store
 		req.Tenant = job.DefaultTenant
 	}
 	if len(req.Scopes) == 0 {
-		return "", store.Token{}, &job.ValidationError{Field: "scopes", Message: "at least one of jobs:read, jobs:write, admin is required"}
+		return "", store.Token{}, &job.ValidationError{Field: "scopes", Message: "at least one of " + strings.Join(Scopes, ", ") + " is required"}
 	}
 	for _, s := range req.Scopes {
-		if s != ScopeJobsRead && s != ScopeJobsWrite && s != ScopeAdmin {
-			return "", store.Token{}, &job.ValidationError{Field: "scopes", Message: fmt.Sprintf("unknown scope %q: use jobs:read, jobs:write or admin", s)}
+		if !slices.Contains(Scopes, s) {
+			return "", store.Token{}, &job.ValidationError{Field: "scopes", Message: fmt.Sprintf("unknown scope %q: use %s", s, strings.Join(Scopes, ", "))}
 		}
 	}
 	if req.Tenant == AllTenants {

@@ -20,8 +20,11 @@ type queueView struct {
 	OldestDueAge float64 `json:"oldest_due_age_seconds"`
 }
 
+// listQueues answers a tenant's token with its own queues and counts
+// only; a token spanning tenants sees every queue, or one tenant's with
+// ?tenant=.
 func (s *Server) listQueues(r *http.Request, p Principal, _ []byte) (int, any, error) {
-	qs, err := s.cfg.Jobs.Queues(r.Context())
+	qs, err := s.cfg.Jobs.Queues(r.Context(), p.tenantFilter(r))
 	if err != nil {
 		return 0, nil, err
 	}

@@ -357,7 +357,7 @@ func TestQueueNodeClusterEndpoints(t *testing.T) {
 		t.Fatalf("drain without body: %d %s", r.Status, r.Body)
 	}
 	var nodes struct{ Data []struct{ ID string } }
-	e.do(e.reader, "GET", "/v1/nodes", nil).decode(t, &nodes)
+	e.do(e.ops, "GET", "/v1/nodes", nil).decode(t, &nodes)
 	if len(nodes.Data) != 1 {
 		t.Fatalf("nodes %+v", nodes)
 	}
@@ -369,9 +369,55 @@ func TestQueueNodeClusterEndpoints(t *testing.T) {
 		Nodes    map[string]int
 		Degraded []string
 	}
-	e.do(e.reader, "GET", "/v1/cluster", nil).decode(t, &cl)
+	e.do(e.ops, "GET", "/v1/cluster", nil).decode(t, &cl)
 	if cl.Leader != "node-1" || cl.Epoch != 42 || cl.Nodes["active"] != 1 || len(cl.Degraded) == 0 {
 		t.Fatalf("cluster %+v", cl)
+	}
+}
+
+// A tenant's token sees only its own queues and counts, and nothing of
+// the cluster's nodes or leader without cluster:read (G9).
+func TestNoCrossTenantMetadata(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	for _, b := range []string{`{"kind":"k","queue":"shared"}`, `{"kind":"k","queue":"default-only"}`} {
+		e.do(e.writer, "POST", "/v1/jobs", b)
+	}
+	for _, b := range []string{`{"kind":"k","queue":"shared"}`, `{"kind":"k","queue":"acme-secret"}`, `{"kind":"k","queue":"acme-secret"}`} {
+		e.do(e.acme, "POST", "/v1/jobs", b)
+	}
+	if err := e.st.RegisterNode(ctx, "node-1", "host", "v1", map[string]int{"ops-queue": 10}); err != nil {
+		t.Fatal(err)
+	}
+	type queue struct {
+		Name    string
+		Pending int
+	}
+	var got struct{ Data []queue }
+	e.do(e.reader, "GET", "/v1/queues", nil).decode(t, &got)
+	if fmt.Sprint(got.Data) != "[{default-only 1} {shared 1}]" {
+		t.Fatalf("tenant default sees %v, want only its own queues and counts", got.Data)
+	}
+	// A tenant's token cannot widen its view with ?tenant=.
+	e.do(e.reader, "GET", "/v1/queues?tenant=acme", nil).decode(t, &got)
+	if fmt.Sprint(got.Data) != "[{default-only 1} {shared 1}]" {
+		t.Fatalf("tenant default with ?tenant=acme sees %v", got.Data)
+	}
+	e.do(e.admin, "GET", "/v1/queues?tenant=acme", nil).decode(t, &got)
+	if fmt.Sprint(got.Data) != "[{acme-secret 2} {shared 1}]" {
+		t.Fatalf("admin's view of acme: %v", got.Data)
+	}
+	e.do(e.admin, "GET", "/v1/queues", nil).decode(t, &got)
+	if len(got.Data) != 4 { // acme-secret, default-only, ops-queue, shared
+		t.Fatalf("admin sees %v", got.Data)
+	}
+	for _, path := range []string{"/v1/nodes", "/v1/cluster"} {
+		e.expectProblem(e.do(e.reader, "GET", path, nil), 403, "forbidden")
+		e.expectProblem(e.do(e.acme, "GET", path, nil), 403, "forbidden")
+		if r := e.do(e.ops, "GET", path, nil); r.Status != 200 {
+			t.Fatalf("cluster:read on %s: %d", path, r.Status)
+		}
 	}
 }
 

@@ -17,7 +17,7 @@ def obj(props, req=(), extra=False):
     return o
 schemas={
  "Problem": obj({"type":S(),"title":S(),"status":I(),"detail":S(),"code":S(enum=["invalid_json","unknown_field","invalid_field","invalid_parameter","body_too_large","unsupported_media_type","unauthorized","forbidden","not_found","method_not_allowed","conflict","already_exists","already_replayed","job_finished","not_retryable","idempotency_key_reused","idempotency_key_in_progress","rate_limited","internal_error","unavailable"]),"field":S()},["type","title","status","code"]),
- "AttemptError": obj({"attempt":I(),"at":T(),"error":S(),"kind":S(enum=["error","panic","timeout","unknown_kind","lost","released","cancelled"]),"node":S(),"stack":S()},["attempt","at","error","kind"]),
+ "AttemptError": obj({"attempt":I(),"at":T(),"error":S(),"kind":S(enum=["error","panic","timeout","unknown_kind","lost","released","cancelled","omitted"]),"node":S(),"stack":S(),"omitted":I()},["attempt","at","error","kind"]),
  "Job": obj({"id":I(format="int64"),"tenant":S(),"kind":S(),"queue":S(),"state":S(enum=["pending","running","retrying","completed","failed","cancelled"]),
    "priority":I(minimum=0,maximum=9),"attempt":I(),"max_attempts":I(),"timeout":S(description="Go duration, e.g. 30s"),"run_at":T(),"created_at":T(),
    "attempted_at":T(),"finalized_at":T(),"node":S(),"unique_key":S(),"replay_of":I(format="int64"),"args":ANY,"result":ANY,
@@ -114,15 +114,15 @@ paths={
  "/v1/workflows/{id}":{"get":op("A run with its steps' states, attempts, results and timing","jobs:read",{"200":resp("The run",ref("WorkflowRun")),**errs(400,404)},params=[jobid,tenant],opid="getWorkflow")},
  "/v1/workflows/{id}/cancel":{"post":op("Cancel a run: steps not started are cancelled, running steps' handlers are cancelled","jobs:write",{"200":resp("The run",ref("WorkflowRun")),**errs(400,404,409,422)},params=[jobid,tenant],post=True,opid="cancelWorkflow")},
  "/v1/workflows/{id}/signal":{"post":op("Deliver a signal to a waiting signal step; the payload becomes its result","jobs:write",{"200":resp("The run",ref("WorkflowRun")),**errs(400,404,409,413,415,422)},params=[jobid,tenant],rb=body("SignalRequest"),post=True,opid="signalWorkflow")},
- "/v1/queues":{"get":op("Queues with unfinished jobs, or ever paused","jobs:read",{"200":resp("Queues",ref("QueueList"))},opid="listQueues")},
+ "/v1/queues":{"get":op("Queues with unfinished jobs, or ever paused, or worked by a live node; a tenant token sees only the queues where its tenant has unfinished jobs, with its own counts","jobs:read",{"200":resp("Queues",ref("QueueList"))},opid="listQueues")},
  "/v1/queues/{queue}/pause":{"post":op("Pause a queue cluster-wide","admin",{"200":resp("Paused",ref("QueueState")),**errs(400,409,422)},params=[qname],post=True,opid="pauseQueue")},
  "/v1/queues/{queue}/resume":{"post":op("Resume a queue","admin",{"200":resp("Resumed",ref("QueueState")),**errs(400,409,422)},params=[qname],post=True,opid="resumeQueue")},
- "/v1/nodes":{"get":op("Every node the cluster has seen","jobs:read",{"200":resp("Nodes",ref("NodeList"))},opid="listNodes")},
+ "/v1/nodes":{"get":op("Every node the cluster has seen","cluster:read",{"200":resp("Nodes",ref("NodeList"))},opid="listNodes")},
  "/v1/nodes/{id}/drain":{"post":op("Drain a node: it stops claiming, finishes its jobs until the deadline, releases the rest, and leaves","admin",{"200":resp("The node",ref("Node")),**errs(400,404,409,413,415,422)},params=[nodeid],rb=body("DrainRequest",False),post=True,opid="drainNode")},
  "/v1/nodes/{id}/undrain":{"post":op("Withdraw a drain before the node leaves","admin",{"200":resp("The node",ref("Node")),**errs(404,409,422)},params=[nodeid],post=True,opid="undrainNode")},
- "/v1/cluster":{"get":op("Leader, epoch, node counts, and what is degraded","jobs:read",{"200":resp("Cluster",ref("Cluster"))},opid="getCluster")},
+ "/v1/cluster":{"get":op("Leader, epoch, node counts, and what is degraded","cluster:read",{"200":resp("Cluster",ref("Cluster"))},opid="getCluster")},
 }
-doc={"openapi":"3.0.3","info":{"title":"Gaffer API","version":"1.0.0","description":"Jobs, cron, dead letters and cluster control. Every error is application/problem+json with a stable code. Authenticate with Authorization: Bearer <token>; tokens carry scopes jobs:read, jobs:write, admin (which implies the others) and belong to one tenant (admin tokens may span tenants: tenant \"*\")."},
+doc={"openapi":"3.0.3","info":{"title":"Gaffer API","version":"1.0.0","description":"Jobs, cron, dead letters and cluster control. Every error is application/problem+json with a stable code. Authenticate with Authorization: Bearer <token>; tokens carry scopes jobs:read, jobs:write, cluster:read (nodes and the cluster's state), admin (which implies the others) and belong to one tenant (admin tokens may span tenants: tenant \"*\")."},
  "servers":[{"url":"/"}],"paths":paths,
  "components":{"schemas":schemas,
    "responses":{"Problem":{"description":"An error","content":{"application/problem+json":{"schema":P}}}},

@@ -149,10 +149,10 @@ func (s *Server) routes() {
 	s.handle("POST /v1/queues/{queue}/pause", ScopeAdmin, s.pauseQueue)
 	s.handle("POST /v1/queues/{queue}/resume", ScopeAdmin, s.resumeQueue)
 
-	s.handle("GET /v1/nodes", ScopeJobsRead, s.listNodes)
+	s.handle("GET /v1/nodes", ScopeClusterRead, s.listNodes)
 	s.handle("POST /v1/nodes/{id}/drain", ScopeAdmin, s.drainNode)
 	s.handle("POST /v1/nodes/{id}/undrain", ScopeAdmin, s.undrainNode)
-	s.handle("GET /v1/cluster", ScopeJobsRead, s.clusterStatus)
+	s.handle("GET /v1/cluster", ScopeClusterRead, s.clusterStatus)
 
 	s.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problem(http.StatusNotFound, CodeNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path))

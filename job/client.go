@@ -211,9 +211,11 @@ func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
 	return c.store.SetQueuePaused(ctx, queue, false)
 }
 
-// Queues lists known queues with their counts.
-func (c *Client) Queues(ctx context.Context) ([]store.Queue, error) {
-	return c.store.ListQueues(ctx)
+// Queues lists known queues with their counts. For a tenant (not "") it
+// lists only the queues where that tenant has unfinished jobs, with that
+// tenant's counts: a tenant sees nothing of another's queues.
+func (c *Client) Queues(ctx context.Context, tenant string) ([]store.Queue, error) {
+	return c.store.ListQueues(ctx, tenant)
 }
 
 // Retry runs a job again now. A retrying job waiting out its backoff

@@ -16,13 +16,16 @@ type QueueMonitorConfig struct {
 	Store   *store.Store // required
 	Metrics *Metrics     // required: the gauges it sets
 	Logger  hclog.Logger
+	// Fence guards the throughput sample it writes. Default Unfenced.
+	Fence Fence
 	// Interval between refreshes. Default 10s.
 	Interval time.Duration
 }
 
 // QueueMonitor refreshes the queue depth and oldest-due-age gauges from
-// PostgreSQL and records a throughput sample for the dashboard. The counts
-// are cluster-wide, so one node (the leader) runs it.
+// PostgreSQL and records a throughput sample for the dashboard (in all and
+// per tenant). The counts are cluster-wide, so one node (the leader) runs
+// it, and the sample is written through the leader's fence.
 type QueueMonitor struct {
 	cfg    QueueMonitorConfig
 	log    hclog.Logger
@@ -43,6 +46,9 @@ func NewQueueMonitor(cfg QueueMonitorConfig) (*QueueMonitor, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	if cfg.Fence == nil {
+		cfg.Fence = Unfenced{Store: cfg.Store}
+	}
 	return &QueueMonitor{cfg: cfg, log: cfg.Logger.Named("queue_monitor")}, nil
 }
 
@@ -57,12 +63,14 @@ func (q *QueueMonitor) Stop() { q.runner.Stop() }
 
 // RunOnce refreshes the gauges now.
 func (q *QueueMonitor) RunOnce(ctx context.Context) error {
-	queues, err := q.cfg.Store.ListQueues(ctx)
+	queues, err := q.cfg.Store.ListQueues(ctx, "")
 	if err != nil {
 		return err
 	}
 	m := q.cfg.Metrics
-	if err := q.cfg.Store.SampleThroughput(ctx); err != nil {
+	// A leader-only write: a deposed leader, paused past its term, must
+	// not add a sample beside its successor's.
+	if err := q.cfg.Fence.Do(ctx, func(db store.DB) error { return q.cfg.Store.SampleThroughput(ctx, db) }); err != nil {
 		return err
 	}
 	m.depth.Reset()

@@ -442,7 +442,7 @@ func TestQueuePauseResume(t *testing.T) {
 	if got, _ := e.client.Get(ctx, "", j.ID); got.State != job.Pending {
 		t.Fatalf("paused queue ran a job: %s", got.State)
 	}
-	qs, _ := e.client.Queues(ctx)
+	qs, _ := e.client.Queues(ctx, "")
 	if len(qs) != 1 || !qs[0].Paused || qs[0].Pending != 1 {
 		t.Fatalf("queues %+v", qs)
 	}

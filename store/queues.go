@@ -44,8 +44,13 @@ func (s *Store) PausedQueues(ctx context.Context) ([]string, error) {
 }
 
 // ListQueues returns every queue that has unfinished jobs, was ever
-// paused, or is worked by a live node, with exact counts.
-func (s *Store) ListQueues(ctx context.Context) ([]Queue, error) {
+// paused, or is worked by a live node, with exact counts — or, for a
+// tenant (not ""), only the queues where that tenant has unfinished jobs,
+// with that tenant's counts.
+func (s *Store) ListQueues(ctx context.Context, tenant string) ([]Queue, error) {
+	if tenant != "" {
+		return s.tenantQueueDepths(ctx, tenant)
+	}
 	return s.queueDepths(ctx, nil)
 }
 
@@ -77,13 +82,16 @@ var (
 	sqlSampleThroughput = query("sample_throughput")
 	sqlThroughputSeries = query("throughput_series")
 	sqlQueueDepths      = query("queue_depths")
+	sqlTenantQueues     = query("tenant_queue_depths")
 	sqlEstimateJobs     = query("estimate_jobs")
 )
 
-// SampleThroughput records how many jobs finished since the last sample.
-func (s *Store) SampleThroughput(ctx context.Context) error {
+// SampleThroughput records how many jobs finished since the last sample,
+// in all and per tenant, through q (the leader's fenced transaction) or
+// the pool when q is nil.
+func (s *Store) SampleThroughput(ctx context.Context, q DB) error {
 	var one int
-	if err := s.pool.QueryRow(ctx, sqlSampleThroughput).Scan(&one); err != nil {
+	if err := s.db(q).QueryRow(ctx, sqlSampleThroughput).Scan(&one); err != nil {
 		return fmt.Errorf("sample throughput: %w", err)
 	}
 	return nil
@@ -96,9 +104,13 @@ type ThroughputPoint struct {
 	FailedPerSec    float64
 }
 
-// ThroughputSeries returns per-minute rates over the last window.
-func (s *Store) ThroughputSeries(ctx context.Context, window time.Duration) ([]ThroughputPoint, error) {
-	rows, err := s.pool.Query(ctx, sqlThroughputSeries, window.Milliseconds())
+// ThroughputSeries returns per-minute rates over the last window, of one
+// tenant or, for "", of all. Per-tenant samples are kept for an hour.
+func (s *Store) ThroughputSeries(ctx context.Context, tenant string, window time.Duration) ([]ThroughputPoint, error) {
+	if tenant == "" {
+		tenant = "*"
+	}
+	rows, err := s.pool.Query(ctx, sqlThroughputSeries, window.Milliseconds(), tenant)
 	if err != nil {
 		return nil, fmt.Errorf("throughput series: %w", err)
 	}
@@ -115,8 +127,12 @@ func (s *Store) ThroughputSeries(ctx context.Context, window time.Duration) ([]T
 }
 
 // QueueDepthsCapped is ListQueues for huge tables: pending and retrying
-// counts stop at limit (a count equal to it means at least that many).
-func (s *Store) QueueDepthsCapped(ctx context.Context, limit int) ([]Queue, error) {
+// counts stop at limit (a count equal to it means at least that many). A
+// tenant's counts are exact.
+func (s *Store) QueueDepthsCapped(ctx context.Context, tenant string, limit int) ([]Queue, error) {
+	if tenant != "" {
+		return s.tenantQueueDepths(ctx, tenant)
+	}
 	return s.queueDepths(ctx, limit)
 }
 
@@ -124,6 +140,15 @@ func (s *Store) QueueDepthsCapped(ctx context.Context, limit int) ([]Queue, erro
 // retrying jobs in each (nil: all).
 func (s *Store) queueDepths(ctx context.Context, limit any) ([]Queue, error) {
 	rows, err := s.pool.Query(ctx, sqlQueueDepths, limit)
+	return scanQueues(rows, err)
+}
+
+func (s *Store) tenantQueueDepths(ctx context.Context, tenant string) ([]Queue, error) {
+	rows, err := s.pool.Query(ctx, sqlTenantQueues, tenant)
+	return scanQueues(rows, err)
+}
+
+func scanQueues(rows pgx.Rows, err error) ([]Queue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}

@@ -375,7 +375,7 @@ func TestQueueDepthsCappedAndThroughput(t *testing.T) {
 		t.Fatalf("completed %v, %v", done, err)
 	}
 
-	qs, err := st.QueueDepthsCapped(ctx, 10)
+	qs, err := st.QueueDepthsCapped(ctx, "", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +388,7 @@ func TestQueueDepthsCappedAndThroughput(t *testing.T) {
 		t.Fatalf("capped depths = %+v", qs)
 	}
 	// The exact listing agrees on the names and counts past the cap.
-	all, err := st.ListQueues(ctx)
+	all, err := st.ListQueues(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,10 +403,10 @@ func TestQueueDepthsCappedAndThroughput(t *testing.T) {
 		t.Fatalf("queues listed: %v", names)
 	}
 
-	if err := st.SampleThroughput(ctx); err != nil {
+	if err := st.SampleThroughput(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	series, err := st.ThroughputSeries(ctx, time.Hour)
+	series, err := st.ThroughputSeries(ctx, "", time.Hour)
 	if err != nil || len(series) != 1 {
 		t.Fatalf("series = %+v, %v", series, err)
 	}
@@ -527,5 +527,56 @@ func TestListJobsStates(t *testing.T) {
 	}
 	if _, err := st.ListJobs(ctx, store.JobFilter{States: []string{"pending') OR true --"}}); err == nil {
 		t.Fatal("an unknown state was accepted")
+	}
+}
+
+// A tenant's view of queues and throughput holds its own jobs only: not
+// another tenant's queue names, counts or rates (G9).
+func TestTenantQueueViews(t *testing.T) {
+	t.Parallel()
+	st := pgtest.NewStore(t)
+	ctx := context.Background()
+	var ps []store.InsertParams
+	for _, x := range []struct{ tenant, queue string }{{"a", "shared"}, {"a", "shared"}, {"a", "a-only"},
+		{"b", "shared"}, {"b", "b-secret"}, {"b", "b-secret"}, {"b", "b-secret"}} {
+		p := params("k")
+		p.Tenant, p.Queue = x.tenant, x.queue
+		ps = append(ps, p)
+	}
+	if _, err := st.InsertJobs(ctx, nil, ps); err != nil {
+		t.Fatal(err)
+	}
+	// b finishes two of its b-secret jobs; a finishes nothing.
+	jobs, err := st.ClaimJobs(ctx, store.ClaimParams{Queue: "b-secret", Limit: 2, Token: 1, LeaseTTL: time.Minute, Node: "n1"})
+	if err != nil || len(jobs) != 2 {
+		t.Fatalf("claimed %d, %v", len(jobs), err)
+	}
+	if _, err := st.CompleteJobs(ctx, nil, []store.Completion{{Lease: lease(jobs[0])}, {Lease: lease(jobs[1])}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, list := range []func() ([]store.Queue, error){
+		func() ([]store.Queue, error) { return st.ListQueues(ctx, "a") },
+		func() ([]store.Queue, error) { return st.QueueDepthsCapped(ctx, "a", 10) },
+	} {
+		qs, err := list()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(qs) != 2 || qs[0].Name != "a-only" || qs[0].Pending != 1 || qs[1].Name != "shared" || qs[1].Pending != 2 {
+			t.Fatalf("tenant a sees %+v, want a-only (1) and shared (2, not b's job)", qs)
+		}
+	}
+	if err := st.SampleThroughput(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	rate := func(tenant string) float64 {
+		series, err := st.ThroughputSeries(ctx, tenant, time.Hour)
+		if err != nil || len(series) != 1 {
+			t.Fatalf("series of %q = %+v, %v", tenant, series, err)
+		}
+		return series[0].CompletedPerSec
+	}
+	if a, b, all := rate("a"), rate("b"), rate(""); a != 0 || b < 0.19 || b > 0.21 || all != b {
+		t.Fatalf("rates a=%v b=%v all=%v, want a 0, b and all 0.2/s", a, b, all)
 	}
 }

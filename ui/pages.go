@@ -46,10 +46,13 @@ func (h *Handler) nodes(r *http.Request) ([]nodeView, store.Fence, error) {
 }
 
 type overviewData struct {
-	Fence  store.Fence
-	Status *cluster.Status
-	Chart  chart
-	Queues []store.Queue
+	// Cluster is whether the token may see the cluster's own state
+	// (cluster:read): leader, nodes, etcd. Without it those stay empty.
+	Cluster bool
+	Fence   store.Fence
+	Status  *cluster.Status
+	Chart   chart
+	Queues  []store.Queue
 	// Nodes are the live nodes and those that left within the hour.
 	Nodes  []nodeView
 	Counts map[string]int
@@ -59,28 +62,32 @@ type overviewData struct {
 func (h *Handler) overview(r *http.Request, v *view) error {
 	v.Title = "Overview"
 	ctx := r.Context()
-	d := overviewData{Counts: map[string]int{}}
-	nodes, fence, err := h.nodes(r)
-	if err != nil {
-		return err
-	}
-	d.Fence = fence
-	for _, n := range nodes {
-		d.Counts[n.State]++
-		if n.State != "dead" || n.SinceSeen < time.Hour {
-			d.Nodes = append(d.Nodes, n)
+	d := overviewData{Counts: map[string]int{}, Cluster: v.Can(api.ScopeClusterRead)}
+	if d.Cluster {
+		nodes, fence, err := h.nodes(r)
+		if err != nil {
+			return err
+		}
+		d.Fence = fence
+		for _, n := range nodes {
+			d.Counts[n.State]++
+			if n.State != "dead" || n.SinceSeen < time.Hour {
+				d.Nodes = append(d.Nodes, n)
+			}
+		}
+		if h.cfg.Cluster != nil {
+			st := h.cfg.Cluster.Status()
+			d.Status = &st
 		}
 	}
-	if h.cfg.Cluster != nil {
-		st := h.cfg.Cluster.Status()
-		d.Status = &st
-	}
-	series, err := h.cfg.Store.ThroughputSeries(ctx, time.Hour)
+	// Throughput and queues are the token's tenant's only.
+	tenant := v.P.ReadTenant(v.Tenant)
+	series, err := h.cfg.Store.ThroughputSeries(ctx, tenant, time.Hour)
 	if err != nil {
 		return err
 	}
 	d.Chart = throughputChart(series, time.Now())
-	if d.Queues, err = h.cfg.Store.QueueDepthsCapped(ctx, depthCap); err != nil {
+	if d.Queues, err = h.cfg.Store.QueueDepthsCapped(ctx, tenant, depthCap); err != nil {
 		return err
 	}
 	if d.DLQ, err = h.cfg.Store.CountDLQCapped(ctx, v.P.ReadTenant(v.Tenant), depthCap); err != nil {
@@ -180,7 +187,7 @@ func (h *Handler) jobPage(r *http.Request, v *view) error {
 
 func (h *Handler) queuesPage(r *http.Request, v *view) error {
 	v.Title = "Queues"
-	qs, err := h.cfg.Store.QueueDepthsCapped(r.Context(), depthCap)
+	qs, err := h.cfg.Store.QueueDepthsCapped(r.Context(), v.P.ReadTenant(v.Tenant), depthCap)
 	if err != nil {
 		return err
 	}
@@ -190,6 +197,9 @@ func (h *Handler) queuesPage(r *http.Request, v *view) error {
 
 func (h *Handler) nodesPage(r *http.Request, v *view) error {
 	v.Title = "Nodes"
+	if !v.Can(api.ScopeClusterRead) {
+		return errNeedsScope(api.ScopeClusterRead)
+	}
 	nodes, fence, err := h.nodes(r)
 	if err != nil {
 		return err

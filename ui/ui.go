@@ -293,15 +293,23 @@ func (h *Handler) describe(err error) (int, string) {
 		return http.StatusConflict, err.Error()
 	case errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable, "the request was cancelled"
+	case errors.Is(err, errForbidden):
+		return http.StatusForbidden, strings.TrimPrefix(err.Error(), errForbidden.Error()+": ")
 	}
 	h.log.Error("dashboard request failed", "error", err)
 	return http.StatusInternalServerError, "Something went wrong on the server: " + err.Error()
 }
 
 var (
-	errBadInput = errors.New("bad input")
-	errNotFound = errors.New("not found")
+	errBadInput  = errors.New("bad input")
+	errNotFound  = errors.New("not found")
+	errForbidden = errors.New("forbidden")
 )
+
+// errNeedsScope refuses a page the token's scopes do not cover.
+func errNeedsScope(scope string) error {
+	return fmt.Errorf("%w: this page needs a token with the %s scope", errForbidden, scope)
+}
 
 func badInput(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", errBadInput, fmt.Sprintf(format, a...))

@@ -307,8 +307,14 @@ func TestActionsNeedCSRFSameOriginAndScope(t *testing.T) {
 	if err := e.st.RegisterNode(context.Background(), "node-x", "host", "dev", map[string]int{"default": 1}); err != nil {
 		t.Fatal(err)
 	}
-	if p := reader.get("/ui/nodes"); p.status != http.StatusOK || strings.Contains(p.body, "/drain") {
-		t.Fatalf("reader's nodes page: %d, has a drain form: %v", p.status, strings.Contains(p.body, "/drain"))
+	// The nodes are the operator's: a jobs:read token is refused them.
+	if p := reader.get("/ui/nodes"); p.status != http.StatusForbidden || strings.Contains(p.body, "node-x") {
+		t.Fatalf("reader's nodes page: %d", p.status)
+	}
+	ops := e.browser()
+	ops.login(e.token("default", api.ScopeJobsRead, api.ScopeClusterRead))
+	if p := ops.get("/ui/nodes"); p.status != http.StatusOK || !strings.Contains(p.body, "node-x") || strings.Contains(p.body, "/drain") {
+		t.Fatalf("cluster:read's nodes page: %d, has a drain form: %v", p.status, strings.Contains(p.body, "/drain"))
 	}
 	if p := reader.post("/ui/nodes/node-x/drain", url.Values{"csrf": {reader.csrf()}, "deadline": {"1m"}}); p.status != http.StatusForbidden {
 		t.Fatalf("reader draining a node: %d", p.status)
@@ -388,6 +394,29 @@ func TestTenantsAreIsolated(t *testing.T) {
 	}
 	if s := e.state(ours.Job.ID); s != "cancelled" {
 		t.Fatalf("own job is %s after cancel", s)
+	}
+
+	// Metadata too: another tenant's queue names and counts, the nodes
+	// and the leader appear nowhere (G9).
+	if _, err := e.jobs.Enqueue(ctx, job.Request{Tenant: "globex", Kind: "report", Queue: "globex-payroll-q"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.jobs.Enqueue(ctx, job.Request{Tenant: "acme", Kind: "report", Queue: "acme-q"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.RegisterNode(ctx, "node-secret", "host", "dev", map[string]int{"ops-q": 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range []string{"/ui/", "/ui/queues", "/ui/queues?tenant=globex"} {
+		p := b.get(page)
+		if p.status != http.StatusOK || !strings.Contains(p.body, "acme-q") {
+			t.Fatalf("%s: %d, or own queue missing", page, p.status)
+		}
+		for _, leak := range []string{"globex-payroll-q", "ops-q", "node-secret", "/ui/nodes"} {
+			if strings.Contains(p.body, leak) {
+				t.Errorf("%s shows %q to a tenant's token", page, leak)
+			}
+		}
 	}
 }
 

@@ -23,34 +23,61 @@ DELETE FROM gaffer.jobs WHERE queue = $1 AND state <> 'running';
 SELECT count(*) FROM gaffer.jobs WHERE queue = $1;
 
 -- name: sample_throughput
--- Counts the jobs finished since the last sample (at most a minute back)
--- and records them; drops samples older than a day. Approximate: a job
--- whose transaction began before the window and committed after the
--- count is missed.
+-- Counts the jobs finished since the last sample (at most a minute back),
+-- in all (tenant '*') and per tenant, and records them; drops per-tenant
+-- samples older than an hour and totals older than a day. Approximate: a
+-- job whose transaction began before the window and committed after the
+-- count is missed. Run by the leader, in its fenced transaction.
 WITH last AS (
     SELECT greatest(coalesce(max(at), now() - interval '10 seconds'), now() - interval '1 minute') AS since
-    FROM gaffer.throughput_samples
-), counts AS (
-    SELECT count(*) FILTER (WHERE j.state = 'completed') AS completed,
+    FROM gaffer.throughput_samples WHERE tenant = '*'
+), finished AS (
+    SELECT j.tenant, count(*) FILTER (WHERE j.state = 'completed') AS completed,
            count(*) FILTER (WHERE j.state = 'failed') AS failed
     FROM gaffer.jobs j, last
     WHERE j.state IN ('completed', 'failed', 'cancelled') AND j.finalized_at >= last.since AND j.finalized_at < now()
+    GROUP BY j.tenant
+), counts AS (
+    SELECT '*' AS tenant, coalesce(sum(completed), 0)::bigint AS completed, coalesce(sum(failed), 0)::bigint AS failed FROM finished
+    UNION ALL
+    SELECT tenant, completed, failed FROM finished WHERE completed + failed > 0
 ), ins AS (
-    INSERT INTO gaffer.throughput_samples (at, seconds, completed, failed)
-    SELECT now(), extract(epoch FROM now() - last.since), counts.completed, counts.failed FROM counts, last
-    ON CONFLICT (at) DO NOTHING
+    INSERT INTO gaffer.throughput_samples (tenant, at, seconds, completed, failed)
+    SELECT counts.tenant, now(), extract(epoch FROM now() - last.since), counts.completed, counts.failed FROM counts, last
+    ON CONFLICT (tenant, at) DO NOTHING
 ), old AS (
-    DELETE FROM gaffer.throughput_samples WHERE at < now() - interval '1 day'
+    DELETE FROM gaffer.throughput_samples
+    WHERE at < now() - CASE WHEN tenant = '*' THEN interval '1 day' ELSE interval '1 hour' END
 )
 SELECT 1;
 
 -- name: throughput_series
--- Jobs finished per second, averaged per minute, over the last $1 ms.
-SELECT date_trunc('minute', at) AS minute, sum(completed) / greatest(sum(seconds), 1), sum(failed) / greatest(sum(seconds), 1)
-FROM gaffer.throughput_samples
-WHERE at > now() - $1 * interval '1 millisecond'
+-- Jobs finished per second, averaged per minute, over the last $1 ms, of
+-- tenant $2 ('*': all). A tenant's minutes without samples had nothing
+-- finish; their length comes from the totals' samples.
+SELECT date_trunc('minute', t.at) AS minute,
+       coalesce(sum(s.completed), 0) / greatest(sum(t.seconds), 1),
+       coalesce(sum(s.failed), 0) / greatest(sum(t.seconds), 1)
+FROM gaffer.throughput_samples t
+LEFT JOIN gaffer.throughput_samples s ON s.at = t.at AND s.tenant = $2
+WHERE t.tenant = '*' AND t.at > now() - $1 * interval '1 millisecond'
 GROUP BY 1
 ORDER BY 1;
+
+-- name: tenant_queue_depths
+-- One tenant's queues: those where it has unfinished jobs, with its own
+-- counts and its oldest due job's age — nothing of other tenants. $1
+-- tenant.
+SELECT j.queue, coalesce(q.paused, false),
+       count(*) FILTER (WHERE j.state = 'pending'),
+       count(*) FILTER (WHERE j.state = 'retrying'),
+       count(*) FILTER (WHERE j.state = 'running'),
+       coalesce(extract(epoch FROM now() - min(j.run_at) FILTER (WHERE j.state IN ('pending', 'retrying') AND j.run_at <= now())), 0)::float8
+FROM gaffer.jobs j
+LEFT JOIN gaffer.queues q ON q.name = j.queue
+WHERE j.tenant = $1 AND j.state IN ('pending', 'retrying', 'running')
+GROUP BY j.queue, q.paused
+ORDER BY j.queue;
 
 -- name: queue_depths
 -- Every queue that is known (paused or resumed once), has unfinished jobs,
