@@ -194,7 +194,16 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
-	n.services = []backgroundService{rescuer}
+	queues := make([]string, 0, len(n.worker.Queues()))
+	for q := range n.worker.Queues() {
+		queues = append(queues, q)
+	}
+	labels, err := job.NewLabelRefresher(job.LabelRefresherConfig{Store: n.store, Metrics: n.metrics, Registry: n.registry,
+		Queues: queues, Logger: n.log})
+	if err != nil {
+		return nil, n.closeOnError(err)
+	}
+	n.services = []backgroundService{labels, rescuer}
 	if n.cluster != nil {
 		// Leader-only: started and stopped by the cluster with leadership.
 		n.cluster.LeaderServices(cleaner, monitor, n.scheduler)
@@ -337,6 +346,7 @@ func (n *Node) Start(ctx context.Context) error {
 		return err
 	}
 	if n.cluster != nil {
+		n.cluster.SetKinds(n.registry.Kinds())
 		if err := n.cluster.Start(loopCtx); err != nil {
 			return err
 		}

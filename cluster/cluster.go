@@ -92,12 +92,17 @@ func New(cfg Config) (*Cluster, error) {
 // Start.
 func (c *Cluster) LeaderServices(s ...Service) { c.services = append(c.services, s...) }
 
+// SetKinds records the job kinds this node handles, reported with its
+// registration (metrics label only kinds some node handles). Call before
+// Start.
+func (c *Cluster) SetKinds(kinds []string) { c.cfg.Node.Kinds = kinds }
+
 // Start registers the node in the nodes table and starts the session loop
 // (etcd registration and election) and the report loop. It does not
 // block: etcd being unreachable is not an error, the loops keep trying.
 func (c *Cluster) Start(ctx context.Context) error {
 	n := c.cfg.Node
-	if err := c.store.RegisterNode(ctx, n.ID, n.Hostname, n.Version, n.Queues); err != nil {
+	if err := c.store.RegisterNode(ctx, n.ID, n.Hostname, n.Version, n.Queues, n.Kinds); err != nil {
 		return err
 	}
 	c.runner.Start(ctx, c.sessionLoop)

@@ -36,6 +36,8 @@ type NodeInfo struct {
 	Hostname string         `json:"hostname"`
 	Version  string         `json:"version"`
 	Queues   map[string]int `json:"queues"`
+	// Kinds are the job kinds the node handles (see Cluster.SetKinds).
+	Kinds []string `json:"kinds,omitempty"`
 }
 
 // Config configures a Cluster. Zero values take the defaults shown.

@@ -42,7 +42,7 @@ func (c *Cluster) report(ctx context.Context) {
 	order, err := c.store.TouchNode(ctx, c.cfg.Node.ID, inFlight, state)
 	if errors.Is(err, store.ErrNotFound) {
 		n := c.cfg.Node
-		err = c.store.RegisterNode(ctx, n.ID, n.Hostname, n.Version, n.Queues)
+		err = c.store.RegisterNode(ctx, n.ID, n.Hostname, n.Version, n.Queues, n.Kinds)
 	}
 	if err != nil {
 		if ctx.Err() == nil {

@@ -53,7 +53,7 @@ func TestReportRacingLeaveKeepsTheLeave(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.client.Close()
-	if err := st.RegisterNode(ctx, "n", "test", "test", nil); err != nil {
+	if err := st.RegisterNode(ctx, "n", "test", "test", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := NewAdmin(st).Drain(ctx, "n", time.Minute); err != nil {

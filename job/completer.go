@@ -110,7 +110,7 @@ func (c *completer) flush(batch []completion) {
 		if ok[x.c.ID] {
 			c.metrics.forKind(x.queue, x.kind).completed.Inc()
 		} else {
-			c.metrics.stale.WithLabelValues(x.queue, x.kind, "complete").Inc()
+			c.metrics.counter(c.metrics.stale, x.queue, x.kind, "complete").Inc()
 			c.log.Warn("completion refused: the attempt no longer owns the job", "job_id", x.c.ID, "attempt", x.c.Attempt)
 		}
 	}

@@ -103,9 +103,9 @@ func RescueNode(ctx context.Context, st *store.Store, fence Fence, m *Metrics, l
 			return total, err
 		}
 		for _, x := range rescued {
-			m.rescued.WithLabelValues(x.Queue, x.Kind, x.NewState).Inc()
+			m.counter(m.rescued, x.Queue, x.Kind, x.NewState).Inc()
 			if x.NewState == string(Failed) {
-				m.failed.WithLabelValues(x.Queue, x.Kind).Inc()
+				m.counter(m.failed, x.Queue, x.Kind).Inc()
 			}
 			log.Info("rescued lost attempt", "job_id", x.ID, "node", x.Node, "state", x.NewState)
 		}

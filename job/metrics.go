@@ -2,6 +2,7 @@ package job
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -22,10 +23,64 @@ type Metrics struct {
 	depth       *prometheus.GaugeVec
 	oldestDue   *prometheus.GaugeVec
 
-	// The per-job series, looked up once per (queue, kind): a vector's
-	// label lookup costs more than the observation itself.
+	// The per-job series, looked up once per (queue, kind) label pair: a
+	// vector's label lookup costs more than the observation itself.
 	mu    sync.RWMutex
 	kinds map[kindKey]*kindMetrics
+
+	// known are the kinds and queues that may be label values; see
+	// SetKnown. Until it is first called every value is allowed.
+	known atomic.Pointer[knownLabels]
+}
+
+// OtherLabel is the label value for a kind or queue no node handles:
+// kinds and queue names are chosen by tenants, and each distinct label
+// value is a series Prometheus keeps, so only values the operator
+// configured become labels.
+const OtherLabel = "other"
+
+type knownLabels struct{ kinds, queues map[string]bool }
+
+// SetKnown sets the kinds and queues that may appear as label values:
+// those some node handles or works. Every other value is counted under
+// OtherLabel. Safe to call at any time, from any goroutine.
+func (m *Metrics) SetKnown(kinds, queues []string) {
+	k := &knownLabels{kinds: make(map[string]bool, len(kinds)), queues: make(map[string]bool, len(queues))}
+	for _, x := range kinds {
+		k.kinds[x] = true
+	}
+	for _, x := range queues {
+		k.queues[x] = true
+	}
+	m.known.Store(k)
+}
+
+// labels maps a job's queue and kind to the label values to use.
+func (m *Metrics) labels(queue, kind string) (string, string) {
+	k := m.known.Load()
+	if k == nil {
+		return queue, kind
+	}
+	if !k.queues[queue] {
+		queue = OtherLabel
+	}
+	if !k.kinds[kind] {
+		kind = OtherLabel
+	}
+	return queue, kind
+}
+
+// queueLabel maps a queue name to its label value.
+func (m *Metrics) queueLabel(queue string) string {
+	q, _ := m.labels(queue, "")
+	return q
+}
+
+// counter returns v's series for a job's queue and kind (and any further
+// label values), bounded as labels says.
+func (m *Metrics) counter(v *prometheus.CounterVec, queue, kind string, more ...string) prometheus.Counter {
+	q, k := m.labels(queue, kind)
+	return v.WithLabelValues(append([]string{q, k}, more...)...)
 }
 
 type kindKey struct{ queue, kind string }
@@ -38,6 +93,7 @@ type kindMetrics struct {
 }
 
 func (m *Metrics) forKind(queue, kind string) *kindMetrics {
+	queue, kind = m.labels(queue, kind)
 	k := kindKey{queue, kind}
 	m.mu.RLock()
 	km := m.kinds[k]

@@ -73,13 +73,33 @@ func (q *QueueMonitor) RunOnce(ctx context.Context) error {
 	if err := q.cfg.Fence.Do(ctx, func(db store.DB) error { return q.cfg.Store.SampleThroughput(ctx, db) }); err != nil {
 		return err
 	}
+	// Queues no node works are summed under OtherLabel (their oldest job
+	// is the oldest of them): tenants name queues, and each name would be
+	// a series.
+	type gauges struct {
+		pending, retrying, running int64
+		oldest                     time.Duration
+	}
+	byLabel := map[string]*gauges{}
+	for _, x := range queues {
+		l := m.queueLabel(x.Name)
+		g := byLabel[l]
+		if g == nil {
+			g = &gauges{}
+			byLabel[l] = g
+		}
+		g.pending += x.Pending
+		g.retrying += x.Retrying
+		g.running += x.Running
+		g.oldest = max(g.oldest, x.OldestDueAge)
+	}
 	m.depth.Reset()
 	m.oldestDue.Reset()
-	for _, x := range queues {
-		m.depth.WithLabelValues(x.Name, string(Pending)).Set(float64(x.Pending))
-		m.depth.WithLabelValues(x.Name, string(Retrying)).Set(float64(x.Retrying))
-		m.depth.WithLabelValues(x.Name, string(Running)).Set(float64(x.Running))
-		m.oldestDue.WithLabelValues(x.Name).Set(x.OldestDueAge.Seconds())
+	for l, g := range byLabel {
+		m.depth.WithLabelValues(l, string(Pending)).Set(float64(g.pending))
+		m.depth.WithLabelValues(l, string(Retrying)).Set(float64(g.retrying))
+		m.depth.WithLabelValues(l, string(Running)).Set(float64(g.running))
+		m.oldestDue.WithLabelValues(l).Set(g.oldest.Seconds())
 	}
 	return nil
 }

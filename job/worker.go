@@ -640,11 +640,11 @@ func (w *Worker) record(e *execution, err error, errKind, stack string, cause er
 	}, nil)
 	switch state {
 	case string(Retrying):
-		w.metrics.retried.WithLabelValues(j.Queue, j.Kind).Inc()
+		w.metrics.counter(w.metrics.retried, j.Queue, j.Kind).Inc()
 	case string(Failed):
-		w.metrics.failed.WithLabelValues(j.Queue, j.Kind).Inc()
+		w.metrics.counter(w.metrics.failed, j.Queue, j.Kind).Inc()
 	case string(Cancelled):
-		w.metrics.cancelled.WithLabelValues(j.Queue, j.Kind).Inc()
+		w.metrics.counter(w.metrics.cancelled, j.Queue, j.Kind).Inc()
 	}
 }
 
@@ -658,12 +658,12 @@ func (w *Worker) write(e *execution, op string, fn func(ctx context.Context) err
 	case err != nil:
 		w.log.Error("record outcome; the job will run again after its lease expires", "job_id", j.ID, "op", op, "error", err)
 	case ok != nil:
-		ok.WithLabelValues(j.Queue, j.Kind).Inc()
+		w.metrics.counter(ok, j.Queue, j.Kind).Inc()
 	}
 }
 
 func (w *Worker) stale(j *Job, op string) {
-	w.metrics.stale.WithLabelValues(j.Queue, j.Kind, op).Inc()
+	w.metrics.counter(w.metrics.stale, j.Queue, j.Kind, op).Inc()
 	w.log.Warn("write refused: the attempt no longer owns the job", "job_id", j.ID, "attempt", j.Attempt, "op", op)
 	if w.onStale != nil {
 		w.onStale(j.ID, op)

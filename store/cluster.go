@@ -48,9 +48,13 @@ type NodeRow struct {
 }
 
 // RegisterNode records a (re)starting node as active with no drain.
-func (s *Store) RegisterNode(ctx context.Context, id, hostname, version string, queues map[string]int) error {
+func (s *Store) RegisterNode(ctx context.Context, id, hostname, version string, queues map[string]int, kinds []string) error {
 	q, _ := json.Marshal(queues)
-	if _, err := s.pool.Exec(ctx, sqlRegisterNode, id, hostname, version, q); err != nil {
+	if kinds == nil {
+		kinds = []string{}
+	}
+	k, _ := json.Marshal(kinds)
+	if _, err := s.pool.Exec(ctx, sqlRegisterNode, id, hostname, version, q, k); err != nil {
 		return fmt.Errorf("register node %s: %w", id, err)
 	}
 	return nil
@@ -268,4 +272,15 @@ func (s *Store) CronLateness(ctx context.Context, entries []string) ([]float64, 
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[float64])
+}
+
+var sqlKnownLabels = query("known_labels")
+
+// KnownLabels returns the kinds and queues of the nodes that have not
+// left.
+func (s *Store) KnownLabels(ctx context.Context) (kinds, queues []string, err error) {
+	if err := s.pool.QueryRow(ctx, sqlKnownLabels).Scan(&kinds, &queues); err != nil {
+		return nil, nil, fmt.Errorf("known labels: %w", err)
+	}
+	return kinds, queues, nil
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
@@ -40,6 +42,7 @@ type nodeFlags struct {
 	idemRetention *time.Duration
 	logLevel      *string
 	logJSON       *bool
+	metricsToken  *string
 }
 
 func addNodeFlags(fs *flagSet) *nodeFlags {
@@ -60,6 +63,7 @@ func addNodeFlags(fs *flagSet) *nodeFlags {
 		idemRetention: fs.Duration("idempotency-retention", "", 24*time.Hour, "how long an API Idempotency-Key replays its first response"),
 		logLevel:      fs.String("log-level", "", "info", "trace, debug, info, warn or error"),
 		logJSON:       fs.Bool("log-json", "", false, "log JSON lines instead of text"),
+		metricsToken:  fs.String("metrics-token", "", "", "when set, /metrics answers only requests with Authorization: Bearer <this token>"),
 	}
 }
 
@@ -193,9 +197,9 @@ func newRegistry() *prometheus.Registry {
 // healthMux serves /metrics, /healthz (the process is up) and /readyz
 // (PostgreSQL answers: 200, with what is degraded, such as etcd, listed;
 // 503 when PostgreSQL does not answer, since then no job can run).
-func healthMux(reg *prometheus.Registry, nodes ...*gaffer.Node) *http.ServeMux {
+func healthMux(reg *prometheus.Registry, metricsToken string, nodes ...*gaffer.Node) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("GET /metrics", bearerOnly(metricsToken, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
@@ -229,6 +233,23 @@ func healthMux(reg *prometheus.Registry, nodes ...*gaffer.Node) *http.ServeMux {
 	return mux
 }
 
+// bearerOnly guards next with a fixed bearer token; "" leaves it open.
+func bearerOnly(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := sha256.Sum256([]byte("Bearer " + token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
+		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="gaffer-metrics"`)
+			http.Error(w, "send the metrics token: Authorization: Bearer <token>", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // httpHandler serves the API under /v1 and the dashboard under /ui beside
 // the health endpoints.
 func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, nodes ...*gaffer.Node) (http.Handler, *api.Tokens, error) {
@@ -245,7 +266,7 @@ func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, node
 	if err != nil {
 		return nil, nil, err
 	}
-	mux := healthMux(reg, nodes...)
+	mux := healthMux(reg, *nf.metricsToken, nodes...)
 	mux.Handle("/v1/", a)
 	mux.Handle("/ui/", dash)
 	mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))

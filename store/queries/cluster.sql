@@ -2,10 +2,10 @@
 
 -- name: register_node
 -- A (re)starting node: active, drain cleared.
-INSERT INTO gaffer.nodes (id, hostname, version, queues, state, in_flight, started_at, last_seen)
-VALUES ($1, $2, $3, $4, 'active', 0, now(), now())
+INSERT INTO gaffer.nodes (id, hostname, version, queues, kinds, state, in_flight, started_at, last_seen)
+VALUES ($1, $2, $3, $4, $5, 'active', 0, now(), now())
 ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, version = excluded.version,
-    queues = excluded.queues, state = 'active', in_flight = 0, started_at = now(), last_seen = now(),
+    queues = excluded.queues, kinds = excluded.kinds, state = 'active', in_flight = 0, started_at = now(), last_seen = now(),
     drain_requested_at = NULL, drain_deadline = NULL, drained_at = NULL, left_at = NULL, left_reason = NULL;
 
 -- name: touch_node
@@ -84,3 +84,9 @@ SELECT epoch, coalesce(leader, ''), raised_at FROM gaffer.leader_fence;
 -- raise wait for this transaction, so a deposed leader's write can never
 -- commit after its successor raised the fence.
 SELECT epoch FROM gaffer.leader_fence FOR SHARE;
+
+-- name: known_labels
+-- The kinds and queues of the nodes that have not left: what metrics may
+-- use as label values.
+SELECT coalesce((SELECT array_agg(DISTINCT k) FROM gaffer.nodes, jsonb_array_elements_text(kinds) k WHERE state <> 'dead'), '{}'),
+       coalesce((SELECT array_agg(DISTINCT q) FROM gaffer.nodes, jsonb_object_keys(queues) q WHERE state <> 'dead'), '{}');

@@ -1,0 +1,73 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/gafferhq/gaffer/internal/service"
+	"github.com/gafferhq/gaffer/store"
+)
+
+// LabelRefresherConfig configures a LabelRefresher.
+type LabelRefresherConfig struct {
+	Store    *store.Store // required
+	Metrics  *Metrics     // required: the metrics whose labels it bounds
+	Registry *Registry    // required: this node's kinds
+	// Queues are the queues this node works.
+	Queues []string
+	Logger hclog.Logger
+	// Interval between refreshes from the nodes table. Default 30s.
+	Interval time.Duration
+}
+
+// LabelRefresher keeps the metrics' label values bounded: it tells
+// Metrics.SetKnown the kinds and queues this node handles and those the
+// other live nodes reported, so that a kind or queue a tenant made up is
+// counted under OtherLabel instead of becoming a series of its own.
+type LabelRefresher struct {
+	cfg    LabelRefresherConfig
+	log    hclog.Logger
+	runner service.Runner
+}
+
+// NewLabelRefresher validates cfg and returns a stopped refresher.
+func NewLabelRefresher(cfg LabelRefresherConfig) (*LabelRefresher, error) {
+	if cfg.Store == nil || cfg.Metrics == nil || cfg.Registry == nil {
+		return nil, errors.New("LabelRefresherConfig.Store, .Metrics and .Registry are required")
+	}
+	if cfg.Interval < 0 {
+		return nil, errors.New("LabelRefresherConfig.Interval must not be negative")
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	return &LabelRefresher{cfg: cfg, log: cfg.Logger.Named("metric_labels")}, nil
+}
+
+// Start sets the local labels at once, then refreshes in the background;
+// non-blocking and idempotent.
+func (r *LabelRefresher) Start(ctx context.Context) error {
+	r.cfg.Metrics.SetKnown(r.cfg.Registry.Kinds(), r.cfg.Queues)
+	r.runner.StartEvery(ctx, r.cfg.Interval, r.RunOnce, r.log, "refresh metric labels")
+	return nil
+}
+
+// Stop ends the loop and waits for it.
+func (r *LabelRefresher) Stop() { r.runner.Stop() }
+
+// RunOnce reads the other nodes' kinds and queues and sets the labels.
+// On error the labels stay as they were.
+func (r *LabelRefresher) RunOnce(ctx context.Context) error {
+	kinds, queues, err := r.cfg.Store.KnownLabels(ctx)
+	if err != nil {
+		return err
+	}
+	r.cfg.Metrics.SetKnown(append(kinds, r.cfg.Registry.Kinds()...), append(queues, r.cfg.Queues...))
+	return nil
+}
