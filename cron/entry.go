@@ -219,10 +219,22 @@ type Update struct {
 // that fell while it was paused are not caught up. Errors: validation
 // errors naming the field, ErrNotFound.
 func (c *Client) Update(ctx context.Context, tenant, name string, u Update) (Entry, error) {
-	cur, err := c.Get(ctx, tenant, name)
+	// Read, change and write under the row's lock: a pause, another edit
+	// or a firing that lands between the read and the write is neither
+	// undone nor has its cursor written back stale.
+	tx, err := c.store.Begin(ctx)
 	if err != nil {
 		return Entry{}, err
 	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	row, err := c.store.GetCronEntryForUpdate(ctx, tx, tenantOrDefault(tenant), name)
+	if errors.Is(err, store.ErrNotFound) {
+		return Entry{}, fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	if err != nil {
+		return Entry{}, err
+	}
+	cur := fromRow(row)
 	next := cur
 	if u.Schedule != nil {
 		next.Schedule = *u.Schedule
@@ -256,10 +268,13 @@ func (c *Client) Update(ctx context.Context, tenant, name string, u Update) (Ent
 		}
 		next.NextRunAt = sched.Next(now)
 	}
-	if err := c.store.UpdateCronEntry(ctx, next.row(tmpl)); err != nil {
+	if err := c.store.UpdateCronEntry(ctx, tx, next.row(tmpl)); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return Entry{}, fmt.Errorf("%w: %q", ErrNotFound, name)
 		}
+		return Entry{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
 		return Entry{}, err
 	}
 	return c.Get(ctx, next.Tenant, name)

@@ -11,20 +11,21 @@ import (
 )
 
 var (
-	sqlInsertCronEntry      = query("insert_cron_entry")
-	sqlUpdateCronEntry      = query("update_cron_entry")
-	sqlDeleteCronEntry      = query("delete_cron_entry")
-	sqlGetCronEntry         = query("get_cron_entry")
-	sqlListCronEntries      = query("list_cron_entries")
-	sqlDueCronEntries       = query("due_cron_entries")
-	sqlNextCronDue          = query("next_cron_due")
-	sqlDBNow                = query("db_now")
-	sqlCronLastUnfinished   = query("cron_last_job_unfinished")
-	sqlInsertCronJobs       = query("insert_cron_jobs")
-	sqlInsertCronOccurrence = query("insert_cron_occurrences")
-	sqlAdvanceCronCursor    = query("advance_cron_cursor")
-	sqlCronHistory          = query("cron_history")
-	sqlDeleteOldCronOcc     = query("delete_old_cron_occurrences")
+	sqlInsertCronEntry       = query("insert_cron_entry")
+	sqlUpdateCronEntry       = query("update_cron_entry")
+	sqlDeleteCronEntry       = query("delete_cron_entry")
+	sqlGetCronEntryForUpdate = query("get_cron_entry_for_update")
+	sqlGetCronEntry          = query("get_cron_entry")
+	sqlListCronEntries       = query("list_cron_entries")
+	sqlDueCronEntries        = query("due_cron_entries")
+	sqlNextCronDue           = query("next_cron_due")
+	sqlDBNow                 = query("db_now")
+	sqlCronLastUnfinished    = query("cron_last_job_unfinished")
+	sqlInsertCronJobs        = query("insert_cron_jobs")
+	sqlInsertCronOccurrence  = query("insert_cron_occurrences")
+	sqlAdvanceCronCursor     = query("advance_cron_cursor")
+	sqlCronHistory           = query("cron_history")
+	sqlDeleteOldCronOcc      = query("delete_old_cron_occurrences")
 )
 
 // ErrExists is returned when creating something whose name is taken.
@@ -96,10 +97,10 @@ func (s *Store) CreateCronEntry(ctx context.Context, e CronEntry) error {
 
 // UpdateCronEntry replaces an entry's fields (its name and tenant stay).
 // Errors: ErrNotFound.
-func (s *Store) UpdateCronEntry(ctx context.Context, e CronEntry) error {
+func (s *Store) UpdateCronEntry(ctx context.Context, q DB, e CronEntry) error {
 	job, _ := json.Marshal(e.Job)
 	var told int64
-	err := s.pool.QueryRow(ctx, sqlUpdateCronEntry, e.Tenant, e.Name, e.Schedule, e.Timezone, job, e.Missed,
+	err := s.db(q).QueryRow(ctx, sqlUpdateCronEntry, e.Tenant, e.Name, e.Schedule, e.Timezone, job, e.Missed,
 		e.MissedCap, e.Overlap, e.Paused, e.NextRunAt).Scan(&told)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound
@@ -127,6 +128,15 @@ func (s *Store) DeleteCronEntry(ctx context.Context, tenant, name string) error 
 // GetCronEntry returns one entry. Errors: ErrNotFound.
 func (s *Store) GetCronEntry(ctx context.Context, tenant, name string) (CronEntry, error) {
 	e, err := scanCronEntry(s.pool.QueryRow(ctx, sqlGetCronEntry, tenant, name))
+	if err != nil {
+		return e, notFound(err)
+	}
+	return e, nil
+}
+
+// GetCronEntryForUpdate reads an entry in tx and locks it until tx ends.
+func (s *Store) GetCronEntryForUpdate(ctx context.Context, tx DB, tenant, name string) (CronEntry, error) {
+	e, err := scanCronEntry(tx.QueryRow(ctx, sqlGetCronEntryForUpdate, tenant, name))
 	if err != nil {
 		return e, notFound(err)
 	}

@@ -212,30 +212,28 @@ func (s *Store) InsertJobs(ctx context.Context, q DB, ps []InsertParams) ([]int6
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
+	// The database's clock decides what is due (G7), both for the rows
+	// and for whom to wake.
+	var now time.Time
+	if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
 	hasUnique := false
-	queues := map[string]bool{}
 	for _, p := range ps {
 		if p.UniqueKey != "" {
 			hasUnique = true
-		}
-		if p.RunAt.IsZero() || !p.RunAt.After(time.Now()) {
-			queues[p.Queue] = true
 		}
 	}
 	var ids []int64
 	if hasUnique {
 		ids, err = s.insertJobsUnnest(ctx, tx, ps)
 	} else {
-		ids, err = s.insertJobsCopy(ctx, tx, ps)
+		ids, err = s.insertJobsCopy(ctx, tx, ps, now)
 	}
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, 0, len(queues))
-	for q := range queues {
-		names = append(names, q)
-	}
-	if _, err := tx.Exec(ctx, sqlNotifyQueues, names); err != nil {
+	if _, err := tx.Exec(ctx, sqlNotifyQueues, dueQueues(ps, now)); err != nil {
 		return nil, fmt.Errorf("insert jobs: notify: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -246,13 +244,27 @@ func (s *Store) InsertJobs(ctx context.Context, q DB, ps []InsertParams) ([]int6
 
 var copyColumns = []string{"tenant", "kind", "queue", "priority", "max_attempts", "timeout_ms", "run_at", "args"}
 
-func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams) ([]int64, error) {
+// dueQueues lists the queues of the jobs in ps that are due at now, the
+// database's time of the inserting transaction.
+func dueQueues(ps []InsertParams, now time.Time) []string {
+	seen := map[string]bool{}
+	var names []string
+	for _, p := range ps {
+		runAt := p.RunAt
+		if runAt.IsZero() {
+			runAt = now
+		}
+		if !runAt.Add(p.Delay).After(now) && !seen[p.Queue] {
+			seen[p.Queue] = true
+			names = append(names, p.Queue)
+		}
+	}
+	return names
+}
+
+func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams, now time.Time) ([]int64, error) {
 	// COPY returns no ids, so take them from the identity sequence first
 	// and copy them in with the rows.
-	var now time.Time
-	if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
-		return nil, fmt.Errorf("insert jobs: %w", err)
-	}
 	rows := make([][]any, len(ps))
 	for i, p := range ps {
 		runAt := p.RunAt

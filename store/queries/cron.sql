@@ -39,6 +39,15 @@ SELECT tenant, name, schedule, timezone, job, missed, missed_cap, overlap, pause
 FROM gaffer.cron_entries
 WHERE tenant = $1 AND name = $2;
 
+-- name: get_cron_entry_for_update
+-- The same, locking the row until the caller's transaction ends: an edit
+-- reads and writes the entry with no other edit or firing in between.
+SELECT tenant, name, schedule, timezone, job, missed, missed_cap, overlap, paused, next_run_at, last_job_id,
+       created_at, updated_at
+FROM gaffer.cron_entries
+WHERE tenant = $1 AND name = $2
+FOR UPDATE;
+
 -- name: list_cron_entries
 -- $1 tenant (NULL: all), $2 and $3 the cursor: the tenant and name of
 -- the previous page's last entry (NULL: from the start), $4 limit.
