@@ -306,7 +306,14 @@ func (c *Cluster) becomeLeader(nodeCtx, ctx context.Context, sess *concurrency.S
 	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != e.Rev() || clientv3.LeaseID(resp.Kvs[0].Lease) != sess.Lease() {
 		return nil, errors.New("election key gone: the session expired during the campaign")
 	}
-	epoch := e.Rev()
+	gen, err := c.generation(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the etcd generation: %w", err)
+	}
+	epoch, err := epochOf(gen, e.Rev())
+	if err != nil {
+		return nil, err
+	}
 	for {
 		raised, err := c.store.RaiseFence(ctx, epoch, c.cfg.Node.ID, 2*time.Second)
 		if err == nil && !raised {

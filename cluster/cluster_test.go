@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -422,4 +423,44 @@ func TestEtcdOutage(t *testing.T) {
 		t.Fatalf("after the outage: %+v (epoch before %d)", n.Status(), epoch)
 	}
 	t.Logf("leadership resumed %s after etcd returned", took)
+}
+
+// etcd restarted from empty (a lost disk, a container without a volume,
+// gaffer dev with a kept database): its revisions start over below the
+// epoch the fence holds. A leader must still be elected at once, with an
+// epoch above the old one, and the old epoch stays refused. Red when the
+// epoch is the bare etcd revision: no node could raise the fence until
+// etcd's revision caught up.
+func TestLeaderAfterEtcdLostItsData(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	etcd := startEtcd(t)
+	st := pgtest.NewStore(t)
+	// Push the revision up, as months of use would, so that a fresh etcd
+	// is far behind.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd.Endpoint()}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		if _, err := cli.Put(ctx, "/filler", strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cli.Close()
+	n := newMember(t, st, etcd.Endpoint(), "n")
+	waitFor(t, 10*time.Second, "n to lead", n.IsLeader)
+	before, _ := cluster.NewAdmin(st).Fence(ctx)
+	if err := etcd.RestartEmpty(); err != nil {
+		t.Fatal(err)
+	}
+	took := waitFor(t, 30*time.Second, "a leader on the emptied etcd", func() bool {
+		f, _ := cluster.NewAdmin(st).Fence(ctx)
+		return n.IsLeader() && f.Epoch > before.Epoch
+	})
+	after, _ := cluster.NewAdmin(st).Fence(ctx)
+	t.Logf("leader again %s after etcd came back empty; epoch %d -> %d", took, before.Epoch, after.Epoch)
+	if err := st.Fenced(ctx, before.Epoch, func(q store.DB) error { return nil }); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("the old epoch can still write: %v", err)
+	}
 }

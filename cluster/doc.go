@@ -29,9 +29,13 @@
 //
 // # Fencing
 //
-// On winning, the leader raises gaffer.leader_fence.epoch to its election
-// key's etcd create revision (UPDATE … WHERE epoch < $rev); revisions only
-// grow, so each term's epoch is larger than every earlier one. Every
+// On winning, the leader raises gaffer.leader_fence.epoch to its term's
+// epoch (UPDATE … WHERE epoch < $epoch): its election key's etcd create
+// revision, with the etcd generation in the high bits (generation<<40 |
+// revision). Revisions only grow within one etcd history, and a leader
+// that finds etcd without its generation key (etcd lost its data and its
+// revisions started over) starts the next generation, so each term's
+// epoch is larger than every earlier one. Every
 // leader-only write runs in a transaction that share-locks the fence row
 // and rolls back unless the epoch is still its own; a raise waits for
 // those transactions. A deposed leader — paused, partitioned, or slow to

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -213,6 +214,23 @@ func (s *Server) Restart() error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return err
+}
+
+// RestartEmpty stops the member, deletes its data, and starts it again on
+// the same ports: etcd as after a disk loss or a restart without a volume
+// (revisions start over).
+func (s *Server) RestartEmpty() error {
+	s.Stop()
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(s.dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return s.Restart()
 }
 
 // Close stops the member and removes a temporary data directory.
