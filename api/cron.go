@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
@@ -266,9 +268,9 @@ type triggerResponse struct {
 	JobID int64 `json:"job_id"`
 }
 
-func (s *Server) triggerCron(r *http.Request, p Principal, _ []byte) (int, any, error) {
+func (s *Server) triggerCron(r *http.Request, p Principal, _ []byte, tx pgx.Tx) (int, any, error) {
 	name := r.PathValue("name")
-	id, err := s.cfg.Cron.Trigger(r.Context(), cronTenant(r, p), name)
+	id, err := s.cfg.Cron.TriggerTx(r.Context(), tx, cronTenant(r, p), name)
 	if err != nil {
 		return 0, nil, cronError(err, name)
 	}

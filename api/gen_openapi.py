@@ -82,7 +82,7 @@ def path(name, schema): return {"name":name,"in":"path","required":True,"schema"
 idem={"name":"Idempotency-Key","in":"header","schema":S(maxLength=255),"description":"Same key and body: the first response again. Same key, different body: 422."}
 limit=q("limit",I(minimum=1,maximum=1000),"default 100"); cursor=q("cursor",S(),"next_cursor from the previous page")
 tenant=q("tenant",S(),"tokens spanning tenants only: restrict to this tenant")
-common=(401,403,429,500)
+common=(401,403,429,500,503)
 def op(summary, scope, responses, params=(), rb=None, post=False, opid=None):
     o={"summary":summary,"operationId":opid,"security":[{"bearer":[scope]}],"parameters":list(params)+([idem] if post else []),"responses":{**responses,**errs(*common)}}
     if rb: o["requestBody"]=rb

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/webhook"
 )
@@ -39,7 +41,7 @@ type enqueueResponse struct {
 	Existing bool `json:"existing"`
 }
 
-func (s *Server) enqueue(r *http.Request, p Principal, body []byte) (int, any, error) {
+func (s *Server) enqueue(r *http.Request, p Principal, body []byte, tx pgx.Tx) (int, any, error) {
 	var req enqueueRequest
 	if pr := decodeStrict(body, &req); pr != nil {
 		return 0, nil, pr
@@ -80,7 +82,7 @@ func (s *Server) enqueue(r *http.Request, p Principal, body []byte) (int, any, e
 			return 0, nil, err
 		}
 	}
-	res, err := s.cfg.Jobs.Enqueue(r.Context(), jr)
+	res, err := s.cfg.Jobs.EnqueueTx(r.Context(), tx, jr)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
@@ -117,7 +118,7 @@ func (s *Server) routes() {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(openAPIDoc)
 	})
-	s.handle("POST /v1/jobs", ScopeJobsWrite, s.enqueue)
+	s.handleTx("POST /v1/jobs", ScopeJobsWrite, s.enqueue)
 	s.handle("GET /v1/jobs", ScopeJobsRead, s.listJobs)
 	s.handle("GET /v1/jobs/{id}", ScopeJobsRead, s.getJob)
 	s.handle("POST /v1/jobs/{id}/cancel", ScopeJobsWrite, s.cancelJob)
@@ -137,9 +138,9 @@ func (s *Server) routes() {
 	s.handle("DELETE /v1/cron/{name}", ScopeJobsWrite, s.deleteCron)
 	s.handle("GET /v1/cron/{name}/next", ScopeJobsRead, s.nextCron)
 	s.handle("GET /v1/cron/{name}/history", ScopeJobsRead, s.cronHistory)
-	s.handle("POST /v1/cron/{name}/trigger", ScopeJobsWrite, s.triggerCron)
+	s.handleTx("POST /v1/cron/{name}/trigger", ScopeJobsWrite, s.triggerCron)
 
-	s.handle("POST /v1/workflows", ScopeJobsWrite, s.submitWorkflow)
+	s.handleTx("POST /v1/workflows", ScopeJobsWrite, s.submitWorkflow)
 	s.handle("GET /v1/workflows", ScopeJobsRead, s.listWorkflows)
 	s.handle("GET /v1/workflows/{id}", ScopeJobsRead, s.getWorkflow)
 	s.handle("POST /v1/workflows/{id}/cancel", ScopeJobsWrite, s.cancelWorkflow)
@@ -159,9 +160,31 @@ func (s *Server) routes() {
 	})
 }
 
+// txHandler is an endpoint whose writes run in a transaction the API
+// hands it. With an Idempotency-Key the response is stored in that same
+// transaction: if the write commits, so does the response a retry with
+// the key replays — even when the commit's answer never reached the node.
+type txHandler func(r *http.Request, p Principal, body []byte, tx pgx.Tx) (int, any, error)
+
+// endpoint is a handler or a txHandler.
+type endpoint struct {
+	plain  handler
+	atomic txHandler
+}
+
 // handle registers an endpoint behind authentication, scope, rate limit,
 // body checks and, for POSTs, Idempotency-Key.
 func (s *Server) handle(pattern, scope string, h handler) {
+	s.register(pattern, scope, endpoint{plain: h})
+}
+
+// handleTx registers an endpoint that creates something (a job, a run):
+// see txHandler.
+func (s *Server) handleTx(pattern, scope string, h txHandler) {
+	s.register(pattern, scope, endpoint{atomic: h})
+}
+
+func (s *Server) register(pattern, scope string, h endpoint) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
@@ -176,7 +199,7 @@ func (s *Server) handle(pattern, scope string, h handler) {
 	})
 }
 
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern, scope string, h handler) {
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern, scope string, h endpoint) {
 	text, ok := bearer(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="gaffer"`)
@@ -221,8 +244,40 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern, scope st
 		s.idempotent(w, r, p, key, body, h)
 		return
 	}
-	status, v, err := h(r, p, body)
+	status, v, err := s.run(r, p, body, h, nil)
 	s.respond(w, r, status, v, err)
+}
+
+// run runs an endpoint. A txHandler runs in its own transaction, and
+// before it commits, keep (when not nil) is handed the response to store
+// in the same transaction. A commit whose outcome is unknown answers 503.
+func (s *Server) run(r *http.Request, p Principal, body []byte, h endpoint, keep func(tx pgx.Tx, res *bufferedResponse) error) (int, any, error) {
+	if h.atomic == nil {
+		return h.plain(r, p, body)
+	}
+	ctx := r.Context()
+	tx, err := s.cfg.Store.Begin(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	status, v, err := h.atomic(r, p, body, tx)
+	if err != nil {
+		return status, v, err
+	}
+	if keep != nil {
+		res := &bufferedResponse{header: http.Header{}}
+		s.respond(res, r, status, v, nil)
+		if err := keep(tx, res); err != nil {
+			return 0, nil, err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		s.log.Error("commit; the write may or may not have happened", "method", r.Method, "path", r.URL.Path, "error", err)
+		return 0, nil, problem(http.StatusServiceUnavailable, CodeUnavailable,
+			"the database did not confirm the write; retry with the same Idempotency-Key to learn its outcome")
+	}
+	return status, v, nil
 }
 
 func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
@@ -245,7 +300,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, v a
 
 // idempotent runs a POST once per (tenant, key): the same key with the
 // same request replays the first response; with a different one, 422.
-func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p Principal, key string, body []byte, h handler) {
+func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p Principal, key string, body []byte, h endpoint) {
 	if len(key) > 255 {
 		writeProblem(w, fieldProblem("Idempotency-Key", "the Idempotency-Key header must be at most 255 characters"))
 		return
@@ -272,16 +327,26 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p Principal,
 		return
 	}
 	buf := &bufferedResponse{header: http.Header{}, status: http.StatusOK}
-	status, v, herr := h(r, p, body)
+	// A txHandler's response is stored with its write, in its transaction.
+	keep := func(tx pgx.Tx, res *bufferedResponse) error {
+		return s.cfg.Store.FinishIdempotencyKey(ctx, tx, p.Tenant, key, res.status, res.body.Bytes(), res.header.Get("Content-Type"))
+	}
+	status, v, herr := s.run(r, p, body, h, keep)
 	s.respond(buf, r, status, v, herr)
 	done := context.WithoutCancel(ctx)
-	if buf.status >= 400 {
-		// Refused, or failed before anything durable is known to have
-		// happened: a corrected or later retry runs anew rather than
-		// replaying the error for a day.
+	switch {
+	case buf.status >= 400:
+		// Refused, or failed: a corrected or later retry runs anew rather
+		// than replaying the error for a day. A txHandler's key whose
+		// response committed with its write is not released (only an
+		// unfinished key is), so a commit whose answer was lost replays.
+		// A plain handler's 5xx may follow a write that happened; plain
+		// handlers are those whose repeat is harmless (state changes).
 		s.cfg.Store.ReleaseIdempotencyKey(done, p.Tenant, key)
-	} else if err := s.cfg.Store.FinishIdempotencyKey(done, p.Tenant, key, buf.status, buf.body.Bytes(), buf.header.Get("Content-Type")); err != nil {
-		s.log.Error("store idempotent response", "error", err)
+	case h.atomic == nil:
+		if err := s.cfg.Store.FinishIdempotencyKey(done, nil, p.Tenant, key, buf.status, buf.body.Bytes(), buf.header.Get("Content-Type")); err != nil {
+			s.log.Error("store idempotent response", "error", err)
+		}
 	}
 	for k, vs := range buf.header {
 		w.Header()[k] = vs

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/webhook"
 	"github.com/gafferhq/gaffer/workflow"
@@ -77,7 +79,7 @@ func workflowError(err error, id int64) error {
 	return err
 }
 
-func (s *Server) submitWorkflow(r *http.Request, p Principal, body []byte) (int, any, error) {
+func (s *Server) submitWorkflow(r *http.Request, p Principal, body []byte, tx pgx.Tx) (int, any, error) {
 	var b workflowBody
 	if pr := decodeStrict(body, &b); pr != nil {
 		return 0, nil, pr
@@ -86,7 +88,7 @@ func (s *Server) submitWorkflow(r *http.Request, p Principal, body []byte) (int,
 	if pr != nil {
 		return 0, nil, pr
 	}
-	run, err := s.cfg.Workflows.Submit(r.Context(), def)
+	run, err := s.cfg.Workflows.SubmitTx(r.Context(), tx, def)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
 )
@@ -306,29 +308,41 @@ func (c *Client) Delete(ctx context.Context, tenant, name string) error {
 // its history as "triggered"; overlap does not apply), and returns the
 // job's id. It works on a paused entry too.
 func (c *Client) Trigger(ctx context.Context, tenant, name string) (int64, error) {
-	e, err := c.store.GetCronEntry(ctx, tenantOrDefault(tenant), name)
+	tx, err := c.store.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	id, err := c.TriggerTx(ctx, tx, tenant, name)
+	if err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, err
+	}
+	return id, nil
+}
+
+// TriggerTx is Trigger within the caller's transaction: the job and the
+// occurrence exist if and only if tx commits.
+func (c *Client) TriggerTx(ctx context.Context, tx pgx.Tx, tenant, name string) (int64, error) {
+	if tx == nil {
+		return 0, errors.New("trigger: nil transaction")
+	}
+	e, err := c.store.GetCronEntryForUpdate(ctx, tx, tenantOrDefault(tenant), name)
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, fmt.Errorf("%w: %q", ErrNotFound, name)
 	}
 	if err != nil {
 		return 0, err
 	}
-	now, err := c.store.Now(ctx)
+	now, err := c.store.TxNow(ctx, tx)
 	if err != nil {
 		return 0, err
 	}
-	var occ []store.CronOccurrence
-	tx, err := c.store.Begin(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	occ, err = c.store.FireCron(ctx, tx, store.CronFiring{Tenant: e.Tenant, Name: e.Name, Job: e.Job,
+	occ, err := c.store.FireCron(ctx, tx, store.CronFiring{Tenant: e.Tenant, Name: e.Name, Job: e.Job,
 		Occurrences: []store.CronOccurrence{{ScheduledAt: now, Status: "triggered", Reason: "triggered by hand"}}})
 	if err != nil {
-		return 0, err
-	}
-	if err := tx.Commit(ctx); err != nil {
 		return 0, err
 	}
 	if len(occ) != 1 || occ[0].JobID == 0 {

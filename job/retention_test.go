@@ -56,7 +56,7 @@ func TestRetentionDeletesExpiredIdempotencyKeys(t *testing.T) {
 		if taken, _, err := e.st.ClaimIdempotencyKey(ctx, "t1", k, []byte("h"), time.Minute, 24*time.Hour); err != nil || !taken {
 			t.Fatalf("claim %s: %v %v", k, taken, err)
 		}
-		if err := e.st.FinishIdempotencyKey(ctx, "t1", k, 201, []byte(`{}`), "application/json"); err != nil {
+		if err := e.st.FinishIdempotencyKey(ctx, nil, "t1", k, 201, []byte(`{}`), "application/json"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -114,8 +114,8 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, tenant, key string, req
 
 // FinishIdempotencyKey stores the response of the request that holds the
 // key.
-func (s *Store) FinishIdempotencyKey(ctx context.Context, tenant, key string, status int, body []byte, contentType string) error {
-	if _, err := s.pool.Exec(ctx, sqlFinishIdempotencyKey, tenant, key, status, body, contentType); err != nil {
+func (s *Store) FinishIdempotencyKey(ctx context.Context, q DB, tenant, key string, status int, body []byte, contentType string) error {
+	if _, err := s.db(q).Exec(ctx, sqlFinishIdempotencyKey, tenant, key, status, body, contentType); err != nil {
 		return fmt.Errorf("idempotency key: %w", err)
 	}
 	return nil

@@ -211,6 +211,16 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	return now, nil
 }
 
+// TxNow is the database's clock as q's transaction sees it: the instant
+// the transaction began, the now() of every statement in it.
+func (s *Store) TxNow(ctx context.Context, q DB) (time.Time, error) {
+	var now time.Time
+	if err := s.db(q).QueryRow(ctx, sqlDBNow).Scan(&now); err != nil {
+		return now, fmt.Errorf("read database clock: %w", err)
+	}
+	return now, nil
+}
+
 // CronOccurrence is one scheduled instant of an entry and what became of it.
 type CronOccurrence struct {
 	ScheduledAt time.Time

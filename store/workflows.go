@@ -71,10 +71,16 @@ type WorkflowStep struct {
 }
 
 // CreateWorkflowRun stores a run and its steps and starts the steps with
-// no dependencies, in one transaction. It returns the run's id.
-func (s *Store) CreateWorkflowRun(ctx context.Context, tenant, name string, steps []WorkflowStepParams) (int64, error) {
+// no dependencies, in one transaction (a savepoint of q when q is the
+// caller's). It returns the run's id.
+func (s *Store) CreateWorkflowRun(ctx context.Context, q DB, tenant, name string, steps []WorkflowStepParams) (int64, error) {
 	var id int64
-	err := pgx.BeginTxFunc(ctx, s.pool, guarded, func(tx pgx.Tx) error {
+	tx, err := s.begin(ctx, q)
+	if err != nil {
+		return 0, fmt.Errorf("create workflow run: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	err = func() error {
 		if err := tx.QueryRow(ctx, sqlInsertWorkflowRun, tenant, name).Scan(&id); err != nil {
 			return err
 		}
@@ -99,7 +105,10 @@ func (s *Store) CreateWorkflowRun(ctx context.Context, tenant, name string, step
 		}
 		_, err := tx.Exec(ctx, sqlStartWorkflow, id)
 		return err
-	})
+	}()
+	if err == nil {
+		err = tx.Commit(ctx)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("create workflow run: %w", err)
 	}
@@ -113,13 +122,14 @@ func scanWorkflowRun(row pgx.Row) (WorkflowRun, error) {
 }
 
 // GetWorkflowRun returns a run and its steps; tenant, when not empty,
-// scopes the lookup. Errors: ErrNotFound.
-func (s *Store) GetWorkflowRun(ctx context.Context, tenant string, id int64) (WorkflowRun, []WorkflowStep, error) {
-	r, err := scanWorkflowRun(s.pool.QueryRow(ctx, sqlGetWorkflowRun, id, nullString(tenant)))
+// scopes the lookup. q is a transaction to read in, or nil. Errors:
+// ErrNotFound.
+func (s *Store) GetWorkflowRun(ctx context.Context, q DB, tenant string, id int64) (WorkflowRun, []WorkflowStep, error) {
+	r, err := scanWorkflowRun(s.db(q).QueryRow(ctx, sqlGetWorkflowRun, id, nullString(tenant)))
 	if err != nil {
 		return r, nil, notFound(err)
 	}
-	rows, err := s.pool.Query(ctx, sqlGetWorkflowSteps, id)
+	rows, err := s.db(q).Query(ctx, sqlGetWorkflowSteps, id)
 	if err != nil {
 		return r, nil, fmt.Errorf("workflow steps: %w", err)
 	}

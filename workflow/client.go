@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
 )
@@ -74,6 +76,24 @@ func NewClient(st *store.Store) *Client { return &Client{store: st} }
 // are enqueued in the same transaction. Errors: *job.ValidationError
 // naming the field.
 func (c *Client) Submit(ctx context.Context, def Definition) (Run, error) {
+	return c.submit(ctx, nil, def)
+}
+
+// SubmitTx submits def within the caller's transaction: the run exists,
+// and its first steps are enqueued, if and only if tx commits. The Run
+// returned is read in tx.
+func (c *Client) SubmitTx(ctx context.Context, tx pgx.Tx, def Definition) (Run, error) {
+	if tx == nil {
+		return Run{}, errors.New("submit: nil transaction")
+	}
+	return c.submit(ctx, tx, def)
+}
+
+func (c *Client) submit(ctx context.Context, tx pgx.Tx, def Definition) (Run, error) {
+	var q store.DB
+	if tx != nil {
+		q = tx
+	}
 	steps, err := def.Validate()
 	if err != nil {
 		return Run{}, err
@@ -85,16 +105,20 @@ func (c *Client) Submit(ctx context.Context, def Definition) (Run, error) {
 	if err := job.ValidateName("tenant", tenant); err != nil {
 		return Run{}, err
 	}
-	id, err := c.store.CreateWorkflowRun(ctx, tenant, def.Name, steps)
+	id, err := c.store.CreateWorkflowRun(ctx, q, tenant, def.Name, steps)
 	if err != nil {
 		return Run{}, err
 	}
-	return c.Get(ctx, tenant, id)
+	return c.get(ctx, q, tenant, id)
 }
 
 // Get returns a run with its steps; tenant, when not empty, must own it.
 func (c *Client) Get(ctx context.Context, tenant string, id int64) (Run, error) {
-	r, steps, err := c.store.GetWorkflowRun(ctx, tenant, id)
+	return c.get(ctx, nil, tenant, id)
+}
+
+func (c *Client) get(ctx context.Context, q store.DB, tenant string, id int64) (Run, error) {
+	r, steps, err := c.store.GetWorkflowRun(ctx, q, tenant, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return Run{}, fmt.Errorf("%w: %d", ErrNotFound, id)
 	}
