@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,7 +23,6 @@ import (
 	"github.com/gafferhq/gaffer/internal/testnode"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
-	"github.com/gafferhq/gaffer/workflow"
 )
 
 // Fault kinds.
@@ -37,10 +37,20 @@ const (
 	FaultPGRestart     = "pg-restart"     // PostgreSQL restarts immediately (a crash)
 	FaultEtcdStop      = "etcd-stop"      // an etcd member (the leader half the time) stops, then returns
 	FaultDrain         = "drain"          // a node is drained under load, leaves, and is started again
+	// FaultSigterm stops a node with SIGTERM while its claims are slowed
+	// down (so some are in flight), waits for it to drain and exit, checks
+	// that it left no job running, and starts it again.
+	FaultSigterm = "sigterm"
+	// FaultKillInEtcdOutage takes etcd away from every node (all members
+	// stopped, or every node's etcd proxies blackholed), SIGKILLs a node
+	// that runs jobs, and requires its jobs to run again before etcd
+	// returns: no leader is needed to rescue an expired lease.
+	FaultKillInEtcdOutage = "kill-during-etcd-outage"
 )
 
 // AllFaults is every fault kind the harness can inject.
-var AllFaults = []string{FaultKill, FaultPause, FaultPGBlackhole, FaultPGReset, FaultPGLatency, FaultEtcdBlackhole, FaultPGRestart, FaultEtcdStop, FaultDrain}
+var AllFaults = []string{FaultKill, FaultPause, FaultPGBlackhole, FaultPGReset, FaultPGLatency, FaultEtcdBlackhole, FaultPGRestart,
+	FaultEtcdStop, FaultDrain, FaultSigterm, FaultKillInEtcdOutage}
 
 // Profile sizes a run.
 type Profile struct {
@@ -52,18 +62,28 @@ type Profile struct {
 	JobMS         [2]int  // handler run time, min and max
 	CronEntries   int
 	WorkflowEvery time.Duration
-	Faults        []string
-	Settle        time.Duration // how long the healed cluster gets to finish
+	// ScriptedEvery is how often a scripted workflow run is submitted (a
+	// replay of allow_failure steps, a failed run resumed by a replay
+	// after a cancel, or a step's job cancelled in a running run, in
+	// seeded turn); zero submits none.
+	ScriptedEvery time.Duration
+	// Faults are drawn from uniformly: a kind listed twice comes twice as
+	// often. Ensure are injected at least once each, drawn or not.
+	Faults []string
+	Ensure []string
+	Settle time.Duration // how long the healed cluster gets to finish
 }
 
 // Profiles by name.
 var Profiles = map[string]Profile{
 	"ci": {Name: "ci", Duration: 100 * time.Second, FaultGap: [2]time.Duration{2 * time.Second, 5 * time.Second},
 		JobsPerSec: 40, FailShare: 0.1, JobMS: [2]int{10, 300}, CronEntries: 2, WorkflowEvery: 4 * time.Second,
-		Faults: AllFaults, Settle: 2 * time.Minute},
+		ScriptedEvery: 4 * time.Second, Faults: AllFaults, Ensure: []string{FaultSigterm, FaultKillInEtcdOutage},
+		Settle: 2 * time.Minute},
 	"long": {Name: "long", Duration: 30 * time.Minute, FaultGap: [2]time.Duration{2 * time.Second, 8 * time.Second},
 		JobsPerSec: 60, FailShare: 0.1, JobMS: [2]int{10, 500}, CronEntries: 3, WorkflowEvery: 3 * time.Second,
-		Faults: AllFaults, Settle: 3 * time.Minute},
+		ScriptedEvery: 2 * time.Second, Faults: append(append([]string(nil), AllFaults...), FaultSigterm, FaultKillInEtcdOutage),
+		Ensure: []string{FaultSigterm, FaultKillInEtcdOutage}, Settle: 3 * time.Minute},
 	// mutation: stale workers galore, for the run whose nodes lack the
 	// lease check. The load stays below what two nodes can work (12/s of
 	// ~0.9 s jobs on 16 slots), so a paused node's jobs are taken over at
@@ -87,22 +107,39 @@ type Options struct {
 
 // Report is what a run found.
 type Report struct {
-	Profile            string         `json:"profile"`
-	Seed               int64          `json:"seed"`
-	Jobs               int            `json:"jobs_accepted"`
-	Completed          int            `json:"completed"`
-	Failed             int            `json:"failed_into_dlq"`
-	Replays            int            `json:"dlq_replays"`
-	CronOccurrences    int            `json:"cron_occurrences"`
-	Workflows          int            `json:"workflow_runs"`
-	WorkflowSteps      int            `json:"workflow_steps"`
-	Faults             map[string]int `json:"faults"`
-	Violations         []string       `json:"violations"`
-	Executions         int            `json:"handler_executions"`
-	ExternalDuplicates int            `json:"external_effect_duplicates"`
-	Recovery           []float64      `json:"recovery_seconds"`
-	StaleRefused       int            `json:"stale_writes_refused"`
-	FaultLog           []string       `json:"fault_log"`
+	Profile         string         `json:"profile"`
+	Seed            int64          `json:"seed"`
+	Jobs            int            `json:"jobs_accepted"`
+	Completed       int            `json:"completed"`
+	Failed          int            `json:"failed_into_dlq"`
+	Replays         int            `json:"dlq_replays"`
+	CronOccurrences int            `json:"cron_occurrences"`
+	Workflows       int            `json:"workflow_runs"`
+	WorkflowSteps   int            `json:"workflow_steps"`
+	ScriptedRuns    map[string]int `json:"scripted_workflow_runs"`
+	StepReplays     int            `json:"workflow_step_replays"`
+	StepCancels     int            `json:"workflow_step_cancels"`
+	// ReplaysBeforeDependent counts replays of allow_failure steps made
+	// while a dependent still waited (the case a double count broke);
+	// CancelledStepsResumed, steps whose job was cancelled in a failed
+	// run and that a replay's resume brought back; InputsChecked, the
+	// step inputs compared with their dependency's final result.
+	ReplaysBeforeDependent int            `json:"replays_before_dependent_started"`
+	CancelledStepsResumed  int            `json:"cancelled_steps_resumed"`
+	InputsChecked          int            `json:"step_inputs_checked"`
+	Faults                 map[string]int `json:"faults"`
+	Violations             []string       `json:"violations"`
+	Executions             int            `json:"handler_executions"`
+	ExternalDuplicates     int            `json:"external_effect_duplicates"`
+	Recovery               []float64      `json:"recovery_seconds"`
+	StaleRefused           int            `json:"stale_writes_refused"`
+	// ClaimsReleased counts the jobs a SIGTERMed node claimed while it
+	// stopped and gave back unrun (claims that were in flight).
+	ClaimsReleased int `json:"claims_released_while_stopping"`
+	// EtcdOutageRerun is, for each node killed while etcd was down, how
+	// long its jobs took to run again elsewhere.
+	EtcdOutageRerun []float64 `json:"etcd_outage_rerun_seconds"`
+	FaultLog        []string  `json:"fault_log"`
 }
 
 type slot struct {
@@ -124,21 +161,34 @@ type harness struct {
 	nodes []*slot
 	admin *cluster.Admin
 
-	mu        sync.Mutex
-	accepted  []int64
-	runs      []int64
-	replays   map[int64]int64
-	drains    []window
-	recovery  []float64
-	faults    map[string]int
-	faultLog  []string
-	cronNames []string
-	start     time.Time
+	mu                       sync.Mutex
+	accepted                 []int64
+	runs                     []*trackedRun
+	replays                  map[int64]int64
+	drains                   []window
+	sigterms                 []stopWindow
+	recovery                 []float64
+	reruns                   []float64
+	violations               []string // found while the faults went on
+	stepReplays, stepCancels int
+	faults                   map[string]int
+	faultLog                 []string
+	cronNames                []string
+	start                    time.Time
+	scripts                  sync.WaitGroup // scripted workflow runs still being driven
 }
 
 type window struct {
 	node     string
 	from, to time.Time
+}
+
+// violation records what a fault's own check found.
+func (h *harness) violation(format string, args ...any) {
+	h.logf("VIOLATION: "+format, args...)
+	h.mu.Lock()
+	h.violations = append(h.violations, fmt.Sprintf(format, args...))
+	h.mu.Unlock()
 }
 
 // Run runs the scenario of o and returns what it found; it fails t only
@@ -157,19 +207,32 @@ func Run(t *testing.T, o Options) Report {
 	h.setUp()
 	ctx, stopLoad := context.WithCancel(context.Background())
 	var load sync.WaitGroup
-	for _, fn := range []func(context.Context){h.jobLoad, h.replayLoad, h.workflowLoad} {
+	for _, fn := range []func(context.Context){h.jobLoad, h.replayLoad, h.workflowLoad, h.scriptedLoad} {
 		load.Add(1)
 		go func() { defer load.Done(); fn(ctx) }()
 	}
 	h.start = time.Now()
+	ensure := append([]string(nil), o.Profile.Ensure...)
+	h.rng.Shuffle(len(ensure), func(i, j int) { ensure[i], ensure[j] = ensure[j], ensure[i] })
+	gap := func() { time.Sleep(h.between(o.Profile.FaultGap[0], o.Profile.FaultGap[1])) }
 	for time.Since(h.start) < o.Profile.Duration {
-		gap := o.Profile.FaultGap[0] + time.Duration(h.rng.Int64N(int64(o.Profile.FaultGap[1]-o.Profile.FaultGap[0])+1))
-		time.Sleep(gap)
-		h.inject(o.Profile.Faults[h.rng.IntN(len(o.Profile.Faults))])
+		gap()
+		// A fault that must come comes early, one slot in three.
+		kind := o.Profile.Faults[h.rng.IntN(len(o.Profile.Faults))]
+		if len(ensure) > 0 && h.rng.IntN(3) == 0 {
+			kind = ensure[0]
+		}
+		ensure = slices.DeleteFunc(ensure, func(k string) bool { return k == kind })
+		h.inject(kind)
+	}
+	for _, kind := range ensure { // not drawn in time
+		gap()
+		h.inject(kind)
 	}
 	stopLoad()
 	load.Wait()
 	h.heal()
+	h.scripts.Wait()
 	return h.settleAndCheck()
 }
 
@@ -205,13 +268,14 @@ func (h *harness) setUp() {
 	if _, err := h.pool.Exec(ctx, `
 		CREATE TABLE chaos_effects (job_id bigint, attempt int, node text, at timestamptz DEFAULT clock_timestamp());
 		CREATE TABLE chaos_tx_effects (job_id bigint, attempt int, node text);
-		CREATE TABLE test_claims (job_id bigint, node text, at timestamptz);
+		CREATE TABLE test_claims (job_id bigint, node text, at timestamptz, attempt int);
 		CREATE FUNCTION test_claim_audit() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN INSERT INTO test_claims VALUES (NEW.id, NEW.node, NEW.attempted_at); RETURN NEW; END $$;
+		BEGIN INSERT INTO test_claims VALUES (NEW.id, NEW.node, NEW.attempted_at, NEW.attempt); RETURN NEW; END $$;
 		CREATE TRIGGER test_claim_audit AFTER UPDATE ON gaffer.jobs FOR EACH ROW
 			WHEN (NEW.state = 'running' AND OLD.state IS DISTINCT FROM 'running') EXECUTE FUNCTION test_claim_audit();`); err != nil {
 		t.Fatal(err)
 	}
+	auditSteps(t, h.pool)
 	h.admin = cluster.NewAdmin(st)
 	if h.etcd, err = etcdserver.StartCluster(3); err != nil {
 		t.Fatal(err)
@@ -368,6 +432,10 @@ func (h *harness) inject(kind string) {
 		if err := h.etcd.Members[i].Restart(); err != nil {
 			h.t.Fatalf("restart etcd member: %v", err)
 		}
+	case FaultSigterm:
+		h.sigterm()
+	case FaultKillInEtcdOutage:
+		h.killDuringEtcdOutage()
 	case FaultDrain:
 		s := h.pick(&no)
 		if err := h.admin.Drain(ctx, s.id, 5*time.Second); err != nil {
@@ -471,38 +539,6 @@ func (h *harness) replayLoad(ctx context.Context) {
 			h.replays[r.EntryID] = r.JobID
 			h.mu.Unlock()
 		}
-	}
-}
-
-func (h *harness) workflowLoad(ctx context.Context) {
-	c := workflow.NewClient(store.New(h.pool))
-	work := func(ms int) map[string]int { return map[string]int{"ms": ms} }
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(h.o.Profile.WorkflowEvery):
-		}
-		b := workflow.New("chaos").Job("a", "chaos.work", work(20), workflow.MaxAttempts(100))
-		var mids []string
-		for i := range 4 {
-			n := fmt.Sprintf("b%d", i)
-			mids = append(mids, n)
-			b.Job(n, "chaos.work", work(50), workflow.After("a"), workflow.MaxAttempts(100))
-		}
-		b.Job("c", "chaos.work", work(20), workflow.After(mids...), workflow.MaxAttempts(100))
-		def, err := b.Definition()
-		if err != nil {
-			h.t.Errorf("workflow definition: %v", err)
-			return
-		}
-		run, err := c.Submit(ctx, def)
-		if err != nil {
-			continue
-		}
-		h.mu.Lock()
-		h.runs = append(h.runs, run.ID)
-		h.mu.Unlock()
 	}
 }
 

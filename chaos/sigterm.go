@@ -1,0 +1,109 @@
+package chaos
+
+import (
+	"context"
+	"syscall"
+	"time"
+)
+
+// stopGrace is how long a SIGTERMed node may take to exit: the node
+// process's drain deadline (10 s, internal/testnode) and the release and
+// flush after it.
+const stopGrace = 30 * time.Second
+
+// sigterm stops a node the way an orchestrator does, under load and with
+// its PostgreSQL traffic slowed so that claims are in flight when the
+// signal lands (a claim the server commits while the node stops must be
+// given back, not left running on a node that is gone). Once the node
+// has exited it must hold no job: every job it had claimed either
+// finished or was released. Its later checks (checkSigterms) look for
+// attempts it held that were lost all the same.
+func (h *harness) sigterm() {
+	ctx := context.Background()
+	s := h.pick(nil)
+	// What the node holds from here to its exit: its attempts with a live
+	// lease (an expired one is an earlier fault's, being rescued), and
+	// whatever it claims until it exits.
+	w := stopWindow{node: s.id}
+	if err := h.pool.QueryRow(ctx, `SELECT now(), coalesce(array_agg(id), '{}'), coalesce(array_agg(attempt), '{}')
+		FROM gaffer.jobs WHERE state = 'running' AND node = $1 AND lease_expires_at > now()`, s.id).Scan(&w.from, &w.ids, &w.attempts); err != nil {
+		h.logf("SIGTERM %s skipped: %v", s.id, err)
+		return
+	}
+	lat := h.between(50*time.Millisecond, 200*time.Millisecond)
+	s.pg.SetLatency(lat)
+	time.Sleep(h.between(500*time.Millisecond, 1500*time.Millisecond))
+	s.child.Signal(syscall.SIGTERM)
+	h.logf("SIGTERM %s (postgres latency %s)", s.id, lat.Round(time.Millisecond))
+	select {
+	case <-s.child.Exited:
+	case <-time.After(stopGrace):
+		h.violation("%s did not exit within %s of its SIGTERM", s.id, stopGrace)
+		s.child.Signal(syscall.SIGKILL)
+		<-s.child.Exited
+	}
+	s.pg.SetLatency(0)
+	s.down = true
+	h.pool.QueryRow(ctx, `SELECT now()`).Scan(&w.to)
+	if code := s.child.Cmd.ProcessState.ExitCode(); code != 0 {
+		h.violation("%s exited %d after SIGTERM (its stop failed)", s.id, code)
+	}
+	var held int
+	var jobs string
+	h.pool.QueryRow(ctx, `SELECT count(*), coalesce(string_agg(format('%s (attempt %s of %s, lease until %s)', id, attempt, max_attempts,
+			to_char(lease_expires_at, 'HH24:MI:SS.MS')), ', ' ORDER BY id), '') FROM gaffer.jobs WHERE state = 'running' AND node = $1`,
+		s.id).Scan(&held, &jobs)
+	if held > 0 {
+		h.violation("%s exited after SIGTERM still holding %d running jobs: %s", s.id, held, jobs)
+	}
+	h.mu.Lock()
+	h.sigterms = append(h.sigterms, w)
+	h.mu.Unlock()
+	time.Sleep(time.Second)
+	h.startNode(s)
+}
+
+// stopWindow is one SIGTERM: the node, the times (by the database clock)
+// from just before its claims were slowed down to its exit, and the
+// attempts it held at the start.
+type stopWindow struct {
+	node     string
+	from, to time.Time
+	ids      []int64
+	attempts []int32
+}
+
+// checkSigterms requires that no attempt a SIGTERMed node held — at the
+// signal, or claimed before it exited — was ended as lost (its lease
+// left to expire: an attempt burnt, a last attempt dead-lettered unrun).
+// Finishing or releasing it (which keeps the attempt) is what a clean
+// stop does; the count of jobs given back because their claim was in
+// flight is reported.
+func (h *harness) checkSigterms(ctx context.Context, r *Report, v func(string, ...any)) {
+	h.mu.Lock()
+	windows := append([]stopWindow(nil), h.sigterms...)
+	h.mu.Unlock()
+	for _, w := range windows {
+		var n int
+		var example string
+		if err := h.pool.QueryRow(ctx, `
+			WITH held AS (
+				SELECT * FROM unnest($4::bigint[], $5::int[]) AS h(job_id, attempt)
+				UNION
+				SELECT job_id, attempt FROM test_claims WHERE node = $1 AND at >= $2 AND at <= $3)
+			SELECT count(*), coalesce(min(format('job %s attempt %s lost at %s (%s), job now %s', j.id, e->>'attempt', e->>'at', e->>'error', j.state)), '')
+			FROM held JOIN gaffer.jobs j ON j.id = held.job_id, jsonb_array_elements(j.errors) e
+			WHERE e->>'kind' = 'lost' AND e->>'node' = $1 AND (e->>'attempt')::int = held.attempt`,
+			w.node, w.from, w.to, w.ids, w.attempts).Scan(&n, &example); err != nil {
+			h.t.Fatalf("lost attempts of a stopped node: %v", err)
+		}
+		if n > 0 {
+			v("%d attempts %s held around its SIGTERM (%s to %s) were lost, not finished or released (e.g. %s)",
+				n, w.node, w.from.Format("15:04:05.000"), w.to.Format("15:04:05.000"), example)
+		}
+	}
+	if err := h.pool.QueryRow(ctx, `SELECT count(*) FROM gaffer.jobs j, jsonb_array_elements(j.errors) e
+		WHERE e->>'kind' = 'released' AND e->>'error' LIKE '%stopped while claiming'`).Scan(&r.ClaimsReleased); err != nil {
+		h.t.Fatalf("released claims: %v", err)
+	}
+}
