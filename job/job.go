@@ -55,8 +55,9 @@ type AttemptError struct {
 	At      time.Time `json:"at"`
 	Error   string    `json:"error"`
 	// Kind is "error", "panic", "timeout", "unknown_kind", "lost" (the
-	// lease expired or the node died), "released" (the node stopped) or
-	// "cancelled".
+	// lease expired or the node died), "released" (the node stopped),
+	// "cancelled" or "destination_blocked" (the handler refused to call a
+	// destination the operator has not allowed; see DestinationBlocked).
 	Kind  string `json:"kind"`
 	Node  string `json:"node,omitempty"`
 	Stack string `json:"stack,omitempty"`

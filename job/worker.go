@@ -621,6 +621,9 @@ func (w *Worker) record(e *execution, err error, errKind, stack string, cause er
 		return
 	}
 	f := store.Failure{Lease: e.lease, Message: err.Error(), Kind: errKind, Stack: stack, Permanent: errors.As(err, &perm)}
+	if f.Permanent && perm.kind != "" {
+		f.Kind = perm.kind
+	}
 	var after *RetryAfterError
 	switch {
 	case f.Permanent:
