@@ -72,8 +72,8 @@ func (s *Server) enqueue(r *http.Request, p Principal, body []byte) (int, any, e
 		jr.MaxAttempts = *req.MaxAttempts
 	}
 	if req.Kind == webhook.Kind {
-		if _, _, err := webhook.Validate(req.Args); err != nil {
-			return 0, nil, err
+		if _, _, err := s.cfg.Webhook.Validate(req.Args); err != nil {
+			return 0, nil, httpArgsProblem("", err)
 		}
 	}
 	res, err := s.cfg.Jobs.Enqueue(r.Context(), jr)
