@@ -101,9 +101,10 @@ type Handler struct {
 	log    hclog.Logger
 }
 
-// New checks cfg and returns the handler. ctx bounds resolving the host
-// names in cfg.OwnEndpoints; a bad Allow entry or a name that does not
-// resolve is an error.
+// New checks cfg and returns the handler; a bad Allow or OwnEndpoints
+// entry is an error. ctx bounds resolving the host names in
+// cfg.OwnEndpoints; one that does not resolve is logged and refused by
+// name only.
 func New(ctx context.Context, cfg Config) (*Handler, error) {
 	if cfg.DefaultTimeout == 0 {
 		cfg.DefaultTimeout = 30 * time.Second
@@ -120,6 +121,9 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 	policy, err := egress.New(ctx, egress.Config{Allow: cfg.Allow, Own: cfg.OwnEndpoints})
 	if err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
+	}
+	for _, e := range policy.Unresolved() {
+		cfg.Logger.Warn("own endpoint did not resolve; http jobs are refused it by name only", "endpoint", e)
 	}
 	client := &http.Client{
 		Transport: policy.Transport(),

@@ -16,12 +16,18 @@ type ownEndpoints struct {
 	// anyPorts: endpoints listening on every interface — any local
 	// address with one of these ports is the node itself.
 	anyPorts map[uint16]bool
+	// unresolved are endpoints whose names did not resolve: refused by
+	// name only.
+	unresolved []string
 }
 
 // defaultPorts are assumed for URLs without one.
 var defaultPorts = map[string]uint16{"http": 80, "https": 443, "postgres": 5432, "postgresql": 5432}
 
 // add records one endpoint, "host:port" or a URL, resolving a host name.
+// A name that does not resolve is recorded as unresolved, not an error:
+// a node must start while, say, etcd's name is gone (jobs flow without
+// etcd), and the name itself is still refused.
 func (o *ownEndpoints) add(ctx context.Context, resolver *net.Resolver, endpoint string) error {
 	if o.addrs == nil {
 		o.addrs, o.names, o.anyPorts = map[netip.AddrPort]bool{}, map[string]bool{}, map[uint16]bool{}
@@ -62,7 +68,8 @@ func (o *ownEndpoints) add(ctx context.Context, resolver *net.Resolver, endpoint
 	o.names[hostPort(name, port)] = true
 	addrs, err := resolver.LookupNetIP(ctx, "ip", name)
 	if err != nil {
-		return fmt.Errorf("resolve own endpoint %q: %w", endpoint, err)
+		o.unresolved = append(o.unresolved, endpoint)
+		return nil
 	}
 	for _, a := range addrs {
 		o.addAddr(normal(a), port)

@@ -59,9 +59,9 @@ type Policy struct {
 	localAddrs func() ([]netip.Addr, error)
 }
 
-// New checks cfg and returns its policy. ctx bounds resolving the host
-// names in cfg.Own; a name that does not resolve is an error, since the
-// policy could not refuse its addresses.
+// New checks cfg and returns its policy; the error names a bad entry. ctx
+// bounds resolving the host names in cfg.Own. A name that does not
+// resolve is refused by name only: Unresolved lists them, for the log.
 func New(ctx context.Context, cfg Config) (*Policy, error) {
 	p := &Policy{localAddrs: interfaceAddrs}
 	for _, e := range cfg.Allow {
@@ -84,6 +84,11 @@ func New(ctx context.Context, cfg Config) (*Policy, error) {
 	}
 	return p, nil
 }
+
+// Unresolved lists the entries of Config.Own whose host names did not
+// resolve when the policy was made: connections to their addresses by
+// another name or by address are not known to be the node's own.
+func (p *Policy) Unresolved() []string { return p.own.unresolved }
 
 // Check decides whether a connection to addr, the resolved address about
 // to be connected, may be made; host is the name being dialled (or "" if

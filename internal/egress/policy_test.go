@@ -3,6 +3,7 @@ package egress
 import (
 	"context"
 	"errors"
+	"net"
 	"net/netip"
 	"testing"
 )
@@ -230,5 +231,24 @@ func TestSplitAllow(t *testing.T) {
 		if _, err := SplitAllow(bad); err == nil {
 			t.Errorf("SplitAllow(%q) accepted", bad)
 		}
+	}
+}
+
+// An own endpoint whose name does not resolve at start does not stop the
+// node (etcd may be gone: jobs flow without it); its name stays refused.
+func TestUnresolvedOwnEndpointRefusedByName(t *testing.T) {
+	t.Parallel()
+	noDNS := &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
+		return nil, errors.New("no DNS in this test")
+	}}
+	p := newPolicy(t, Config{Own: []string{"http://etcd-gone.example:2379"}, Allow: []string{"10.0.0.0/8"}, Resolver: noDNS})
+	if got := p.Unresolved(); len(got) != 1 || got[0] != "http://etcd-gone.example:2379" {
+		t.Fatalf("Unresolved() = %q", got)
+	}
+	if !check(t, p, "etcd-gone.example", "10.0.0.9:2379") {
+		t.Fatal("the unresolved own endpoint was allowed by name")
+	}
+	if check(t, p, "etcd-gone.example", "10.0.0.9:2380") {
+		t.Fatal("another port of the name was refused")
 	}
 }
