@@ -16,8 +16,8 @@ def obj(props, req=(), extra=False):
     if not extra: o["additionalProperties"]=False
     return o
 schemas={
- "Problem": obj({"type":S(),"title":S(),"status":I(),"detail":S(),"code":S(enum=["invalid_json","unknown_field","invalid_field","invalid_parameter","body_too_large","unsupported_media_type","unauthorized","forbidden","not_found","method_not_allowed","conflict","already_exists","already_replayed","job_finished","not_retryable","idempotency_key_reused","idempotency_key_in_progress","rate_limited","internal_error","unavailable"]),"field":S()},["type","title","status","code"]),
- "AttemptError": obj({"attempt":I(),"at":T(),"error":S(),"kind":S(enum=["error","panic","timeout","unknown_kind","lost","released","cancelled","omitted"]),"node":S(),"stack":S(),"omitted":I()},["attempt","at","error","kind"]),
+ "Problem": obj({"type":S(),"title":S(),"status":I(),"detail":S(),"code":S(enum=["invalid_json","unknown_field","invalid_field","invalid_parameter","body_too_large","unsupported_media_type","unauthorized","forbidden","not_found","method_not_allowed","conflict","already_exists","already_replayed","job_finished","not_retryable","destination_not_allowed","idempotency_key_reused","idempotency_key_in_progress","rate_limited","internal_error","unavailable"]),"field":S()},["type","title","status","code"]),
+ "AttemptError": obj({"attempt":I(),"at":T(),"error":S(),"kind":S(enum=["error","panic","timeout","unknown_kind","lost","released","cancelled","destination_blocked","omitted"]),"node":S(),"stack":S(),"omitted":I()},["attempt","at","error","kind"]),
  "Job": obj({"id":I(format="int64"),"tenant":S(),"kind":S(),"queue":S(),"state":S(enum=["pending","running","retrying","completed","failed","cancelled"]),
    "priority":I(minimum=0,maximum=9),"attempt":I(),"max_attempts":I(),"timeout":S(description="Go duration, e.g. 30s"),"run_at":T(),"created_at":T(),
    "attempted_at":T(),"finalized_at":T(),"node":S(),"unique_key":S(),"replay_of":I(format="int64"),"args":ANY,"result":ANY,

@@ -24,6 +24,7 @@ import (
 	"github.com/gafferhq/gaffer/dlq"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/webhook"
 	"github.com/gafferhq/gaffer/workflow"
 )
 
@@ -40,6 +41,11 @@ type Config struct {
 	// Cluster is this node's cluster membership, for GET /v1/cluster; nil
 	// when the node runs without etcd.
 	Cluster *cluster.Cluster
+	// Webhook checks the args of http jobs, cron templates and workflow
+	// steps where they enter, against the node's outbound policy (so the
+	// node's own --webhook-allow entries are honoured). Default: a handler
+	// with nothing internal allowed.
+	Webhook *webhook.Handler
 	Logger  hclog.Logger
 	// Registerer receives the API's request metrics.
 	Registerer prometheus.Registerer
@@ -70,6 +76,13 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil || cfg.Tokens == nil || cfg.Jobs == nil || cfg.DLQ == nil || cfg.Cron == nil || cfg.Workflows == nil {
 		return nil, errors.New("api: Config.Store, Tokens, Jobs, DLQ, Cron and Workflows are required")
+	}
+	if cfg.Webhook == nil {
+		h, err := webhook.New(context.Background(), webhook.Config{})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Webhook = h
 	}
 	if cfg.Admin == nil {
 		cfg.Admin = cluster.NewAdmin(cfg.Store)

@@ -3,9 +3,12 @@ package webhook_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,11 +54,17 @@ type env struct {
 	client *job.Client
 }
 
-func start(t *testing.T, secret string) *env {
+// start runs a worker with the http kind; allow opens destinations (the
+// test receivers on loopback, which the guard refuses by default).
+func start(t *testing.T, secret string, allow ...string) *env {
 	t.Helper()
 	st := pgtest.NewStore(t)
 	reg := job.NewRegistry()
-	webhook.Register(reg, webhook.Config{Secret: secret, DefaultTimeout: 2 * time.Second})
+	h, err := webhook.New(context.Background(), webhook.Config{Secret: secret, DefaultTimeout: 2 * time.Second, Allow: allow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Register(reg)
 	w, err := job.NewWorker(job.WorkerConfig{Store: st, Registry: reg, NodeID: "n", PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +115,7 @@ func TestSuccessSignsAndRecords(t *testing.T) {
 	}}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
-	e := start(t, "s3cret")
+	e := start(t, "s3cret", srv.Listener.Addr().String())
 	j := e.enqueue(map[string]any{"url": srv.URL + "/hook", "body": map[string]int{"order": 7}, "headers": map[string]string{"X-Tenant": "acme"}})
 	done := e.wait(j.ID, func(x *job.Job) bool { return x.State == job.Completed })
 	c := rc.get(0)
@@ -138,7 +147,9 @@ func TestRetryPermanentAndRetryAfter(t *testing.T) {
 	}}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
-	e := start(t, "")
+	// Loopback is refused by default; the receivers here are opened by
+	// the one CIDR.
+	e := start(t, "", "127.0.0.0/8")
 	j := e.enqueue(map[string]any{"url": srv.URL, "method": "put"})
 	e.wait(j.ID, func(x *job.Job) bool { return x.State == job.Retrying })
 	e.retryNow(j.ID)
@@ -187,7 +198,7 @@ func TestTimeoutRetries(t *testing.T) {
 		}
 	}))
 	defer slow.Close()
-	e := start(t, "")
+	e := start(t, "", slow.Listener.Addr().String())
 	j := e.enqueue(map[string]any{"url": slow.URL, "timeout": "200ms"})
 	r := e.wait(j.ID, func(x *job.Job) bool { return x.State == job.Retrying })
 	if len(r.Errors) != 1 || r.Errors[0].Error == "" {
@@ -198,29 +209,61 @@ func TestTimeoutRetries(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	t.Parallel()
+	h, err := webhook.New(context.Background(), webhook.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct{ args, field string }{
 		{`{}`, "args.url"},
 		{`{"url":"ftp://x"}`, "args.url"},
 		{`{"url":"/relative"}`, "args.url"},
+		{`{"url":"http://x:0/"}`, "args.url"},
+		{`{"url":"http://x:70000/"}`, "args.url"},
 		{`{"url":"http://x","method":"BREW"}`, "args.method"},
 		{`{"url":"http://x","headers":{"Idempotency-Key":"mine"}}`, "args.headers"},
 		{`{"url":"http://x","timeout":"forever"}`, "args.timeout"},
 		{`{"url":"http://x","retries":3}`, "args"},
 		{`[1]`, "args"},
 	} {
-		_, _, err := webhook.Validate(json.RawMessage(c.args))
+		_, _, err := h.Validate(json.RawMessage(c.args))
 		var ve *job.ValidationError
-		if err == nil || !asValidation(err, &ve) || ve.Field != c.field {
+		if !errors.As(err, &ve) || ve.Field != c.field {
 			t.Errorf("Validate(%s) = %v, want a %s error", c.args, err, c.field)
 		}
 	}
-	if _, _, err := webhook.Validate(json.RawMessage(`{"url":"https://example.com/x","method":"get","timeout":"5s"}`)); err != nil {
+	if _, _, err := h.Validate(json.RawMessage(`{"url":"https://example.com/x","method":"get","timeout":"5s"}`)); err != nil {
 		t.Fatal(err)
+	}
+	// A malformed URL is not repeated with its secrets.
+	_, _, err = h.Validate(json.RawMessage(`{"url":"ftp://bob:hunter2@x/?key=s3cret"}`))
+	if err == nil || strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("Validate of a bad URL with secrets: %v", err)
 	}
 }
 
-func asValidation(err error, ve **job.ValidationError) bool {
-	v, ok := err.(*job.ValidationError)
-	*ve = v
-	return ok
+// Literal internal destinations are refused where the job enters, in every
+// spelling a resolver might accept; names are left for dial time.
+func TestValidateRefusesLiteralDestinations(t *testing.T) {
+	t.Parallel()
+	h, err := webhook.New(context.Background(), webhook.Config{Allow: []string{"127.0.0.1:9000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{
+		"http://127.0.0.1:8080/metrics", "http://localhost:2379/v3/kv/range", "http://api.localhost/", "http://[::1]:8080/",
+		"http://[::ffff:127.0.0.1]/", "http://0.0.0.0:8080/", "http://169.254.169.254/latest/meta-data/", "http://10.0.0.1/",
+		"http://192.168.1.1/", "http://[fe80::1%25eth0]/", "http://2130706433/", "http://0x7f.1/", "http://0177.0.0.1/",
+		"http://127.1/", "http://１２７.０.０.１/", "http://127.0.0.1:9001/",
+	} {
+		_, _, err := h.Validate(json.RawMessage(fmt.Sprintf(`{"url":%q}`, u)))
+		var de *webhook.DestinationError
+		if !errors.As(err, &de) || de.Field != "args.url" {
+			t.Errorf("Validate(%s) = %v, want a DestinationError on args.url", u, err)
+		}
+	}
+	for _, u := range []string{"http://127.0.0.1:9000/hook", "https://example.com/", "http://hooks.internal/", "http://203.0.113.7/"} {
+		if _, _, err := h.Validate(json.RawMessage(fmt.Sprintf(`{"url":%q}`, u))); err != nil {
+			t.Errorf("Validate(%s) = %v, want nil", u, err)
+		}
+	}
 }

@@ -91,11 +91,19 @@ func (e *e2e) jsonOK(v any, args ...string) {
 	}
 }
 
-// server starts `gaffer server` and waits until it is ready.
+// server starts `gaffer server` on a free loopback port and waits until
+// it is ready.
 func (e *e2e) server(id string, extra ...string) (*serverProc, string) {
 	e.t.Helper()
 	addr := freeAddr(e.t)
-	cmd := exec.Command(os.Args[0], append([]string{"server", "--node-id", id, "--addr", addr, "--etcd", e.etcd,
+	return e.serverListening(id, addr, addr, extra...)
+}
+
+// serverListening starts `gaffer server` with --addr listen, and waits
+// until it answers on addr.
+func (e *e2e) serverListening(id, listen, addr string, extra ...string) (*serverProc, string) {
+	e.t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"server", "--node-id", id, "--addr", listen, "--etcd", e.etcd,
 		"--session-ttl", "3s", "--poll-interval", "200ms", "--drain-timeout", "5s", "--webhook-secret", "e2e-secret"}, extra...)...)
 	cmd.Env = append(append(os.Environ(), "GAFFER_E2E_MAIN=1"), e.env...)
 	log := &bytes.Buffer{}
@@ -204,9 +212,27 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatal("tokens not stored")
 	}
 
+	// A webhook receiver on loopback, which the nodes refuse unless told
+	// otherwise: they are given an allow entry for exactly it.
+	var hookMu sync.Mutex
+	var hookSig, hookBody string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		hookMu.Lock()
+		hookBody, hookSig = string(b), r.Header.Get("Gaffer-Signature")
+		hookMu.Unlock()
+		if strings.Contains(string(b), "fail") {
+			w.WriteHeader(404)
+			return
+		}
+		w.Write([]byte(`{"received":true}`))
+	}))
+	defer hook.Close()
+	allowHook := strings.TrimPrefix(hook.URL, "http://")
+
 	// Two nodes.
-	_, url1 := e.server("node-1")
-	node2, url2 := e.server("node-2")
+	_, url1 := e.server("node-1", "--webhook-allow", allowHook)
+	node2, url2 := e.server("node-2", "--webhook-allow", allowHook)
 	e.env = append(e.env, "GAFFER_URL="+url1, "GAFFER_TOKEN="+admin)
 	e.waitSQL("a leader", `SELECT leader FROM gaffer.leader_fence`, "node-1")
 
@@ -239,20 +265,6 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("jobs get: %s", out)
 	}
 	// Webhook: signed, completes.
-	var hookMu sync.Mutex
-	var hookSig, hookBody string
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		hookMu.Lock()
-		hookBody, hookSig = string(b), r.Header.Get("Gaffer-Signature")
-		hookMu.Unlock()
-		if strings.Contains(string(b), "fail") {
-			w.WriteHeader(404)
-			return
-		}
-		w.Write([]byte(`{"received":true}`))
-	}))
-	defer hook.Close()
 	e.jsonOK(&enq, "jobs", "enqueue", "--kind", "http", "--args", fmt.Sprintf(`{"url":%q,"body":{"hello":"world"}}`, hook.URL))
 	e.waitSQL("webhook completes", `SELECT state FROM gaffer.jobs WHERE id = $1`, "completed", enq.Job.ID)
 	hookMu.Lock()

@@ -20,13 +20,16 @@ import (
 	"github.com/gafferhq/gaffer"
 	"github.com/gafferhq/gaffer/api"
 	"github.com/gafferhq/gaffer/cluster"
+	"github.com/gafferhq/gaffer/internal/egress"
 	"github.com/gafferhq/gaffer/internal/redact"
 	"github.com/gafferhq/gaffer/ui"
+	"github.com/gafferhq/gaffer/webhook"
 )
 
 // nodeFlags are the flags shared by `server` and `dev` that shape a node.
 type nodeFlags struct {
 	webhookSecret *string
+	webhookAllow  *string
 	rateLimit     *int
 	tlsCert       *string
 	tlsKey        *string
@@ -48,6 +51,8 @@ type nodeFlags struct {
 func addNodeFlags(fs *flagSet) *nodeFlags {
 	return &nodeFlags{
 		webhookSecret: fs.String("webhook-secret", "", "", "HMAC-SHA256 key that signs the bodies of http jobs (Gaffer-Signature)"),
+		webhookAllow: fs.String("webhook-allow", "", "", "destinations http jobs may call that are refused by default (loopback, private, link-local, this node's API, PostgreSQL and etcd): "+
+			"comma-separated CIDRs, addresses, host names and host:port; only an exact host:port opens one of the node's own endpoints"),
 		rateLimit:     fs.Int("rate-limit", "", 200, "API requests per second allowed per token (burst: twice that)"),
 		tlsCert:       fs.String("tls-cert", "", "", "serve HTTPS with this certificate (PEM); needs --tls-key"),
 		tlsKey:        fs.String("tls-key", "", "", "the certificate's private key (PEM)"),
@@ -77,6 +82,15 @@ func (f *nodeFlags) logger(m *Main) (hclog.Logger, error) {
 	return hclog.New(&hclog.LoggerOptions{Name: "gaffer", Level: level, JSONFormat: *f.logJSON, Output: redact.Writer(m.Stderr)}), nil
 }
 
+// allowList reads --webhook-allow.
+func (f *nodeFlags) allowList() ([]string, error) {
+	allow, err := egress.SplitAllow(*f.webhookAllow)
+	if err != nil {
+		return nil, usageError("--webhook-allow: " + err.Error())
+	}
+	return allow, nil
+}
+
 func (f *nodeFlags) config() (gaffer.Config, error) {
 	queues, err := parseQueues(*f.queues)
 	if err != nil {
@@ -94,6 +108,9 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 	}
 	if *f.rateLimit < 1 {
 		return gaffer.Config{}, usageError(fmt.Sprintf("--rate-limit must be at least 1, got %d", *f.rateLimit))
+	}
+	if _, err := f.allowList(); err != nil {
+		return gaffer.Config{}, err
 	}
 	if *f.sessionTTL < 2*time.Second || *f.sessionTTL%time.Second != 0 {
 		return gaffer.Config{}, usageError(fmt.Sprintf("--session-ttl must be whole seconds, at least 2s, got %s", *f.sessionTTL))
@@ -150,27 +167,38 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	allow, err := nf.allowList()
+	if err != nil {
+		return err
+	}
+	// Listen first: the outbound guard must know the API's real address
+	// (--addr :0 picks a port) to refuse http jobs aimed at it.
+	ln, err := listen(*addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	hooks, err := newWebhooks(ctx, *nf.webhookSecret, allow, log, *dbURL, append([]string{ln.Addr().String()}, cfg.EtcdEndpoints...)...)
+	if err != nil {
+		return err
+	}
 	reg := newRegistry()
 	cfg.DatabaseURL, cfg.ID, cfg.MaxConns, cfg.Logger, cfg.Registerer = *dbURL, *nodeID, int32(*maxConns), log, reg
 	node, err := gaffer.NewNode(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	registerBuiltinKinds(node, *nf.webhookSecret)
+	registerBuiltinKinds(node, hooks)
 	if err := node.Start(ctx); err != nil {
 		node.Stop(context.Background())
 		return err
 	}
-	h, _, err := httpHandler(reg, nf, log, node)
+	h, _, err := httpHandler(reg, nf, log, hooks, node)
 	if err != nil {
 		node.Stop(context.Background())
 		return err
 	}
-	srv, err := serveHTTP(*addr, h, nf, log)
-	if err != nil {
-		node.Stop(context.Background())
-		return err
-	}
+	srv := serveHTTP(ln, h, nf, log)
 	defer srv.Close()
 	select {
 	case <-ctx.Done():
@@ -252,11 +280,11 @@ func bearerOnly(token string, next http.Handler) http.Handler {
 
 // httpHandler serves the API under /v1 and the dashboard under /ui beside
 // the health endpoints.
-func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, nodes ...*gaffer.Node) (http.Handler, *api.Tokens, error) {
+func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, hooks *webhook.Handler, nodes ...*gaffer.Node) (http.Handler, *api.Tokens, error) {
 	n := nodes[0]
 	tokens := api.NewTokens(n.Store())
 	a, err := api.New(api.Config{Store: n.Store(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
-		Admin: cluster.NewAdmin(n.Store()), Cluster: n.Cluster(), Logger: log, Registerer: reg,
+		Admin: cluster.NewAdmin(n.Store()), Cluster: n.Cluster(), Webhook: hooks, Logger: log, Registerer: reg,
 		RateLimit: float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit, IdempotencyRetention: *nf.idemRetention})
 	if err != nil {
 		return nil, nil, err
@@ -273,11 +301,17 @@ func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, node
 	return mux, tokens, nil
 }
 
-func serveHTTP(addr string, h http.Handler, nf *nodeFlags, log hclog.Logger) (*http.Server, error) {
+// listen opens the HTTP listener.
+func listen(addr string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
+	return ln, nil
+}
+
+// serveHTTP serves h on ln until the server is closed.
+func serveHTTP(ln net.Listener, h http.Handler, nf *nodeFlags, log hclog.Logger) *http.Server {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	tls := *nf.tlsCert != ""
 	go func() {
@@ -293,5 +327,5 @@ func serveHTTP(addr string, h http.Handler, nf *nodeFlags, log hclog.Logger) (*h
 		}
 	}()
 	log.Info("listening", "addr", ln.Addr().String(), "tls", tls)
-	return srv, nil
+	return srv
 }

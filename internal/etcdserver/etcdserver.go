@@ -191,6 +191,9 @@ func (s *Server) start() error {
 // Endpoint is the client URL.
 func (s *Server) Endpoint() string { return s.clientURL.String() }
 
+// PeerEndpoint is the peer URL, which members talk to each other on.
+func (s *Server) PeerEndpoint() string { return s.peerURL.String() }
+
 // Stop shuts the member down, keeping its data: Restart brings it back.
 func (s *Server) Stop() {
 	s.mu.Lock()
