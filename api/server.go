@@ -46,7 +46,10 @@ type Config struct {
 	// node's own --webhook-allow entries are honoured). Default: a handler
 	// with nothing internal allowed.
 	Webhook *webhook.Handler
-	Logger  hclog.Logger
+	// WebhookSecrets manages the tenants' signing secrets. Default: on
+	// Store.
+	WebhookSecrets *webhook.Secrets
+	Logger         hclog.Logger
 	// Registerer receives the API's request metrics.
 	Registerer prometheus.Registerer
 	// MaxBodyBytes caps a request body. Default 2 MiB.
@@ -83,6 +86,9 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		cfg.Webhook = h
+	}
+	if cfg.WebhookSecrets == nil {
+		cfg.WebhookSecrets = webhook.NewSecrets(cfg.Store)
 	}
 	if cfg.Admin == nil {
 		cfg.Admin = cluster.NewAdmin(cfg.Store)
@@ -158,6 +164,10 @@ func (s *Server) routes() {
 	s.handle("GET /v1/workflows/{id}", ScopeJobsRead, s.getWorkflow)
 	s.handle("POST /v1/workflows/{id}/cancel", ScopeJobsWrite, s.cancelWorkflow)
 	s.handle("POST /v1/workflows/{id}/signal", ScopeJobsWrite, s.signalWorkflow)
+
+	s.handle("POST /v1/webhook-secrets", ScopeJobsWrite, s.rotateWebhookSecret)
+	s.handle("GET /v1/webhook-secrets", ScopeJobsRead, s.listWebhookSecrets)
+	s.handle("DELETE /v1/webhook-secrets/{id}", ScopeJobsWrite, s.deleteWebhookSecret)
 
 	s.handle("GET /v1/queues", ScopeJobsRead, s.listQueues)
 	s.handle("POST /v1/queues/{queue}/pause", ScopeAdmin, s.pauseQueue)

@@ -76,7 +76,7 @@ func TestInternalDestinationsBlocked(t *testing.T) {
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closedURL := closed.URL
 	closed.Close()
-	e := start(t, "")
+	e := start(t, false)
 	urls := []string{
 		internal.URL + "/metrics",
 		fmt.Sprintf("http://localhost:%d/v3/kv/range", internal.port()),
@@ -110,7 +110,7 @@ func TestRedirectToBlockedDestinationBlocked(t *testing.T) {
 	public := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, internal.URL+"/metrics", http.StatusFound)
 	})
-	e := start(t, "", public.hostPort())
+	e := start(t, false, public.hostPort())
 	j := e.enqueue(map[string]any{"url": public.URL + "/hook"})
 	f := e.failedBlocked(j.ID)
 	t.Logf("recorded as: %s", f.Errors[0].Error)
@@ -128,13 +128,13 @@ func TestCrossOriginRedirectDropsHeadersBodyAndReferer(t *testing.T) {
 		first := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, other.URL+"/landed", status)
 		})
-		e := start(t, "s3cret", first.hostPort(), other.hostPort())
+		e := start(t, true, first.hostPort(), other.hostPort())
 		j := e.enqueue(map[string]any{"url": first.URL + "/hook?token=abc", "method": "PUT", "body": map[string]int{"order": 7},
 			"headers": map[string]string{"X-Api-Key": "k-123", "Authorization": "Bearer t-456"}})
 		e.wait(j.ID, func(x *job.Job) bool { return x.State == job.Completed })
 		got := other.requests()[len(other.requests())-1]
 		h := got.header
-		if h.Get("X-Api-Key") != "" || h.Get("Authorization") != "" || h.Get("Referer") != "" || h.Get("Gaffer-Signature") != "" || got.body != "" || h.Get("Content-Type") != "" {
+		if h.Get("X-Api-Key") != "" || h.Get("Authorization") != "" || h.Get("Referer") != "" || h.Get("Webhook-Signature") != "" || got.body != "" || h.Get("Content-Type") != "" {
 			t.Fatalf("%d to another origin carried %s %q with %v", status, got.method, got.body, h)
 		}
 		if h.Get("Idempotency-Key") == "" || h.Get("Gaffer-Job-Id") == "" {
@@ -161,7 +161,7 @@ func TestSameOriginRedirects(t *testing.T) {
 			fmt.Fprintln(w, `{"ok":true}`)
 		}
 	})
-	e := start(t, "s3cret", rc.hostPort())
+	e := start(t, true, rc.hostPort())
 	for path, want := range map[string]string{"/307": "POST", "/303": "GET"} {
 		j := e.enqueue(map[string]any{"url": rc.URL + path, "body": map[string]int{"order": 7}, "headers": map[string]string{"X-Api-Key": "k-123"}})
 		e.wait(j.ID, func(x *job.Job) bool { return x.State == job.Completed })
@@ -170,8 +170,8 @@ func TestSameOriginRedirects(t *testing.T) {
 		if got.method != want || got.path != "/final" || got.header.Get("Referer") != "" || got.header.Get("X-Api-Key") != "k-123" {
 			t.Fatalf("%s: hop %s %s with %v", path, got.method, got.path, got.header)
 		}
-		if want == "POST" && (got.body != orig.body || got.body == "" || got.header.Get("Gaffer-Signature") != orig.header.Get("Gaffer-Signature")) {
-			t.Fatalf("307: body %q (was %q), signature %q (was %q)", got.body, orig.body, got.header.Get("Gaffer-Signature"), orig.header.Get("Gaffer-Signature"))
+		if want == "POST" && (got.body != orig.body || got.body == "" || got.header.Get("Webhook-Signature") != orig.header.Get("Webhook-Signature")) {
+			t.Fatalf("307: body %q (was %q), signature %q (was %q)", got.body, orig.body, got.header.Get("Webhook-Signature"), orig.header.Get("Webhook-Signature"))
 		}
 		if want == "GET" && got.body != "" {
 			t.Fatalf("303: body %q re-sent", got.body)
@@ -186,7 +186,7 @@ func TestTooManyRedirects(t *testing.T) {
 	rc = newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, fmt.Sprintf("/r%d", len(rc.requests())), http.StatusFound)
 	})
-	e := start(t, "", rc.hostPort())
+	e := start(t, false, rc.hostPort())
 	j := e.enqueue(map[string]any{"url": rc.URL + "/r0"})
 	f := e.wait(j.ID, func(x *job.Job) bool { return x.State == job.Failed || x.State == job.Retrying })
 	t.Logf("recorded as: %s", f.Errors[0].Error)
@@ -207,7 +207,7 @@ func TestErrorsRedactURLSecrets(t *testing.T) {
 	closedHost := strings.TrimPrefix(closed.URL, "http://")
 	closed.Close()
 	internal := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {})
-	e := start(t, "", failing.hostPort(), closedHost)
+	e := start(t, false, failing.hostPort(), closedHost)
 	for _, c := range []struct{ host, want string }{
 		{failing.hostPort(), "HTTP 500"},
 		{closedHost, "connection refused"},

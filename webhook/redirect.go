@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gafferhq/gaffer/job"
 )
@@ -22,15 +23,16 @@ const maxRedirects = 5
 // ended ("" for the first URL, "redirect 2 to <redacted URL>: " after).
 // Each hop goes through h.client, whose transport dials through the
 // outbound guard.
-func (h *Handler) send(ctx context.Context, j *job.Job, a Args, u *url.URL, body []byte) (resp *http.Response, hop string, err error) {
+func (h *Handler) send(ctx context.Context, j *job.Job, a Args, u *url.URL, body []byte, keys [][]byte) (resp *http.Response, hop string, err error) {
 	first := origin(u)
+	sent := time.Now() // one webhook-timestamp for the attempt's every hop
 	method := a.Method
 	sameOrigin := true // no hop has left the first URL's origin
 	for n := 0; ; n++ {
 		if n > 0 {
 			hop = fmt.Sprintf("redirect %d to %s: ", n, redact(u))
 		}
-		req, err := h.request(ctx, j, a, method, u, body, sameOrigin)
+		req, err := h.request(ctx, j, a, method, u, body, sameOrigin, keys, sent)
 		if err != nil {
 			return nil, hop, job.Permanent(err)
 		}
@@ -75,8 +77,9 @@ func (h *Handler) send(ctx context.Context, j *job.Job, a Args, u *url.URL, body
 }
 
 // request builds one hop's request. Off the first origin it carries none
-// of the job's headers and no signature.
-func (h *Handler) request(ctx context.Context, j *job.Job, a Args, method string, u *url.URL, body []byte, sameOrigin bool) (*http.Request, error) {
+// of the job's headers and no signature (another origin must not get a
+// delivery it could pass on as the tenant's).
+func (h *Handler) request(ctx context.Context, j *job.Job, a Args, method string, u *url.URL, body []byte, sameOrigin bool, keys [][]byte, sent time.Time) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -93,8 +96,11 @@ func (h *Handler) request(ctx context.Context, j *job.Job, a Args, method string
 	req.Header.Set("Idempotency-Key", strconv.FormatInt(j.ID, 10))
 	req.Header.Set("Gaffer-Job-Id", strconv.FormatInt(j.ID, 10))
 	req.Header.Set("Gaffer-Attempt", strconv.Itoa(j.Attempt))
-	if sameOrigin && h.cfg.Secret != "" {
-		req.Header.Set("Gaffer-Signature", Sign(h.cfg.Secret, body))
+	id := MessageID(j.ID)
+	req.Header.Set(HeaderID, id)
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(sent.Unix(), 10))
+	if sameOrigin && len(keys) > 0 {
+		req.Header.Set(HeaderSignature, Sign(keys, id, sent, body))
 	}
 	return req, nil
 }

@@ -21,7 +21,7 @@ import (
 var methods = map[string]bool{"GET": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true, "HEAD": true}
 
 // reserved headers are set by the handler and cannot be overridden.
-var reserved = map[string]bool{"Idempotency-Key": true, "Gaffer-Job-Id": true, "Gaffer-Attempt": true, "Gaffer-Signature": true, "Content-Length": true, "Host": true}
+var reserved = map[string]bool{"Idempotency-Key": true, "Gaffer-Job-Id": true, "Gaffer-Attempt": true, "Webhook-Id": true, "Webhook-Timestamp": true, "Webhook-Signature": true, "Content-Length": true, "Host": true}
 
 // DestinationError is Validate's error for a URL the node will not call,
 // whatever DNS says: an address literal (in any spelling) or localhost

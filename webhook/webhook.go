@@ -9,8 +9,13 @@
 //
 // Every call carries Idempotency-Key (the job id, the same on every
 // attempt, so the receiver can drop repeats), Gaffer-Job-Id,
-// Gaffer-Attempt, and — when a secret is configured — Gaffer-Signature:
-// "sha256=" and the hex HMAC-SHA256 of the request body under the secret.
+// Gaffer-Attempt, and the Standard Webhooks headers webhook-id (the same
+// on every attempt), webhook-timestamp and — when the job's tenant has a
+// signing secret — webhook-signature: the HMAC-SHA256 of
+// "id.timestamp.body" under each of the tenant's secrets that still sign
+// (see Sign, Verifier, Secrets). Secrets are per tenant: a tenant cannot
+// have the cluster sign anything with another tenant's secret, and the
+// timestamp lets receivers refuse a captured delivery replayed later.
 //
 // Calls are made on a tenant's behalf, so they go only where the operator
 // allows: every connection, redirects included, is dialled through the
@@ -25,17 +30,15 @@
 // Redirects are followed up to five times. While they stay on the first
 // URL's origin (scheme, host and port) the call is repeated as made, its
 // headers included; once one leaves it, the job's own headers, the body
-// and Gaffer-Signature are no longer sent (Idempotency-Key,
-// Gaffer-Job-Id and Gaffer-Attempt still are). 301, 302 and 303 turn the
+// and webhook-signature are no longer sent (Idempotency-Key,
+// Gaffer-Job-Id, Gaffer-Attempt, webhook-id and webhook-timestamp still
+// are). 301, 302 and 303 turn the
 // call into a GET without a body; 307 and 308 keep the method, and the
 // body only on the first origin. No Referer is ever sent.
 package webhook
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,6 +47,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -58,8 +62,6 @@ const Kind = "http"
 
 // Config configures the handler. Zero values take the defaults shown.
 type Config struct {
-	// Secret signs request bodies (Gaffer-Signature). Empty: no signature.
-	Secret string
 	// Allow opens destinations the outbound guard refuses by default: each
 	// entry a CIDR ("10.20.0.0/16"), an address ("10.20.0.7", "[fd00::7]"),
 	// a host name ("hooks.internal": the addresses it resolves to) or
@@ -99,7 +101,13 @@ type Handler struct {
 	policy *egress.Policy
 	client *http.Client
 	log    hclog.Logger
+	// secrets gives each tenant's signing keys; nil signs nothing.
+	secrets atomic.Pointer[Secrets]
 }
+
+// SetSecrets makes every call be signed with its job's tenant's secrets
+// (webhook-signature). Call it before the node runs jobs.
+func (h *Handler) SetSecrets(s *Secrets) { h.secrets.Store(s) }
 
 // New checks cfg and returns the handler; a bad Allow or OwnEndpoints
 // entry is an error. ctx bounds resolving the host names in
@@ -169,7 +177,15 @@ func (h *Handler) Work(ctx context.Context, j *job.Job) error {
 	}
 	u, _ := url.Parse(a.URL) // Validate parsed it
 	call := fmt.Sprintf("%s %s", a.Method, redact(u))
-	resp, hop, err := h.send(ctx, j, a, u, body)
+	var keys [][]byte
+	if secrets := h.secrets.Load(); secrets != nil {
+		// Never unsigned for a tenant that has a secret: if its keys
+		// cannot be read, the attempt fails and is retried.
+		if keys, err = secrets.signingKeys(ctx, j.Tenant); err != nil {
+			return fmt.Errorf("%s: read the tenant's signing secrets: %w", call, err)
+		}
+	}
+	resp, hop, err := h.send(ctx, j, a, u, body, keys)
 	if err != nil {
 		var be *egress.BlockedError
 		var perm *job.PermanentError
@@ -215,15 +231,6 @@ func (h *Handler) Work(ctx context.Context, j *job.Job) error {
 	default:
 		return job.Permanent(status)
 	}
-}
-
-// Sign returns the Gaffer-Signature value for body under secret:
-// "sha256=" and the hex HMAC-SHA256. Receivers compute the same over the
-// raw body they received and compare in constant time.
-func Sign(secret string, body []byte) string {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
 func retryAfter(v string) (time.Duration, bool) {

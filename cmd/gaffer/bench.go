@@ -246,7 +246,7 @@ func postgresCPU() time.Duration {
 }
 
 func benchNode(ctx context.Context, url string, o benchOpts, reg prometheus.Registerer, extra ...func(*gaffer.Node)) (*gaffer.Node, error) {
-	hooks, err := newWebhooks(ctx, "", nil, nil, url)
+	hooks, err := newWebhooks(ctx, nil, nil, url)
 	if err != nil {
 		return nil, err
 	}
@@ -486,7 +486,7 @@ func benchIdle(ctx context.Context, st *store.Store, o benchOpts, r *benchResult
 		}
 	}()
 	for i := range o.nodes {
-		hooks, err := newWebhooks(ctx, "", nil, nil, o.url, etcd.Endpoint())
+		hooks, err := newWebhooks(ctx, nil, nil, o.url, etcd.Endpoint())
 		if err != nil {
 			return err
 		}

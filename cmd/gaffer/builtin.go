@@ -18,12 +18,13 @@ import (
 // --webhook-allow, so that a receiver on the developer's machine works.
 var devLoopback = []string{"127.0.0.0/8", "::1"}
 
-// newWebhooks builds the "http" kind's handler: signed with the node's
-// secret, calling only what the outbound guard lets through — allow
+// newWebhooks builds the "http" kind's handler (signed with each tenant's
+// secrets once SetSecrets is called), calling only what the outbound
+// guard lets through — allow
 // opened, and the node's own endpoints (dbURL's hosts, and own: its API
 // listener and etcd endpoints) refused even when public. ctx bounds
 // resolving their names.
-func newWebhooks(ctx context.Context, secret string, allow []string, log hclog.Logger, dbURL string, own ...string) (*webhook.Handler, error) {
+func newWebhooks(ctx context.Context, allow []string, log hclog.Logger, dbURL string, own ...string) (*webhook.Handler, error) {
 	db, err := store.Endpoints(dbURL)
 	if err != nil {
 		return nil, err
@@ -31,7 +32,7 @@ func newWebhooks(ctx context.Context, secret string, allow []string, log hclog.L
 	own = append(db, own...)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return webhook.New(ctx, webhook.Config{Secret: secret, Allow: allow, OwnEndpoints: own, Logger: log})
+	return webhook.New(ctx, webhook.Config{Allow: allow, OwnEndpoints: own, Logger: log})
 }
 
 // registerBuiltinKinds registers the kinds every gaffer node handles

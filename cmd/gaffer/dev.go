@@ -14,6 +14,7 @@ import (
 	"github.com/gafferhq/gaffer/internal/etcdserver"
 	"github.com/gafferhq/gaffer/internal/pgserver"
 	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/webhook"
 )
 
 func (m *Main) runDev(ctx context.Context, args []string) error {
@@ -104,12 +105,13 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	defer ln.Close()
 	// Loopback is open in dev so a receiver on this machine works; the
 	// cluster's own API, PostgreSQL and etcd ports stay refused.
-	hooks, err := newWebhooks(ctx, *nf.webhookSecret, append(slices.Clone(devLoopback), allow...), log, url, append([]string{ln.Addr().String()}, ownEtcd...)...)
+	hooks, err := newWebhooks(ctx, append(slices.Clone(devLoopback), allow...), log, url, append([]string{ln.Addr().String()}, ownEtcd...)...)
 	if err != nil {
 		return err
 	}
 	reg := newRegistry()
 	var running []*gaffer.Node
+	var secrets *webhook.Secrets
 	defer func() {
 		for _, n := range running {
 			drain(n, *nf.drainTimeout)
@@ -125,6 +127,10 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+		if i == 0 {
+			secrets = webhook.NewSecrets(n.Store())
+			hooks.SetSecrets(secrets)
+		}
 		registerBuiltinKinds(n, hooks)
 		registerDemoKinds(n)
 		if err := n.Start(ctx); err != nil {
@@ -133,7 +139,7 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 		}
 		running = append(running, n)
 	}
-	h, tokens, err := httpHandler(reg, nf, log, hooks, running...)
+	h, tokens, err := httpHandler(reg, nf, log, hooks, secrets, running...)
 	if err != nil {
 		return err
 	}

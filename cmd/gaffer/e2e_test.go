@@ -104,7 +104,7 @@ func (e *e2e) server(id string, extra ...string) (*serverProc, string) {
 func (e *e2e) serverListening(id, listen, addr string, extra ...string) (*serverProc, string) {
 	e.t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"server", "--node-id", id, "--addr", listen, "--etcd", e.etcd,
-		"--session-ttl", "3s", "--poll-interval", "200ms", "--drain-timeout", "5s", "--webhook-secret", "e2e-secret"}, extra...)...)
+		"--session-ttl", "3s", "--poll-interval", "200ms", "--drain-timeout", "5s"}, extra...)...)
 	cmd.Env = append(append(os.Environ(), "GAFFER_E2E_MAIN=1"), e.env...)
 	log := &bytes.Buffer{}
 	e.logsMu.Lock()
@@ -215,11 +215,12 @@ func TestEndToEnd(t *testing.T) {
 	// A webhook receiver on loopback, which the nodes refuse unless told
 	// otherwise: they are given an allow entry for exactly it.
 	var hookMu sync.Mutex
-	var hookSig, hookBody string
+	var hookBody string
+	var hookHeader http.Header
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		hookMu.Lock()
-		hookBody, hookSig = string(b), r.Header.Get("Gaffer-Signature")
+		hookBody, hookHeader = string(b), r.Header.Clone()
 		hookMu.Unlock()
 		if strings.Contains(string(b), "fail") {
 			w.WriteHeader(404)
@@ -264,14 +265,21 @@ func TestEndToEnd(t *testing.T) {
 	if out := e.ok("jobs", "get", fmt.Sprint(enq.Job.ID)); !strings.Contains(out, "completed") {
 		t.Fatalf("jobs get: %s", out)
 	}
-	// Webhook: signed, completes.
+	// Webhook: signed with the tenant's secret, completes.
+	var secret struct {
+		Secret string `json:"secret"`
+	}
+	e.jsonOK(&secret, "webhook-secrets", "rotate")
 	e.jsonOK(&enq, "jobs", "enqueue", "--kind", "http", "--args", fmt.Sprintf(`{"url":%q,"body":{"hello":"world"}}`, hook.URL))
 	e.waitSQL("webhook completes", `SELECT state FROM gaffer.jobs WHERE id = $1`, "completed", enq.Job.ID)
 	hookMu.Lock()
-	if hookSig != webhook.Sign("e2e-secret", []byte(hookBody)) {
-		t.Fatalf("webhook signature %q for %q", hookSig, hookBody)
+	if _, err := (webhook.Verifier{Secrets: []string{secret.Secret}}).Verify(hookHeader, []byte(hookBody)); err != nil {
+		t.Fatalf("webhook delivery %q does not verify: %v (headers %v)", hookBody, err, hookHeader)
 	}
 	hookMu.Unlock()
+	if out := e.ok("webhook-secrets", "list"); !strings.Contains(out, "current") {
+		t.Fatalf("webhook-secrets list: %s", out)
+	}
 	// A delayed job, cancelled.
 	e.jsonOK(&enq, "jobs", "enqueue", "--kind", "noop", "--delay", "1h", "--priority", "2", "--max-attempts", "3", "--timeout", "10s", "--unique-key", "later")
 	if out := e.ok("jobs", "list", "--state", "pending"); !strings.Contains(out, fmt.Sprint(enq.Job.ID)) {

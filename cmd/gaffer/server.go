@@ -28,7 +28,6 @@ import (
 
 // nodeFlags are the flags shared by `server` and `dev` that shape a node.
 type nodeFlags struct {
-	webhookSecret *string
 	webhookAllow  *string
 	rateLimit     *int
 	tlsCert       *string
@@ -50,7 +49,6 @@ type nodeFlags struct {
 
 func addNodeFlags(fs *flagSet) *nodeFlags {
 	return &nodeFlags{
-		webhookSecret: fs.String("webhook-secret", "", "", "HMAC-SHA256 key that signs the bodies of http jobs (Gaffer-Signature)"),
 		webhookAllow: fs.String("webhook-allow", "", "", "destinations http jobs may call that are refused by default (loopback, private, link-local, this node's API, PostgreSQL and etcd): "+
 			"comma-separated CIDRs, addresses, host names and host:port; only an exact host:port opens one of the node's own endpoints"),
 		rateLimit:     fs.Int("rate-limit", "", 200, "API requests per second allowed per token (burst: twice that)"),
@@ -178,7 +176,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 		return err
 	}
 	defer ln.Close()
-	hooks, err := newWebhooks(ctx, *nf.webhookSecret, allow, log, *dbURL, append([]string{ln.Addr().String()}, cfg.EtcdEndpoints...)...)
+	hooks, err := newWebhooks(ctx, allow, log, *dbURL, append([]string{ln.Addr().String()}, cfg.EtcdEndpoints...)...)
 	if err != nil {
 		return err
 	}
@@ -188,12 +186,14 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	secrets := webhook.NewSecrets(node.Store())
+	hooks.SetSecrets(secrets)
 	registerBuiltinKinds(node, hooks)
 	if err := node.Start(ctx); err != nil {
 		node.Stop(context.Background())
 		return err
 	}
-	h, _, err := httpHandler(reg, nf, log, hooks, node)
+	h, _, err := httpHandler(reg, nf, log, hooks, secrets, node)
 	if err != nil {
 		node.Stop(context.Background())
 		return err
@@ -280,11 +280,11 @@ func bearerOnly(token string, next http.Handler) http.Handler {
 
 // httpHandler serves the API under /v1 and the dashboard under /ui beside
 // the health endpoints.
-func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, hooks *webhook.Handler, nodes ...*gaffer.Node) (http.Handler, *api.Tokens, error) {
+func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, hooks *webhook.Handler, secrets *webhook.Secrets, nodes ...*gaffer.Node) (http.Handler, *api.Tokens, error) {
 	n := nodes[0]
 	tokens := api.NewTokens(n.Store())
 	a, err := api.New(api.Config{Store: n.Store(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
-		Admin: cluster.NewAdmin(n.Store()), Cluster: n.Cluster(), Webhook: hooks, Logger: log, Registerer: reg,
+		Admin: cluster.NewAdmin(n.Store()), Cluster: n.Cluster(), Webhook: hooks, WebhookSecrets: secrets, Logger: log, Registerer: reg,
 		RateLimit: float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit, IdempotencyRetention: *nf.idemRetention})
 	if err != nil {
 		return nil, nil, err
