@@ -35,7 +35,8 @@ type RetentionCleanerConfig struct {
 }
 
 // RetentionCleaner deletes finished jobs and DLQ entries past their
-// retention, in small batches so that it never holds many locks.
+// retention, and expired dashboard sessions, in small fenced batches so
+// that it never holds many locks.
 type RetentionCleaner struct {
 	cfg    RetentionCleanerConfig
 	log    hclog.Logger
@@ -78,7 +79,7 @@ func NewRetentionCleaner(cfg RetentionCleanerConfig) (*RetentionCleaner, error) 
 // Start begins sweeping in the background; non-blocking and idempotent.
 func (c *RetentionCleaner) Start(ctx context.Context) error {
 	c.runner.StartEvery(ctx, c.cfg.Interval, func(ctx context.Context) error {
-		_, _, err := c.RunOnce(ctx)
+		_, err := c.RunOnce(ctx)
 		return err
 	}, c.log, "delete expired rows")
 	return nil
@@ -87,22 +88,36 @@ func (c *RetentionCleaner) Start(ctx context.Context) error {
 // Stop ends the loop and waits for it.
 func (c *RetentionCleaner) Stop() { c.runner.Stop() }
 
-// RunOnce deletes everything past retention now and returns how many jobs
-// and DLQ entries it deleted.
-func (c *RetentionCleaner) RunOnce(ctx context.Context) (jobs, entries int64, err error) {
-	jobs, err = c.drainBatches(ctx, func(q store.DB) (int64, error) {
+// Swept counts what one retention sweep deleted.
+type Swept struct {
+	Jobs       int64
+	DLQEntries int64
+	// Sessions are expired dashboard sessions.
+	Sessions int64
+}
+
+// RunOnce deletes everything past retention now and returns how much it
+// deleted. It stops at the first error, returning what it deleted so far.
+func (c *RetentionCleaner) RunOnce(ctx context.Context) (Swept, error) {
+	var s Swept
+	var err error
+	s.Jobs, err = c.drainBatches(ctx, func(q store.DB) (int64, error) {
 		return c.cfg.Store.DeleteFinishedJobs(ctx, q, c.cfg.JobRetention, c.cfg.BatchSize)
 	})
-	if err != nil {
-		return jobs, 0, err
+	if err == nil {
+		s.DLQEntries, err = c.drainBatches(ctx, func(q store.DB) (int64, error) {
+			return c.cfg.Store.DeleteOldDLQEntries(ctx, q, c.cfg.DLQRetention, c.cfg.BatchSize)
+		})
 	}
-	entries, err = c.drainBatches(ctx, func(q store.DB) (int64, error) {
-		return c.cfg.Store.DeleteOldDLQEntries(ctx, q, c.cfg.DLQRetention, c.cfg.BatchSize)
-	})
-	if jobs+entries > 0 {
-		c.log.Debug("deleted expired rows", "jobs", jobs, "dlq_entries", entries)
+	if err == nil {
+		s.Sessions, err = c.drainBatches(ctx, func(q store.DB) (int64, error) {
+			return c.cfg.Store.DeleteExpiredUISessions(ctx, q, c.cfg.BatchSize)
+		})
 	}
-	return jobs, entries, err
+	if s.Jobs+s.DLQEntries+s.Sessions > 0 {
+		c.log.Debug("deleted expired rows", "jobs", s.Jobs, "dlq_entries", s.DLQEntries, "sessions", s.Sessions)
+	}
+	return s, err
 }
 
 // drainBatches runs del, one fenced batch at a time, until a batch comes

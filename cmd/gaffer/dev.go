@@ -127,7 +127,6 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer srv.Close()
 	scheme := "http"
 	if *nf.tlsCert != "" {
 		scheme = "https"
@@ -141,6 +140,9 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	<-ctx.Done()
 	fmt.Fprintln(m.Stdout, "stopping…")
 	_ = os.Stdout.Sync()
+	// Requests in flight finish first; then the deferred drains stop the
+	// nodes, etcd and PostgreSQL.
+	shutdownHTTP(srv, *nf.shutdownTimeout, log)
 	return nil
 }
 

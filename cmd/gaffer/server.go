@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -38,6 +35,7 @@ type nodeFlags struct {
 	dlqRetention  *time.Duration
 	logLevel      *string
 	logJSON       *bool
+	*httpFlags
 }
 
 func addNodeFlags(fs *flagSet) *nodeFlags {
@@ -57,6 +55,7 @@ func addNodeFlags(fs *flagSet) *nodeFlags {
 		dlqRetention:  fs.Duration("dlq-retention", "", 14*24*time.Hour, "how long DLQ entries are kept"),
 		logLevel:      fs.String("log-level", "", "info", "trace, debug, info, warn or error"),
 		logJSON:       fs.Bool("log-json", "", false, "log JSON lines instead of text"),
+		httpFlags:     addHTTPFlags(fs),
 	}
 }
 
@@ -87,6 +86,9 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 	}
 	if *f.sessionTTL < 2*time.Second || *f.sessionTTL%time.Second != 0 {
 		return gaffer.Config{}, usageError(fmt.Sprintf("--session-ttl must be whole seconds, at least 2s, got %s", *f.sessionTTL))
+	}
+	if _, err := f.httpSettings(); err != nil {
+		return gaffer.Config{}, err
 	}
 	var endpoints []string
 	for _, e := range strings.Split(*f.etcd, ",") {
@@ -161,13 +163,16 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 		node.Stop(context.Background())
 		return err
 	}
-	defer srv.Close()
 	select {
 	case <-ctx.Done():
+		// Requests in flight finish first, while the node can still serve
+		// them; then the node drains its jobs.
+		shutdownHTTP(srv, *nf.shutdownTimeout, log)
 		log.Info("signal received; draining", "deadline", *nf.drainTimeout)
 		return drain(node, *nf.drainTimeout)
 	case <-node.Done():
 		log.Info("drained through the cluster; exiting")
+		shutdownHTTP(srv, *nf.shutdownTimeout, log)
 		return nil
 	}
 }
@@ -227,15 +232,23 @@ func healthMux(reg *prometheus.Registry, nodes ...*gaffer.Node) *http.ServeMux {
 // the health endpoints.
 func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, nodes ...*gaffer.Node) (http.Handler, *api.Tokens, error) {
 	n := nodes[0]
+	hs, err := nf.httpSettings()
+	if err != nil {
+		return nil, nil, err
+	}
 	tokens := api.NewTokens(n.Store())
+	// One budget of failed authentications per client address, for the
+	// API and the dashboard's sign-in alike.
+	failures := api.NewFailureLimiter(api.FailureLimiterConfig{})
 	a, err := api.New(api.Config{Store: n.Store(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
 		Admin: cluster.NewAdmin(n.Store()), Cluster: n.Cluster(), Logger: log, Registerer: reg,
-		RateLimit: float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit})
+		RateLimit: float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit, TrustedProxies: hs.proxies, Failures: failures})
 	if err != nil {
 		return nil, nil, err
 	}
 	dash, err := ui.New(ui.Config{Store: n.Store(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
-		Admin: cluster.NewAdmin(n.Store()), Cluster: n.Cluster(), Logger: log})
+		Admin: cluster.NewAdmin(n.Store()), Cluster: n.Cluster(), Logger: log,
+		SessionLength: hs.sessionLength, TrustedProxies: hs.proxies, Failures: failures})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -244,27 +257,4 @@ func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, node
 	mux.Handle("/ui/", dash)
 	mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
 	return mux, tokens, nil
-}
-
-func serveHTTP(addr string, h http.Handler, nf *nodeFlags, log hclog.Logger) (*http.Server, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	tls := *nf.tlsCert != ""
-	go func() {
-		var err error
-		if tls {
-			err = srv.ServeTLS(ln, *nf.tlsCert, *nf.tlsKey)
-		} else {
-			err = srv.Serve(ln)
-		}
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("http server", "error", err)
-			os.Exit(1)
-		}
-	}()
-	log.Info("listening", "addr", ln.Addr().String(), "tls", tls)
-	return srv, nil
 }
