@@ -36,6 +36,7 @@ type nodeFlags struct {
 	logLevel      *string
 	logJSON       *bool
 	*httpFlags
+	*etcdFlags
 }
 
 func addNodeFlags(fs *flagSet) *nodeFlags {
@@ -56,6 +57,7 @@ func addNodeFlags(fs *flagSet) *nodeFlags {
 		logLevel:      fs.String("log-level", "", "info", "trace, debug, info, warn or error"),
 		logJSON:       fs.Bool("log-json", "", false, "log JSON lines instead of text"),
 		httpFlags:     addHTTPFlags(fs),
+		etcdFlags:     addEtcdFlags(fs),
 	}
 }
 
@@ -96,9 +98,13 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 			endpoints = append(endpoints, e)
 		}
 	}
-	return gaffer.Config{Queues: queues, LeaseTTL: *f.leaseTTL, PollInterval: *f.pollInterval,
+	cfg := gaffer.Config{Queues: queues, LeaseTTL: *f.leaseTTL, PollInterval: *f.pollInterval,
 		JobRetention: *f.jobRetention, DLQRetention: *f.dlqRetention, EtcdEndpoints: endpoints,
-		SessionTTL: *f.sessionTTL, ClusterPrefix: *f.prefix, Version: Version}, nil
+		SessionTTL: *f.sessionTTL, ClusterPrefix: *f.prefix, Version: Version}
+	if err := f.etcdAccess(&cfg); err != nil {
+		return gaffer.Config{}, err
+	}
+	return cfg, nil
 }
 
 type serverFlags struct {
