@@ -140,8 +140,11 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	<-ctx.Done()
 	fmt.Fprintln(m.Stdout, "stopping…")
 	_ = os.Stdout.Sync()
-	// Requests in flight finish first; then the deferred drains stop the
-	// nodes, etcd and PostgreSQL.
+	// The nodes claim nothing new; requests in flight finish; then the
+	// deferred drains stop the nodes, etcd and PostgreSQL.
+	for _, n := range running {
+		n.Worker().SetClaiming(false)
+	}
 	shutdownHTTP(srv, *nf.shutdownTimeout, log)
 	return nil
 }

@@ -169,9 +169,11 @@ func TestHugeHeaderIsRefused(t *testing.T) {
 // SIGTERM (server) and SIGINT (dev, Ctrl-C) stop the HTTP server
 // gracefully: a request in flight when the signal lands — here an enqueue
 // whose body is still arriving — completes with 201, the listener stops
-// accepting at once, and the process then drains and exits 0. Red with
-// the old `defer srv.Close()`: the node stopped first (closing its pool)
-// and the connection was cut, so the request failed.
+// accepting at once, the node claims nothing more, and the process then
+// drains and exits 0. Red with the old `defer srv.Close()`: the node
+// stopped first (closing its pool) and the connection was cut, so the
+// request failed; red without SetClaiming(false) at the signal: the node
+// ran the job enqueued while its HTTP server was stopping.
 func TestGracefulStop(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -240,6 +242,11 @@ func TestGracefulStop(t *testing.T) {
 			}
 			if n := e.scalar(`SELECT count(*) FROM gaffer.jobs WHERE args->>'graceful' = 'true'`); n != "1" {
 				t.Fatalf("%s jobs enqueued by the request in flight, want 1", n)
+			}
+			// The node claimed nothing from the signal on (G6): the job
+			// waits for another node.
+			if s := e.scalar(`SELECT state FROM gaffer.jobs WHERE args->>'graceful' = 'true'`); s != "pending" {
+				t.Fatalf("the job enqueued after the signal is %s, want pending: the stopping node claimed it", s)
 			}
 		})
 	}

@@ -171,8 +171,9 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	}
 	select {
 	case <-ctx.Done():
-		// Requests in flight finish first, while the node can still serve
-		// them; then the node drains its jobs.
+		// The node claims nothing new from the signal on (G6); requests in
+		// flight finish while it can still serve them; then it drains.
+		node.Worker().SetClaiming(false)
 		shutdownHTTP(srv, *nf.shutdownTimeout, log)
 		log.Info("signal received; draining", "deadline", *nf.drainTimeout)
 		return drain(node, *nf.drainTimeout)
