@@ -3,6 +3,7 @@ package gaffer
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -66,6 +67,15 @@ type Config struct {
 	// leads. Without it, the node runs those services itself, unfenced.
 	// Lease rescue runs on every node either way.
 	EtcdEndpoints []string
+	// EtcdTLS, when set, is used to reach etcd over TLS (https://
+	// endpoints): RootCAs to verify etcd, Certificates to present a
+	// client certificate. Default: plain connections, or the system's
+	// roots for https:// endpoints.
+	EtcdTLS *tls.Config
+	// EtcdUsername and EtcdPassword authenticate to an etcd with auth
+	// enabled. Default: no authentication.
+	EtcdUsername string
+	EtcdPassword string
 	// ClusterPrefix is the etcd key prefix. Default "/gaffer".
 	ClusterPrefix string
 	// SessionTTL is the etcd lease behind membership and leadership.
@@ -226,7 +236,8 @@ func (n *Node) newCluster() error {
 		version = "dev"
 	}
 	c, err := cluster.New(cluster.Config{
-		Endpoints: n.cfg.EtcdEndpoints, Prefix: n.cfg.ClusterPrefix, SessionTTL: n.cfg.SessionTTL,
+		Endpoints: n.cfg.EtcdEndpoints, TLS: n.cfg.EtcdTLS, Username: n.cfg.EtcdUsername, Password: n.cfg.EtcdPassword,
+		Prefix: n.cfg.ClusterPrefix, SessionTTL: n.cfg.SessionTTL,
 		ReportInterval: n.cfg.ReportInterval, Store: n.store, Worker: n.worker,
 		Node: cluster.NodeInfo{ID: n.id, Hostname: host, Version: version, Queues: n.worker.Queues()},
 		RescueNode: func(ctx context.Context, fence cluster.Fence, node string) (int, error) {

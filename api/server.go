@@ -62,6 +62,13 @@ type Config struct {
 	// first response. Default 24h (the leader's retention deletes keys
 	// after the same time; see job.RetentionCleanerConfig).
 	IdempotencyRetention time.Duration
+	// TrustedProxies are the proxies whose X-Forwarded-For names the
+	// client. Default: none (the client is the TCP peer).
+	TrustedProxies *TrustedProxies
+	// Failures limits failed authentications per client address; share
+	// one with the dashboard so that both count against one budget.
+	// Default: a FailureLimiter of its own, with its defaults.
+	Failures *FailureLimiter
 }
 
 // Server is the HTTP API under /v1. It is an http.Handler.
@@ -107,6 +114,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.IdempotencyRetention == 0 {
 		cfg.IdempotencyRetention = job.DefaultIdempotencyRetention
+	}
+	if cfg.Failures == nil {
+		cfg.Failures = NewFailureLimiter(FailureLimiterConfig{})
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.Named("api"), mux: http.NewServeMux(), limiters: map[string]*rate.Limiter{},
 		metrics: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "gaffer", Subsystem: "api", Name: "request_duration_seconds",
@@ -229,8 +239,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern, scope st
 		writeProblem(w, problem(http.StatusUnauthorized, CodeUnauthorized, "send an API token: Authorization: Bearer <token>"))
 		return
 	}
+	client := s.cfg.TrustedProxies.ClientAddr(r)
+	if wait, blocked := s.cfg.Failures.Blocked(client); blocked {
+		w.Header().Set("Retry-After", RetryAfter(wait))
+		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "too many failed authentications from this address; retry after the Retry-After seconds"))
+		return
+	}
 	p, err := s.cfg.Tokens.Authenticate(r.Context(), text)
 	if errors.Is(err, ErrBadToken) {
+		s.cfg.Failures.Fail(client)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="gaffer", error="invalid_token"`)
 		writeProblem(w, problem(http.StatusUnauthorized, CodeUnauthorized, "the token is unknown or revoked"))
 		return
@@ -245,7 +262,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern, scope st
 		return
 	}
 	if wait, ok := s.allow(p.TokenID); !ok {
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		w.Header().Set("Retry-After", RetryAfter(wait))
 		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "this token is over its request rate; retry after the Retry-After seconds"))
 		return
 	}
@@ -392,6 +409,12 @@ func (s *Server) allow(tokenID string) (time.Duration, bool) {
 		return d, false
 	}
 	return 0, true
+}
+
+// RetryAfter formats wait as a Retry-After header value: whole seconds,
+// rounded up, at least 1.
+func RetryAfter(wait time.Duration) string {
+	return strconv.Itoa(max(1, int(math.Ceil(wait.Seconds()))))
 }
 
 type recorder struct {

@@ -147,8 +147,10 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := serveHTTP(ln, h, nf, log)
-	defer srv.Close()
+	srv, err := serveHTTP(ln, h, nf, log)
+	if err != nil {
+		return err
+	}
 	scheme := "http"
 	if *nf.tlsCert != "" {
 		scheme = "https"
@@ -162,6 +164,12 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	<-ctx.Done()
 	fmt.Fprintln(m.Stdout, "stopping…")
 	_ = os.Stdout.Sync()
+	// The nodes claim nothing new; requests in flight finish; then the
+	// deferred drains stop the nodes, etcd and PostgreSQL.
+	for _, n := range running {
+		n.Worker().SetClaiming(false)
+	}
+	shutdownHTTP(srv, *nf.shutdownTimeout, log)
 	return nil
 }
 

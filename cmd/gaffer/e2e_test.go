@@ -103,8 +103,15 @@ func (e *e2e) server(id string, extra ...string) (*serverProc, string) {
 // until it answers on addr.
 func (e *e2e) serverListening(id, listen, addr string, extra ...string) (*serverProc, string) {
 	e.t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"server", "--node-id", id, "--addr", listen, "--etcd", e.etcd,
+	return e.start(id, addr, append([]string{"server", "--node-id", id, "--addr", listen, "--etcd", e.etcd,
 		"--session-ttl", "3s", "--poll-interval", "200ms", "--drain-timeout", "5s"}, extra...)...)
+}
+
+// start runs a long-lived gaffer command (server or dev) listening on
+// addr, logging as id, and waits until its /readyz answers.
+func (e *e2e) start(id, addr string, args ...string) (*serverProc, string) {
+	e.t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(append(os.Environ(), "GAFFER_E2E_MAIN=1"), e.env...)
 	log := &bytes.Buffer{}
 	e.logsMu.Lock()
@@ -116,7 +123,7 @@ func (e *e2e) serverListening(id, listen, addr string, extra ...string) (*server
 		e.t.Fatal(err)
 	}
 	done := make(chan struct{})
-	proc := &serverProc{done: done}
+	proc := &serverProc{done: done, process: cmd.Process}
 	go func() {
 		cmd.Wait()
 		proc.code = cmd.ProcessState.ExitCode()
@@ -418,8 +425,9 @@ func TestEndToEnd(t *testing.T) {
 
 // serverProc is a running gaffer server; code is set once done closes.
 type serverProc struct {
-	done chan struct{}
-	code int
+	done    chan struct{}
+	code    int
+	process *os.Process
 }
 
 func waitExit(p *serverProc, d time.Duration) error {

@@ -4,11 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -45,6 +42,8 @@ type nodeFlags struct {
 	logLevel      *string
 	logJSON       *bool
 	metricsToken  *string
+	*httpFlags
+	*etcdFlags
 }
 
 func addNodeFlags(fs *flagSet) *nodeFlags {
@@ -67,6 +66,8 @@ func addNodeFlags(fs *flagSet) *nodeFlags {
 		logLevel:      fs.String("log-level", "", "info", "trace, debug, info, warn or error"),
 		logJSON:       fs.Bool("log-json", "", false, "log JSON lines instead of text"),
 		metricsToken:  fs.String("metrics-token", "", "", "when set, /metrics answers only requests with Authorization: Bearer <this token>"),
+		httpFlags:     addHTTPFlags(fs),
+		etcdFlags:     addEtcdFlags(fs),
 	}
 }
 
@@ -113,15 +114,22 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 	if *f.sessionTTL < 2*time.Second || *f.sessionTTL%time.Second != 0 {
 		return gaffer.Config{}, usageError(fmt.Sprintf("--session-ttl must be whole seconds, at least 2s, got %s", *f.sessionTTL))
 	}
+	if _, err := f.httpSettings(); err != nil {
+		return gaffer.Config{}, err
+	}
 	var endpoints []string
 	for _, e := range strings.Split(*f.etcd, ",") {
 		if e = strings.TrimSpace(e); e != "" {
 			endpoints = append(endpoints, e)
 		}
 	}
-	return gaffer.Config{Queues: queues, LeaseTTL: *f.leaseTTL, PollInterval: *f.pollInterval,
+	cfg := gaffer.Config{Queues: queues, LeaseTTL: *f.leaseTTL, PollInterval: *f.pollInterval,
 		JobRetention: *f.jobRetention, DLQRetention: *f.dlqRetention, IdempotencyRetention: *f.idemRetention, EtcdEndpoints: endpoints,
-		SessionTTL: *f.sessionTTL, ClusterPrefix: *f.prefix, Version: Version}, nil
+		SessionTTL: *f.sessionTTL, ClusterPrefix: *f.prefix, Version: Version}
+	if err := f.etcdAccess(&cfg); err != nil {
+		return gaffer.Config{}, err
+	}
+	return cfg, nil
 }
 
 type serverFlags struct {
@@ -198,14 +206,22 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 		node.Stop(context.Background())
 		return err
 	}
-	srv := serveHTTP(ln, h, nf, log)
-	defer srv.Close()
+	srv, err := serveHTTP(ln, h, nf, log)
+	if err != nil {
+		node.Stop(context.Background())
+		return err
+	}
 	select {
 	case <-ctx.Done():
+		// The node claims nothing new from the signal on (G6); requests in
+		// flight finish while it can still serve them; then it drains.
+		node.Worker().SetClaiming(false)
+		shutdownHTTP(srv, *nf.shutdownTimeout, log)
 		log.Info("signal received; draining", "deadline", *nf.drainTimeout)
 		return drain(node, *nf.drainTimeout)
 	case <-node.Done():
 		log.Info("drained through the cluster; exiting")
+		shutdownHTTP(srv, *nf.shutdownTimeout, log)
 		return nil
 	}
 }
@@ -282,15 +298,24 @@ func bearerOnly(token string, next http.Handler) http.Handler {
 // the health endpoints.
 func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, hooks *webhook.Handler, secrets *webhook.Secrets, nodes ...*gaffer.Node) (http.Handler, *api.Tokens, error) {
 	n := nodes[0]
+	hs, err := nf.httpSettings()
+	if err != nil {
+		return nil, nil, err
+	}
 	tokens := api.NewTokens(n.Store())
+	// One budget of failed authentications per client address, for the
+	// API and the dashboard's sign-in alike.
+	failures := api.NewFailureLimiter(api.FailureLimiterConfig{})
 	a, err := api.New(api.Config{Store: n.Store(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
 		Admin: cluster.NewAdmin(n.Store()), Cluster: n.Cluster(), Webhook: hooks, WebhookSecrets: secrets, Logger: log, Registerer: reg,
-		RateLimit: float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit, IdempotencyRetention: *nf.idemRetention})
+		RateLimit: float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit, IdempotencyRetention: *nf.idemRetention,
+		TrustedProxies: hs.proxies, Failures: failures})
 	if err != nil {
 		return nil, nil, err
 	}
 	dash, err := ui.New(ui.Config{Store: n.Store(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
-		Admin: cluster.NewAdmin(n.Store()), Cluster: n.Cluster(), Logger: log})
+		Admin: cluster.NewAdmin(n.Store()), Cluster: n.Cluster(), Logger: log,
+		SessionLength: hs.sessionLength, TrustedProxies: hs.proxies, Failures: failures})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -299,33 +324,4 @@ func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, hook
 	mux.Handle("/ui/", dash)
 	mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
 	return mux, tokens, nil
-}
-
-// listen opens the HTTP listener.
-func listen(addr string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", addr, err)
-	}
-	return ln, nil
-}
-
-// serveHTTP serves h on ln until the server is closed.
-func serveHTTP(ln net.Listener, h http.Handler, nf *nodeFlags, log hclog.Logger) *http.Server {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	tls := *nf.tlsCert != ""
-	go func() {
-		var err error
-		if tls {
-			err = srv.ServeTLS(ln, *nf.tlsCert, *nf.tlsKey)
-		} else {
-			err = srv.Serve(ln)
-		}
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("http server", "error", err)
-			os.Exit(1)
-		}
-	}()
-	log.Info("listening", "addr", ln.Addr().String(), "tls", tls)
-	return srv
 }
