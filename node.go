@@ -51,6 +51,9 @@ type Config struct {
 	FetchCooldown time.Duration
 	// RescueInterval: how often expired leases are swept. Default 5s.
 	RescueInterval time.Duration
+	// QueueMonitorInterval: how often the leader refreshes the queue
+	// gauges and records a throughput sample. Default 10s.
+	QueueMonitorInterval time.Duration
 	// JobRetention and DLQRetention: how long finished jobs and DLQ
 	// entries are kept. Defaults 24h and 14 days.
 	JobRetention time.Duration
@@ -195,7 +198,8 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
-	monitor, err := job.NewQueueMonitor(job.QueueMonitorConfig{Store: n.store, Metrics: n.metrics, Logger: n.log, Fence: fence})
+	monitor, err := job.NewQueueMonitor(job.QueueMonitorConfig{Store: n.store, Metrics: n.metrics, Logger: n.log, Fence: fence,
+		Interval: cfg.QueueMonitorInterval})
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
