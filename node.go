@@ -3,6 +3,7 @@ package gaffer
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -50,6 +51,9 @@ type Config struct {
 	FetchCooldown time.Duration
 	// RescueInterval: how often expired leases are swept. Default 5s.
 	RescueInterval time.Duration
+	// QueueMonitorInterval: how often the leader refreshes the queue
+	// gauges and records a throughput sample. Default 10s.
+	QueueMonitorInterval time.Duration
 	// JobRetention and DLQRetention: how long finished jobs and DLQ
 	// entries are kept. Defaults 24h and 14 days.
 	JobRetention time.Duration
@@ -66,6 +70,15 @@ type Config struct {
 	// leads. Without it, the node runs those services itself, unfenced.
 	// Lease rescue runs on every node either way.
 	EtcdEndpoints []string
+	// EtcdTLS, when set, is used to reach etcd over TLS (https://
+	// endpoints): RootCAs to verify etcd, Certificates to present a
+	// client certificate. Default: plain connections, or the system's
+	// roots for https:// endpoints.
+	EtcdTLS *tls.Config
+	// EtcdUsername and EtcdPassword authenticate to an etcd with auth
+	// enabled. Default: no authentication.
+	EtcdUsername string
+	EtcdPassword string
 	// ClusterPrefix is the etcd key prefix. Default "/gaffer".
 	ClusterPrefix string
 	// SessionTTL is the etcd lease behind membership and leadership.
@@ -185,7 +198,8 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
-	monitor, err := job.NewQueueMonitor(job.QueueMonitorConfig{Store: n.store, Metrics: n.metrics, Logger: n.log, Fence: fence})
+	monitor, err := job.NewQueueMonitor(job.QueueMonitorConfig{Store: n.store, Metrics: n.metrics, Logger: n.log, Fence: fence,
+		Interval: cfg.QueueMonitorInterval})
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
@@ -226,7 +240,8 @@ func (n *Node) newCluster() error {
 		version = "dev"
 	}
 	c, err := cluster.New(cluster.Config{
-		Endpoints: n.cfg.EtcdEndpoints, Prefix: n.cfg.ClusterPrefix, SessionTTL: n.cfg.SessionTTL,
+		Endpoints: n.cfg.EtcdEndpoints, TLS: n.cfg.EtcdTLS, Username: n.cfg.EtcdUsername, Password: n.cfg.EtcdPassword,
+		Prefix: n.cfg.ClusterPrefix, SessionTTL: n.cfg.SessionTTL,
 		ReportInterval: n.cfg.ReportInterval, Store: n.store, Worker: n.worker,
 		Node: cluster.NodeInfo{ID: n.id, Hostname: host, Version: version, Queues: n.worker.Queues()},
 		RescueNode: func(ctx context.Context, fence cluster.Fence, node string) (int, error) {

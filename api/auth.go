@@ -83,14 +83,19 @@ func (p Principal) writeTenant(requested string) (string, *Problem) {
 
 // Tokens creates, checks and revokes API tokens. Tokens are stored as
 // sha256 hashes; a check looks the hash up and compares it in constant
-// time. Recently seen tokens are cached for CacheFor, so a revocation
-// takes effect within that long on every node.
+// time. Recently seen tokens are cached for 5 seconds, so a revocation
+// takes effect within that long on every node. Unknown tokens are
+// remembered for 10 seconds too (a negative cache), so that a client
+// repeating a bad token costs one query, not one per request; a token
+// created on this node is forgotten from it at once.
 type Tokens struct {
 	store    *store.Store
 	cacheFor time.Duration
+	badFor   time.Duration
 
 	mu    sync.Mutex
 	cache map[string]cachedToken
+	bad   map[string]time.Time // hash → when the database did not know it
 }
 
 type cachedToken struct {
@@ -98,9 +103,15 @@ type cachedToken struct {
 	at  time.Time
 }
 
+// tokenCacheSize bounds each cache: beyond it, the positive cache starts
+// afresh and the negative cache drops what has expired (or, under a flood
+// of distinct bad tokens, everything).
+const tokenCacheSize = 10000
+
 // NewTokens returns a token service on st.
 func NewTokens(st *store.Store) *Tokens {
-	return &Tokens{store: st, cacheFor: 5 * time.Second, cache: map[string]cachedToken{}}
+	return &Tokens{store: st, cacheFor: 5 * time.Second, badFor: 10 * time.Second,
+		cache: map[string]cachedToken{}, bad: map[string]time.Time{}}
 }
 
 // ErrBadToken: the token is unknown or revoked.
@@ -156,6 +167,9 @@ func (t *Tokens) Create(ctx context.Context, req NewTokenRequest) (string, store
 	if err != nil {
 		return "", store.Token{}, err
 	}
+	t.mu.Lock()
+	delete(t.bad, string(sum[:]))
+	t.mu.Unlock()
 	return text, rec, nil
 }
 
@@ -165,10 +179,15 @@ func (t *Tokens) Authenticate(ctx context.Context, text string) (Principal, erro
 	key := string(sum[:])
 	t.mu.Lock()
 	c, ok := t.cache[key]
+	badAt, bad := t.bad[key]
 	t.mu.Unlock()
+	if bad && time.Since(badAt) < t.badFor {
+		return Principal{}, ErrBadToken
+	}
 	if !ok || time.Since(c.at) > t.cacheFor {
 		tok, err := t.store.TokenByHash(ctx, sum[:])
 		if errors.Is(err, store.ErrNotFound) {
+			t.rememberBad(key)
 			return Principal{}, ErrBadToken
 		}
 		if err != nil {
@@ -176,7 +195,7 @@ func (t *Tokens) Authenticate(ctx context.Context, text string) (Principal, erro
 		}
 		c = cachedToken{tok: tok, at: time.Now()}
 		t.mu.Lock()
-		if len(t.cache) > 10000 {
+		if len(t.cache) > tokenCacheSize {
 			t.cache = map[string]cachedToken{}
 		}
 		t.cache[key] = c
@@ -186,6 +205,25 @@ func (t *Tokens) Authenticate(ctx context.Context, text string) (Principal, erro
 		return Principal{}, ErrBadToken
 	}
 	return Principal{TokenID: c.tok.ID, Tenant: c.tok.Tenant, Scopes: c.tok.Scopes}, nil
+}
+
+// rememberBad puts a hash the database does not know in the negative
+// cache.
+func (t *Tokens) rememberBad(key string) {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.bad) >= tokenCacheSize {
+		for k, at := range t.bad {
+			if now.Sub(at) >= t.badFor {
+				delete(t.bad, k)
+			}
+		}
+		if len(t.bad) >= tokenCacheSize {
+			clear(t.bad)
+		}
+	}
+	t.bad[key] = now
 }
 
 // List returns every token record.

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gafferhq/gaffer/cron"
-	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/webhook"
 )
@@ -25,16 +24,14 @@ type cronJobBody struct {
 	Timeout     *string         `json:"timeout"`
 }
 
-func (b cronJobBody) template(field string) (cron.JobTemplate, *Problem) {
+func (b cronJobBody) template(field string, hooks *webhook.Handler) (cron.JobTemplate, *Problem) {
 	timeout, pr := parseDuration(field+".timeout", b.Timeout)
 	if pr != nil {
 		return cron.JobTemplate{}, pr
 	}
 	if b.Kind == webhook.Kind {
-		if _, _, err := webhook.Validate(b.Args); err != nil {
-			var ve *job.ValidationError
-			errors.As(err, &ve)
-			return cron.JobTemplate{}, fieldProblem(field+"."+ve.Field, ve.Error())
+		if _, _, err := hooks.Validate(b.Args); err != nil {
+			return cron.JobTemplate{}, httpArgsProblem(field+".", err)
 		}
 	}
 	return cron.JobTemplate{Kind: b.Kind, Queue: b.Queue, Args: b.Args, Priority: b.Priority, MaxAttempts: b.MaxAttempts, Timeout: timeout}, nil
@@ -96,7 +93,7 @@ func (s *Server) createCron(r *http.Request, p Principal, body []byte) (int, any
 	if pr != nil {
 		return 0, nil, pr
 	}
-	tmpl, pr := b.Job.template("job")
+	tmpl, pr := b.Job.template("job", s.cfg.Webhook)
 	if pr != nil {
 		return 0, nil, pr
 	}
@@ -169,7 +166,7 @@ func (s *Server) updateCron(r *http.Request, p Principal, body []byte) (int, any
 	}
 	u := cron.Update{Schedule: b.Schedule, Timezone: b.Timezone, Missed: b.Missed, MissedCap: b.MissedCap, Overlap: b.Overlap, Paused: b.Paused}
 	if b.Job != nil {
-		tmpl, pr := b.Job.template("job")
+		tmpl, pr := b.Job.template("job", s.cfg.Webhook)
 		if pr != nil {
 			return 0, nil, pr
 		}

@@ -16,8 +16,8 @@ def obj(props, req=(), extra=False):
     if not extra: o["additionalProperties"]=False
     return o
 schemas={
- "Problem": obj({"type":S(),"title":S(),"status":I(),"detail":S(),"code":S(enum=["invalid_json","unknown_field","invalid_field","invalid_parameter","body_too_large","unsupported_media_type","unauthorized","forbidden","not_found","method_not_allowed","conflict","already_exists","already_replayed","job_finished","not_retryable","idempotency_key_reused","idempotency_key_in_progress","rate_limited","internal_error","unavailable"]),"field":S()},["type","title","status","code"]),
- "AttemptError": obj({"attempt":I(),"at":T(),"error":S(),"kind":S(enum=["error","panic","timeout","unknown_kind","lost","released","cancelled","omitted"]),"node":S(),"stack":S(),"omitted":I()},["attempt","at","error","kind"]),
+ "Problem": obj({"type":S(),"title":S(),"status":I(),"detail":S(),"code":S(enum=["invalid_json","unknown_field","invalid_field","invalid_parameter","body_too_large","unsupported_media_type","unauthorized","forbidden","not_found","method_not_allowed","conflict","already_exists","already_replayed","job_finished","not_retryable","destination_not_allowed","idempotency_key_reused","idempotency_key_in_progress","rate_limited","internal_error","unavailable"]),"field":S()},["type","title","status","code"]),
+ "AttemptError": obj({"attempt":I(),"at":T(),"error":S(),"kind":S(enum=["error","panic","timeout","unknown_kind","lost","released","cancelled","destination_blocked","omitted"]),"node":S(),"stack":S(),"omitted":I()},["attempt","at","error","kind"]),
  "Job": obj({"id":I(format="int64"),"tenant":S(),"kind":S(),"queue":S(),"state":S(enum=["pending","running","retrying","completed","failed","cancelled"]),
    "priority":I(minimum=0,maximum=9),"attempt":I(),"max_attempts":I(),"timeout":S(description="Go duration, e.g. 30s"),"run_at":T(),"created_at":T(),
    "attempted_at":T(),"finalized_at":T(),"node":S(),"unique_key":S(),"replay_of":I(format="int64"),"args":ANY,"result":ANY,
@@ -51,6 +51,10 @@ schemas={
  "TriggerResponse": obj({"job_id":I(format="int64")},["job_id"]),
  "Queue": obj({"name":S(),"paused":B,"pending":I(format="int64"),"retrying":I(format="int64"),"running":I(format="int64"),"oldest_due_age_seconds":N},["name","paused","pending","retrying","running","oldest_due_age_seconds"]),
  "QueueList": obj({"data":arr(ref("Queue"))},["data"]),
+ "WebhookSecret": obj({"id":S(),"tenant":S(),"created_at":T(),"expires_at":T(description="set once a newer secret replaced this one: it signs beside the new one until then")},["id","tenant","created_at"]),
+ "WebhookSecretList": obj({"data":arr(ref("WebhookSecret"))},["data"]),
+ "NewWebhookSecret": obj({"id":S(),"tenant":S(),"created_at":T(),"secret":S(description="whsec_ and the base64 of the key: shown only in this answer")},["id","tenant","created_at","secret"]),
+ "RotateWebhookSecret": obj({"tenant":S(description="tokens spanning tenants only"),"grace":S(description="how long the previous secret keeps signing, e.g. 24h (default)")}),
  "QueueState": obj({"name":S(),"paused":B},["name","paused"]),
  "Node": obj({"id":S(),"hostname":S(),"version":S(),"queues":{"type":"object","additionalProperties":I()},"state":S(enum=["active","draining","dead"]),
    "in_flight":I(),"leader":B,"started_at":T(),"last_seen":T(),"seconds_since_seen":N,"drain_requested_at":T(),"drain_deadline":T(),"drained_at":T(),"left_at":T(),
@@ -114,6 +118,10 @@ paths={
  "/v1/workflows/{id}":{"get":op("A run with its steps' states, attempts, results and timing","jobs:read",{"200":resp("The run",ref("WorkflowRun")),**errs(400,404)},params=[jobid,tenant],opid="getWorkflow")},
  "/v1/workflows/{id}/cancel":{"post":op("Cancel a run: steps not started are cancelled, running steps' handlers are cancelled","jobs:write",{"200":resp("The run",ref("WorkflowRun")),**errs(400,404,409,422)},params=[jobid,tenant],post=True,opid="cancelWorkflow")},
  "/v1/workflows/{id}/signal":{"post":op("Deliver a signal to a waiting signal step; the payload becomes its result","jobs:write",{"200":resp("The run",ref("WorkflowRun")),**errs(400,404,409,413,415,422)},params=[jobid,tenant],rb=body("SignalRequest"),post=True,opid="signalWorkflow")},
+ "/v1/webhook-secrets":{
+   "post":op("Rotate the tenant's webhook signing secret: a new current secret (its text shown once); the previous one signs beside it for the grace period","jobs:write",{"201":resp("The new secret",ref("NewWebhookSecret")),**errs(400,409,413,415,422)},rb=body("RotateWebhookSecret",False),post=True,opid="rotateWebhookSecret"),
+   "get":op("The tenant's webhook secrets that still sign, newest first (without their text)","jobs:read",{"200":resp("Secrets",ref("WebhookSecretList")),**errs(400)},params=[tenant],opid="listWebhookSecrets")},
+ "/v1/webhook-secrets/{id}":{"delete":op("Stop a secret signing now","jobs:write",{"204":resp("Deleted"),**errs(400,404)},params=[path("id",S()),tenant],opid="deleteWebhookSecret")},
  "/v1/queues":{"get":op("Queues with unfinished jobs, or ever paused, or worked by a live node; a tenant token sees only the queues where its tenant has unfinished jobs, with its own counts","jobs:read",{"200":resp("Queues",ref("QueueList"))},opid="listQueues")},
  "/v1/queues/{queue}/pause":{"post":op("Pause a queue cluster-wide","admin",{"200":resp("Paused",ref("QueueState")),**errs(400,409,422)},params=[qname],post=True,opid="pauseQueue")},
  "/v1/queues/{queue}/resume":{"post":op("Resume a queue","admin",{"200":resp("Resumed",ref("QueueState")),**errs(400,409,422)},params=[qname],post=True,opid="resumeQueue")},

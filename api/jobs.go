@@ -78,8 +78,8 @@ func (s *Server) enqueue(r *http.Request, p Principal, body []byte, tx pgx.Tx) (
 		jr.MaxAttempts = *req.MaxAttempts
 	}
 	if req.Kind == webhook.Kind {
-		if _, _, err := webhook.Validate(req.Args); err != nil {
-			return 0, nil, err
+		if _, _, err := s.cfg.Webhook.Validate(req.Args); err != nil {
+			return 0, nil, httpArgsProblem("", err)
 		}
 	}
 	res, err := s.cfg.Jobs.EnqueueTx(r.Context(), tx, jr)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/webhook"
 )
 
 // Problem is an RFC 9457 problem document with a stable machine code.
@@ -49,6 +50,11 @@ const (
 	CodeUnavailable      = "unavailable"
 )
 
+// CodeDestinationNotAllowed: an http job's URL is, by its spelling alone,
+// a destination the node refuses to call (loopback, private, the
+// cluster's own endpoints…; see webhook and internal/egress).
+const CodeDestinationNotAllowed = "destination_not_allowed"
+
 var titles = map[string]string{
 	CodeInvalidJSON: "Request body is not valid JSON", CodeUnknownField: "Unknown field",
 	CodeInvalidField: "Invalid field", CodeInvalidParameter: "Invalid query parameter",
@@ -60,6 +66,7 @@ var titles = map[string]string{
 	CodeIdempotencyReuse: "Idempotency key reused with a different request",
 	CodeIdempotencyBusy:  "A request with this idempotency key is in progress", CodeRateLimited: "Too many requests",
 	CodeInternal: "Internal error", CodeUnavailable: "Service unavailable",
+	CodeDestinationNotAllowed: "Destination not allowed",
 }
 
 func problem(status int, code, detail string) *Problem {
@@ -94,6 +101,23 @@ func asProblem(err error) *Problem {
 		return fieldProblem(se.Field, se.Error())
 	}
 	return problem(http.StatusInternalServerError, CodeInternal, "the server failed to handle the request; see its log")
+}
+
+// httpArgsProblem maps an http job's args error from webhook's Validate
+// to a problem; prefix is where the args sit in the request ("",
+// "job.", "steps[2].").
+func httpArgsProblem(prefix string, err error) *Problem {
+	var de *webhook.DestinationError
+	var ve *job.ValidationError
+	switch {
+	case errors.As(err, &de):
+		p := problem(http.StatusBadRequest, CodeDestinationNotAllowed, de.Error())
+		p.Field = prefix + de.Field
+		return p
+	case errors.As(err, &ve):
+		return fieldProblem(prefix+ve.Field, ve.Error())
+	}
+	return asProblem(err)
 }
 
 func notFoundProblem(what string, id any) *Problem {

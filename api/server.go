@@ -24,6 +24,7 @@ import (
 	"github.com/gafferhq/gaffer/dlq"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/webhook"
 	"github.com/gafferhq/gaffer/workflow"
 )
 
@@ -40,7 +41,15 @@ type Config struct {
 	// Cluster is this node's cluster membership, for GET /v1/cluster; nil
 	// when the node runs without etcd.
 	Cluster *cluster.Cluster
-	Logger  hclog.Logger
+	// Webhook checks the args of http jobs, cron templates and workflow
+	// steps where they enter, against the node's outbound policy (so the
+	// node's own --webhook-allow entries are honoured). Default: a handler
+	// with nothing internal allowed.
+	Webhook *webhook.Handler
+	// WebhookSecrets manages the tenants' signing secrets. Default: on
+	// Store.
+	WebhookSecrets *webhook.Secrets
+	Logger         hclog.Logger
 	// Registerer receives the API's request metrics.
 	Registerer prometheus.Registerer
 	// MaxBodyBytes caps a request body. Default 2 MiB.
@@ -53,6 +62,13 @@ type Config struct {
 	// first response. Default 24h (the leader's retention deletes keys
 	// after the same time; see job.RetentionCleanerConfig).
 	IdempotencyRetention time.Duration
+	// TrustedProxies are the proxies whose X-Forwarded-For names the
+	// client. Default: none (the client is the TCP peer).
+	TrustedProxies *TrustedProxies
+	// Failures limits failed authentications per client address; share
+	// one with the dashboard so that both count against one budget.
+	// Default: a FailureLimiter of its own, with its defaults.
+	Failures *FailureLimiter
 }
 
 // Server is the HTTP API under /v1. It is an http.Handler.
@@ -71,6 +87,16 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil || cfg.Tokens == nil || cfg.Jobs == nil || cfg.DLQ == nil || cfg.Cron == nil || cfg.Workflows == nil {
 		return nil, errors.New("api: Config.Store, Tokens, Jobs, DLQ, Cron and Workflows are required")
 	}
+	if cfg.Webhook == nil {
+		h, err := webhook.New(context.Background(), webhook.Config{})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Webhook = h
+	}
+	if cfg.WebhookSecrets == nil {
+		cfg.WebhookSecrets = webhook.NewSecrets(cfg.Store)
+	}
 	if cfg.Admin == nil {
 		cfg.Admin = cluster.NewAdmin(cfg.Store)
 	}
@@ -88,6 +114,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.IdempotencyRetention == 0 {
 		cfg.IdempotencyRetention = job.DefaultIdempotencyRetention
+	}
+	if cfg.Failures == nil {
+		cfg.Failures = NewFailureLimiter(FailureLimiterConfig{})
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.Named("api"), mux: http.NewServeMux(), limiters: map[string]*rate.Limiter{},
 		metrics: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "gaffer", Subsystem: "api", Name: "request_duration_seconds",
@@ -145,6 +174,10 @@ func (s *Server) routes() {
 	s.handle("GET /v1/workflows/{id}", ScopeJobsRead, s.getWorkflow)
 	s.handle("POST /v1/workflows/{id}/cancel", ScopeJobsWrite, s.cancelWorkflow)
 	s.handle("POST /v1/workflows/{id}/signal", ScopeJobsWrite, s.signalWorkflow)
+
+	s.handle("POST /v1/webhook-secrets", ScopeJobsWrite, s.rotateWebhookSecret)
+	s.handle("GET /v1/webhook-secrets", ScopeJobsRead, s.listWebhookSecrets)
+	s.handle("DELETE /v1/webhook-secrets/{id}", ScopeJobsWrite, s.deleteWebhookSecret)
 
 	s.handle("GET /v1/queues", ScopeJobsRead, s.listQueues)
 	s.handle("POST /v1/queues/{queue}/pause", ScopeAdmin, s.pauseQueue)
@@ -206,8 +239,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern, scope st
 		writeProblem(w, problem(http.StatusUnauthorized, CodeUnauthorized, "send an API token: Authorization: Bearer <token>"))
 		return
 	}
+	client := s.cfg.TrustedProxies.ClientAddr(r)
+	if wait, blocked := s.cfg.Failures.Blocked(client); blocked {
+		w.Header().Set("Retry-After", RetryAfter(wait))
+		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "too many failed authentications from this address; retry after the Retry-After seconds"))
+		return
+	}
 	p, err := s.cfg.Tokens.Authenticate(r.Context(), text)
 	if errors.Is(err, ErrBadToken) {
+		s.cfg.Failures.Fail(client)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="gaffer", error="invalid_token"`)
 		writeProblem(w, problem(http.StatusUnauthorized, CodeUnauthorized, "the token is unknown or revoked"))
 		return
@@ -222,7 +262,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern, scope st
 		return
 	}
 	if wait, ok := s.allow(p.TokenID); !ok {
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		w.Header().Set("Retry-After", RetryAfter(wait))
 		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "this token is over its request rate; retry after the Retry-After seconds"))
 		return
 	}
@@ -369,6 +409,12 @@ func (s *Server) allow(tokenID string) (time.Duration, bool) {
 		return d, false
 	}
 	return 0, true
+}
+
+// RetryAfter formats wait as a Retry-After header value: whole seconds,
+// rounded up, at least 1.
+func RetryAfter(wait time.Duration) string {
+	return strconv.Itoa(max(1, int(math.Ceil(wait.Seconds()))))
 }
 
 type recorder struct {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/webhook"
 	"github.com/gafferhq/gaffer/workflow"
 )
@@ -34,7 +33,7 @@ type workflowBody struct {
 	Steps  []workflowStepBody `json:"steps"`
 }
 
-func (b workflowBody) definition(p Principal) (workflow.Definition, *Problem) {
+func (b workflowBody) definition(p Principal, hooks *webhook.Handler) (workflow.Definition, *Problem) {
 	tenant, pr := p.writeTenant(b.Tenant)
 	if pr != nil {
 		return workflow.Definition{}, pr
@@ -55,10 +54,8 @@ func (b workflowBody) definition(p Principal) (workflow.Definition, *Problem) {
 			return def, pr
 		}
 		if s.Kind == webhook.Kind {
-			if _, _, err := webhook.Validate(s.Args); err != nil {
-				var ve *job.ValidationError
-				errors.As(err, &ve)
-				return def, fieldProblem(field+ve.Field, ve.Error())
+			if _, _, err := hooks.Validate(s.Args); err != nil {
+				return def, httpArgsProblem(field, err)
 			}
 		}
 		def.Steps[i] = workflow.Step{Name: s.Name, Kind: s.Kind, Args: s.Args, Queue: s.Queue, Priority: s.Priority, MaxAttempts: s.MaxAttempts,
@@ -84,7 +81,7 @@ func (s *Server) submitWorkflow(r *http.Request, p Principal, body []byte, tx pg
 	if pr := decodeStrict(body, &b); pr != nil {
 		return 0, nil, pr
 	}
-	def, pr := b.definition(p)
+	def, pr := b.definition(p, s.cfg.Webhook)
 	if pr != nil {
 		return 0, nil, pr
 	}

@@ -27,8 +27,9 @@ type Cluster struct {
 	cfg     Config
 	log     hclog.Logger
 	store   *store.Store
-	client  *clientv3.Client
 	metrics *metrics
+	// client is nil until the session loop first connects (see connect).
+	client atomic.Pointer[clientv3.Client]
 
 	services []Service // leader-only, in start order
 
@@ -48,6 +49,7 @@ type Cluster struct {
 	leading   *leadership
 	state     string // "active", "draining" or "left"
 	leaderID  string
+	etcdErr   string        // why the last session ended or could not start
 	drainStop chan struct{} // closes to cancel a running drain
 	leaveOnce sync.Once
 }
@@ -60,31 +62,51 @@ type leadership struct {
 	fenced chan struct{}
 }
 
-// New validates cfg and connects an etcd client (which dials lazily: an
-// unreachable etcd does not fail New). Register leader-only services with
-// LeaderServices before Start.
+// New validates cfg. It does not touch etcd: the session loop connects,
+// so an unreachable etcd (or refused credentials) never fails New or
+// Start. Register leader-only services with LeaderServices before Start.
 func New(cfg Config) (*Cluster, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	client, err := clientv3.New(clientv3.Config{
-		Endpoints:            cfg.Endpoints,
-		DialTimeout:          cfg.DialTimeout,
-		DialKeepAliveTime:    cfg.SessionTTL / 2,
-		DialKeepAliveTimeout: cfg.SessionTTL / 4,
-		Logger:               zap.NewNop(),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cluster: etcd client: %w", err)
-	}
 	c := &Cluster{
-		cfg: cfg, log: cfg.Logger.Named("cluster"), store: cfg.Store, client: client,
+		cfg: cfg, log: cfg.Logger.Named("cluster"), store: cfg.Store,
 		metrics: newMetrics(cfg.Registerer), state: "active",
 		wakeReport: make(chan struct{}, 1),
 	}
 	c.services = []Service{newDeadNodeRescuer(c)}
 	return c, nil
 }
+
+// connect returns the etcd client, creating it the first time. Without a
+// username that only sets up a lazily dialling client; with one, the
+// client authenticates as it is created (etcd's client does so), which
+// fails while etcd is unreachable or refuses the credentials: the
+// session loop then retries. Only the session loop calls it.
+func (c *Cluster) connect() (*clientv3.Client, error) {
+	if cl := c.client.Load(); cl != nil {
+		return cl, nil
+	}
+	cl, err := clientv3.New(clientv3.Config{
+		Endpoints:            c.cfg.Endpoints,
+		DialTimeout:          c.cfg.DialTimeout,
+		DialKeepAliveTime:    c.cfg.SessionTTL / 2,
+		DialKeepAliveTimeout: c.cfg.SessionTTL / 4,
+		TLS:                  c.cfg.TLS,
+		Username:             c.cfg.Username,
+		Password:             c.cfg.Password,
+		Logger:               zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect to etcd: %w", err)
+	}
+	c.client.Store(cl)
+	return cl, nil
+}
+
+// etcd is the client the session loop connected. Leader services and the
+// session's helpers run only within a session, so it is never nil there.
+func (c *Cluster) etcd() *clientv3.Client { return c.client.Load() }
 
 // LeaderServices adds services that run only on the leader. They start in
 // the order given when this node wins the election, and stop in the
@@ -116,7 +138,9 @@ func (c *Cluster) Start(ctx context.Context) error {
 func (c *Cluster) Stop() {
 	c.runner.Stop()
 	c.reporter.Stop()
-	c.client.Close()
+	if cl := c.client.Load(); cl != nil {
+		cl.Close()
+	}
 }
 
 // IsLeader reports whether this node leads and can prove it now.
@@ -150,13 +174,20 @@ func (c *Cluster) Status() Status {
 		s.IsLeader, s.Epoch = true, c.leading.epoch
 	}
 	if !s.EtcdConnected {
-		s.Degraded = append(s.Degraded, "etcd unreachable: jobs run from PostgreSQL; leader-only work (cron, rescue of dead nodes) is paused until etcd returns")
+		what := "etcd unreachable"
+		if c.etcdErr != "" {
+			// Refused credentials or certificates look the same to the jobs:
+			// say which it is.
+			what = "not connected to etcd (" + c.etcdErr + ")"
+		}
+		s.Degraded = append(s.Degraded, what+": jobs run from PostgreSQL; leader-only work (cron, rescue of dead nodes) is paused until etcd returns")
 	}
 	return s
 }
 
-// Client is the cluster's etcd client, for listing members.
-func (c *Cluster) Client() *clientv3.Client { return c.client }
+// Client is the cluster's etcd client, for listing members; nil until
+// the node first connected to etcd.
+func (c *Cluster) Client() *clientv3.Client { return c.client.Load() }
 
 func (c *Cluster) nodeKey(id string) string { return c.cfg.Prefix + "/nodes/" + id }
 func (c *Cluster) nodesPrefix() string      { return c.cfg.Prefix + "/nodes/" }
@@ -173,6 +204,10 @@ func (c *Cluster) sessionLoop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		err = c.explainTimeout(ctx, err)
+		c.mu.Lock()
+		c.etcdErr = err.Error()
+		c.mu.Unlock()
 		c.log.Warn("etcd session ended; retrying", "error", err, "backoff", backoff)
 		if !sleepCtx(ctx, backoff/2+rand.N(backoff/2+1)) {
 			return
@@ -184,16 +219,20 @@ func (c *Cluster) sessionLoop(ctx context.Context) {
 // session runs one etcd session: register, campaign, lead, until the
 // session ends or ctx does.
 func (c *Cluster) session(ctx context.Context, connected func()) error {
+	client, err := c.connect()
+	if err != nil {
+		return err
+	}
 	ttl := int(c.cfg.SessionTTL / time.Second)
 	grantCtx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
-	lease, err := c.client.Grant(grantCtx, int64(ttl))
+	lease, err := client.Grant(grantCtx, int64(ttl))
 	cancel()
 	if err != nil {
 		return fmt.Errorf("grant lease: %w", err)
 	}
 	// The session's own context must outlive ctx: Close revokes the lease
 	// with it.
-	sess, err := concurrency.NewSession(c.client, concurrency.WithLease(lease.ID), concurrency.WithContext(context.WithoutCancel(ctx)))
+	sess, err := concurrency.NewSession(client, concurrency.WithLease(lease.ID), concurrency.WithContext(context.WithoutCancel(ctx)))
 	if err != nil {
 		return fmt.Errorf("new session: %w", err)
 	}
@@ -203,13 +242,16 @@ func (c *Cluster) session(ctx context.Context, connected func()) error {
 		closeCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		sess.Orphan()
-		c.client.Revoke(closeCtx, sess.Lease())
+		client.Revoke(closeCtx, sess.Lease())
 	}()
 	c.lastAck.Store(time.Now().UnixNano())
 	go c.watchKeepalives(sessCtx, sess)
 	if err := c.publish(sessCtx, sess); err != nil {
 		return fmt.Errorf("register node: %w", err)
 	}
+	c.mu.Lock()
+	c.etcdErr = ""
+	c.mu.Unlock()
 	c.connected.Store(true)
 	c.metrics.etcdConnected.Set(1)
 	connected()
@@ -299,7 +341,7 @@ func (c *Cluster) becomeLeader(nodeCtx, ctx context.Context, sess *concurrency.S
 		return nil, errors.New("session ended while campaigning")
 	default:
 	}
-	resp, err := c.client.Get(ctx, e.Key())
+	resp, err := c.etcd().Get(ctx, e.Key())
 	if err != nil {
 		return nil, fmt.Errorf("confirm election key: %w", err)
 	}
@@ -432,7 +474,7 @@ var errNotLeader = service.ErrNotLeader
 // watchKeepalives records when etcd last answered a keepalive for the
 // session's lease: the start of the trust window.
 func (c *Cluster) watchKeepalives(ctx context.Context, sess *concurrency.Session) {
-	ch, err := c.client.KeepAlive(ctx, sess.Lease())
+	ch, err := c.etcd().KeepAlive(ctx, sess.Lease())
 	if err != nil {
 		return
 	}
@@ -475,7 +517,7 @@ func (c *Cluster) publish(ctx context.Context, sess *concurrency.Session) error 
 	}
 	putCtx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
 	defer cancel()
-	if _, err := c.client.Put(putCtx, c.nodeKey(c.cfg.Node.ID), string(b), clientv3.WithLease(sess.Lease())); err != nil {
+	if _, err := c.etcd().Put(putCtx, c.nodeKey(c.cfg.Node.ID), string(b), clientv3.WithLease(sess.Lease())); err != nil {
 		return err
 	}
 	c.published = value
@@ -486,7 +528,11 @@ var startedAt = time.Now()
 
 // Members lists the nodes registered in etcd now.
 func (c *Cluster) Members(ctx context.Context) ([]Member, error) {
-	resp, err := c.client.Get(ctx, c.nodesPrefix(), clientv3.WithPrefix())
+	client := c.client.Load()
+	if client == nil {
+		return nil, errors.New("not connected to etcd yet")
+	}
+	resp, err := client.Get(ctx, c.nodesPrefix(), clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
 	}

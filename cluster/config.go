@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
@@ -44,6 +45,15 @@ type NodeInfo struct {
 type Config struct {
 	// Endpoints of the etcd cluster. Required.
 	Endpoints []string
+	// TLS, when set, secures the connections to https:// endpoints:
+	// RootCAs verifies etcd, Certificates is the client certificate.
+	// Default: plain connections (the system's roots for https://).
+	TLS *tls.Config
+	// Username and Password authenticate to an etcd with auth enabled.
+	// With them the client authenticates as it connects, so refused
+	// credentials show as the session failing to start (see Status).
+	Username string
+	Password string
 	// Prefix under which the cluster keeps its keys. Default "/gaffer".
 	Prefix string
 	// SessionTTL is the etcd lease behind this node's membership and
@@ -92,6 +102,8 @@ func (c *Config) setDefaults() error {
 		return errors.New("cluster: Config.Store is required")
 	case c.Node.ID == "":
 		return errors.New("cluster: Config.Node.ID is required")
+	case (c.Username == "") != (c.Password == ""):
+		return errors.New("cluster: Config.Username and Password go together")
 	case c.Worker == nil:
 		return errors.New("cluster: Config.Worker is required")
 	case c.RescueNode == nil:

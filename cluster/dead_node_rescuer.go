@@ -41,7 +41,7 @@ func (d *deadNodeRescuer) Stop() { d.runner.Stop() }
 
 func (d *deadNodeRescuer) run(ctx context.Context) error {
 	c := d.c
-	resp, err := c.client.Get(ctx, c.nodesPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := c.etcd().Get(ctx, c.nodesPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return err
 	}
@@ -62,7 +62,7 @@ func (d *deadNodeRescuer) run(ctx context.Context) error {
 		}
 	}
 	d.refreshGauge(ctx)
-	watch := c.client.Watch(clientv3.WithRequireLeader(ctx), c.nodesPrefix(), clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	watch := c.etcd().Watch(clientv3.WithRequireLeader(ctx), c.nodesPrefix(), clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
 	gauge := time.NewTicker(5 * time.Second)
 	defer gauge.Stop()
 	for {
@@ -101,7 +101,7 @@ func (d *deadNodeRescuer) lost(ctx context.Context, id string) error {
 		return nil
 	}
 	// The same node may already be back under a new session.
-	if resp, err := c.client.Get(ctx, c.nodeKey(id), clientv3.WithKeysOnly()); err != nil {
+	if resp, err := c.etcd().Get(ctx, c.nodeKey(id), clientv3.WithKeysOnly()); err != nil {
 		return err
 	} else if len(resp.Kvs) > 0 {
 		return nil

@@ -63,6 +63,17 @@
 //     claim statement refuses to claim for a node with a drain order, so
 //     claims stop at the order's commit.
 //
+// # Reaching etcd
+//
+// Config.TLS and Config.Username/Password reach an etcd that requires
+// client certificates and authentication. The client is made by the
+// session loop, not by New: etcd's client authenticates as it is made,
+// and an etcd that is down or refuses the credentials must not keep the
+// node from starting and running jobs. Such a node stays out of the
+// cluster, retrying with backoff, and Status().Degraded names the reason
+// (an etcd call that timed out is explained by probing the endpoints: a
+// refused dial, or a TLS handshake etcd or the node rejected).
+//
 // # What this package must never do
 //
 // Let job processing depend on etcd; act as leader without a live,

@@ -48,7 +48,7 @@ func (c *Cluster) generation(ctx context.Context) (int64, error) {
 	fenced := generationOf(fence.Epoch)
 	key := c.generationKey()
 	for range 3 {
-		resp, err := c.client.Get(ctx, key)
+		resp, err := c.etcd().Get(ctx, key)
 		if err != nil {
 			return 0, err
 		}
@@ -64,7 +64,7 @@ func (c *Cluster) generation(ctx context.Context) (int64, error) {
 			return gen, nil
 		}
 		next := fenced + 1
-		txn, err := c.client.Txn(ctx).
+		txn, err := c.etcd().Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
 			Then(clientv3.OpPut(key, strconv.FormatInt(next, 10))).
 			Commit()

@@ -127,10 +127,12 @@ func (c *Cluster) drain(ctx context.Context, left time.Duration, stop chan struc
 	}
 }
 
-// cancelDrain puts a draining node back to work.
+// cancelDrain puts a node draining on a drain order back to work. A node
+// draining because it is shutting down (SetDraining) has no order to take
+// back: it stays draining.
 func (c *Cluster) cancelDrain() {
 	c.mu.Lock()
-	if c.state != "draining" {
+	if c.state != "draining" || c.drainStop == nil {
 		c.mu.Unlock()
 		return
 	}

@@ -52,7 +52,7 @@ func TestReportRacingLeaveKeepsTheLeave(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.client.Close()
+	defer c.Stop() // New dialled nothing; Stop closes whatever a session opened
 	if err := st.RegisterNode(ctx, "n", "test", "test", nil, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -73,5 +73,35 @@ func TestReportRacingLeaveKeepsTheLeave(t *testing.T) {
 	}
 	if state != "dead" || reason != "drained" {
 		t.Fatalf("after a report raced the leave the node is %s (%q), want dead (drained)", state, reason)
+	}
+}
+
+// A node shutting down marks itself draining and wakes its report; that
+// report finds no drain order in the nodes table (nobody ordered one) and
+// must not take the shutdown's drain for a cancelled order: it closed the
+// order's channel, which a shutdown drain does not have, and the process
+// panicked ("close of nil channel") between SIGTERM and exit.
+func TestReportDuringShutdownDrainKeepsDraining(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.NewStore(t)
+	c, err := New(Config{
+		Endpoints: []string{"127.0.0.1:1"}, // never dialled: this needs only PostgreSQL
+		Store:     st, Node: NodeInfo{ID: "n", Hostname: "test", Version: "test"},
+		Worker:     &leavingWorker{leave: func() {}},
+		RescueNode: func(context.Context, Fence, string) (int, error) { return 0, nil },
+		Registerer: prometheus.NewRegistry(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	if err := st.RegisterNode(ctx, "n", "test", "test", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.SetDraining()
+	c.report(ctx)
+	if s := c.Status().State; s != "draining" {
+		t.Fatalf("after a report during a shutdown drain the node is %s, want draining", s)
 	}
 }

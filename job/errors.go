@@ -34,7 +34,12 @@ func Snooze(d time.Duration) error { return &SnoozeError{Delay: max(d, 0)} }
 
 // PermanentError fails the job at once, whatever attempts remain: it goes
 // straight to the DLQ.
-type PermanentError struct{ Err error }
+type PermanentError struct {
+	Err error
+	// kind, when set, replaces "error" as the attempt's AttemptError.Kind.
+	// Only this package's constructors set it, so kinds stay a closed set.
+	kind string
+}
 
 func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
 func (e *PermanentError) Unwrap() error { return e.Err }
@@ -46,6 +51,21 @@ func Permanent(err error) error {
 		err = errors.New("permanent failure")
 	}
 	return &PermanentError{Err: err}
+}
+
+// KindDestinationBlocked is the AttemptError.Kind of an attempt that
+// refused to call a destination the operator has not allowed.
+const KindDestinationBlocked = "destination_blocked"
+
+// DestinationBlocked wraps err so that, returned by a handler, the job
+// fails for good (no retries, straight to the DLQ) and the attempt's error
+// kind is "destination_blocked": the handler refused to call a destination
+// the operator has not allowed, and retrying cannot change that.
+func DestinationBlocked(err error) error {
+	if err == nil {
+		err = errors.New("destination not allowed")
+	}
+	return &PermanentError{Err: err, kind: KindDestinationBlocked}
 }
 
 // RetryAfterError is a failed attempt whose retry is due after Delay

@@ -56,9 +56,11 @@ type AttemptError struct {
 	Error   string    `json:"error"`
 	// Kind is "error", "panic", "timeout", "unknown_kind", "lost" (the
 	// lease expired or the node died), "released" (the node stopped),
-	// "cancelled", or "omitted": the history keeps the first 3 and the
-	// latest attempts (20 entries in all) and this entry counts the
-	// attempts dropped between them (Omitted).
+	// "cancelled", "destination_blocked" (the handler refused to call a
+	// destination the operator has not allowed; see DestinationBlocked),
+	// or "omitted": the history keeps the first 3 and the latest attempts
+	// (20 entries in all) and this entry counts the attempts dropped
+	// between them (Omitted).
 	Kind  string `json:"kind"`
 	Node  string `json:"node,omitempty"`
 	Stack string `json:"stack,omitempty"`

@@ -39,8 +39,8 @@ type RetentionCleanerConfig struct {
 }
 
 // RetentionCleaner deletes finished jobs, DLQ entries and idempotency keys
-// past their retention, in small batches so that it never holds many
-// locks.
+// past their retention, and expired dashboard sessions and webhook
+// secrets, in small fenced batches so that it never holds many locks.
 type RetentionCleaner struct {
 	cfg    RetentionCleanerConfig
 	log    hclog.Logger
@@ -100,10 +100,15 @@ func (c *RetentionCleaner) Stop() { c.runner.Stop() }
 // Deleted counts the rows one sweep deleted, per table.
 type Deleted struct {
 	Jobs, DLQEntries, IdempotencyKeys int64
+	// Sessions are expired dashboard sessions.
+	Sessions int64
+	// WebhookSecrets are rotated-out signing secrets past their grace.
+	WebhookSecrets int64
 }
 
 // RunOnce deletes everything past retention now and returns how many rows
-// of each table it deleted.
+// of each table it deleted. It stops at the first error, returning what
+// it deleted so far.
 func (c *RetentionCleaner) RunOnce(ctx context.Context) (Deleted, error) {
 	var d Deleted
 	sweeps := []struct {
@@ -119,6 +124,12 @@ func (c *RetentionCleaner) RunOnce(ctx context.Context) (Deleted, error) {
 		{&d.IdempotencyKeys, func(q store.DB) (int64, error) {
 			return c.cfg.Store.DeleteOldIdempotencyKeys(ctx, q, c.cfg.IdempotencyRetention, c.cfg.BatchSize)
 		}},
+		{&d.Sessions, func(q store.DB) (int64, error) {
+			return c.cfg.Store.DeleteExpiredUISessions(ctx, q, c.cfg.BatchSize)
+		}},
+		{&d.WebhookSecrets, func(q store.DB) (int64, error) {
+			return c.cfg.Store.DeleteExpiredWebhookSecrets(ctx, q, c.cfg.BatchSize)
+		}},
 	}
 	for _, sw := range sweeps {
 		n, err := c.drainBatches(ctx, sw.del)
@@ -128,7 +139,8 @@ func (c *RetentionCleaner) RunOnce(ctx context.Context) (Deleted, error) {
 		}
 	}
 	if d != (Deleted{}) {
-		c.log.Debug("deleted expired rows", "jobs", d.Jobs, "dlq_entries", d.DLQEntries, "idempotency_keys", d.IdempotencyKeys)
+		c.log.Debug("deleted expired rows", "jobs", d.Jobs, "dlq_entries", d.DLQEntries, "idempotency_keys", d.IdempotencyKeys,
+			"sessions", d.Sessions, "webhook_secrets", d.WebhookSecrets)
 	}
 	return d, nil
 }

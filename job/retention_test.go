@@ -2,11 +2,13 @@ package job_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 )
 
 func TestRetentionDeletesOnlyExpiredFinishedRows(t *testing.T) {
@@ -90,4 +92,61 @@ func TestRetentionDeletesExpiredIdempotencyKeys(t *testing.T) {
 	if strings.Join(left, ",") != "fresh,old-1" {
 		t.Fatalf("keys left: %v, want fresh,old-1", left)
 	}
+}
+
+// Expired dashboard sessions are deleted by the leader's retention sweep,
+// in batches, under the fence like its other deletes: a deposed leader's
+// sweep deletes nothing. Red if the sessions were deleted outside the
+// fenced transaction.
+func TestRetentionDeletesExpiredSessionsUnderTheFence(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.exec(`INSERT INTO gaffer.api_tokens (id, name, hash, tenant, scopes) VALUES ('tok_x', 'x', '\x01', 'default', '{jobs:read}')`)
+	for i, expires := range []string{"-1 hour", "-1 minute", "-12 hours", "+1 hour"} {
+		e.exec(`INSERT INTO gaffer.ui_sessions (id_hash, token_id, tenant, scopes, expires_at)
+		        VALUES ($1, 'tok_x', 'default', '{jobs:read}', now() + $2::interval)`, []byte{byte(i)}, expires)
+	}
+	c, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Store: e.st, BatchSize: 2, Fence: deposedAtSessions{st: e.st}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RunOnce(ctx); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("a sweep deposed at the sessions: %v, want ErrFenced", err)
+	}
+	var n int
+	if err := e.st.Pool().QueryRow(ctx, `SELECT count(*) FROM gaffer.ui_sessions`).Scan(&n); err != nil || n != 4 {
+		t.Fatalf("%d sessions left after a sweep fenced off at the sessions (%v), want all 4", n, err)
+	}
+
+	c, _ = job.NewRetentionCleaner(job.RetentionCleanerConfig{Store: e.st, BatchSize: 2})
+	swept, err := c.RunOnce(ctx)
+	if err != nil || swept.Sessions != 3 {
+		t.Fatalf("deleted %d sessions (%v), want the 3 expired", swept.Sessions, err)
+	}
+	var live int
+	if err := e.st.Pool().QueryRow(ctx, `SELECT count(*) FROM gaffer.ui_sessions WHERE expires_at > now()`).Scan(&live); err != nil || live != 1 {
+		t.Fatalf("%d live sessions left (%v), want 1", live, err)
+	}
+}
+
+// deposedAtSessions is the fence of a leader deposed while it swept: it
+// lets the job and DLQ batches commit (there are none to delete) and
+// refuses to commit the first batch that deletes a session.
+type deposedAtSessions struct{ st *store.Store }
+
+func (f deposedAtSessions) Do(ctx context.Context, fn func(q store.DB) error) error {
+	return f.st.InTx(ctx, func(q store.DB) error {
+		var before int
+		q.QueryRow(ctx, `SELECT count(*) FROM gaffer.ui_sessions`).Scan(&before)
+		if err := fn(q); err != nil {
+			return err
+		}
+		var after int
+		q.QueryRow(ctx, `SELECT count(*) FROM gaffer.ui_sessions`).Scan(&after)
+		if after != before {
+			return store.ErrFenced
+		}
+		return nil
+	})
 }

@@ -624,6 +624,9 @@ func (w *Worker) record(e *execution, err error, errKind, stack string, cause er
 	// The message is stored and shown to the tenant's readers: no URL
 	// passwords or query values (a failed call's error quotes its URL).
 	f := store.Failure{Lease: e.lease, Message: redact.URLs(err.Error()), Kind: errKind, Stack: stack, Permanent: errors.As(err, &perm)}
+	if f.Permanent && perm.kind != "" {
+		f.Kind = perm.kind
+	}
 	var after *RetryAfterError
 	switch {
 	case f.Permanent:

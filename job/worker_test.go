@@ -197,6 +197,30 @@ func TestPermanentErrorGoesStraightToDLQ(t *testing.T) {
 	}
 }
 
+// A handler that refused to call a destination the operator has not
+// allowed fails for good, marked destination_blocked: retrying cannot help.
+func TestDestinationBlockedFailsForGoodWithItsKind(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.reg.HandleFunc("blocked", func(ctx context.Context, j *job.Job) error {
+		return job.DestinationBlocked(errors.New("POST http://127.0.0.1/: destination not allowed"))
+	})
+	e.startWorker(job.WorkerConfig{})
+	j := e.enqueue(job.Request{Kind: "blocked", MaxAttempts: 10})
+	f := e.waitState(j.ID, job.Failed)
+	if f.Attempt != 1 || len(f.Errors) != 1 {
+		t.Fatalf("attempt %d, errors %+v; want one attempt", f.Attempt, f.Errors)
+	}
+	if got := f.Errors[0]; got.Kind != "destination_blocked" || got.Error != "permanent: POST http://127.0.0.1/: destination not allowed" {
+		t.Fatalf("error %+v, want kind destination_blocked", got)
+	}
+	var reason string
+	e.st.Pool().QueryRow(context.Background(), `SELECT reason FROM gaffer.dlq WHERE job_id = $1`, j.ID).Scan(&reason)
+	if reason != "permanent" {
+		t.Fatalf("DLQ reason %q", reason)
+	}
+}
+
 func TestPanicIsAFailedAttemptWithStack(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -19,6 +19,15 @@ import (
 // belongs to another tenant).
 var ErrNotFound = errors.New("not found")
 
+// ErrConflict: a concurrent change got there first; retrying may succeed.
+var ErrConflict = errors.New("conflict")
+
+// isUniqueViolation reports whether err is PostgreSQL's unique_violation.
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
 // DB is what the store needs from a connection: a pool or a transaction.
 // Passing the caller's pgx.Tx makes a write part of that transaction.
 type DB interface {

@@ -2,19 +2,21 @@
 // every node serves, reading and acting through the same clients, tokens
 // and scopes as the HTTP API.
 //
-// A visitor signs in with an API token; the token is kept in an HttpOnly,
-// SameSite=Strict cookie scoped to /ui and checked on every request, so a
-// revoked token stops working within the token cache's lifetime. Every
-// action is a POST carrying a CSRF token derived from the session's API
-// token, and a POST from another origin is refused.
+// A visitor signs in with an API token and gets a session: the cookie
+// (HttpOnly, SameSite=Strict, scoped to /ui/, Secure over TLS) holds a
+// random 256-bit session id, never the token; the database holds the id's
+// hash with the token's id, tenant and scopes, and an absolute expiry.
+// Every request looks the session up and checks the token is not revoked,
+// so signing out or revoking the token ends the session on its next
+// request, on every node. Every action is a POST carrying a CSRF token
+// bound to the session, and a POST from another origin is refused. Failed
+// sign-ins and unknown sessions count against the client's address (see
+// api.FailureLimiter).
 package ui
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"embed"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"html/template"
@@ -48,8 +50,15 @@ type Config struct {
 	// Cluster is the serving node's membership; nil without etcd.
 	Cluster *cluster.Cluster
 	Logger  hclog.Logger
-	// SessionLength is how long a sign-in lasts. Default 12h.
+	// SessionLength is how long a sign-in lasts, from sign-in. Default 12h.
 	SessionLength time.Duration
+	// TrustedProxies are the proxies whose X-Forwarded-For (the client's
+	// address) and X-Forwarded-Proto (whether it used TLS) are believed.
+	// Default: none.
+	TrustedProxies *api.TrustedProxies
+	// Failures limits failed sign-ins per client address; share the API's.
+	// Default: a FailureLimiter of its own.
+	Failures *api.FailureLimiter
 }
 
 // Handler serves the dashboard under /ui/. It is an http.Handler.
@@ -87,6 +96,9 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.SessionLength == 0 {
 		cfg.SessionLength = 12 * time.Hour
 	}
+	if cfg.Failures == nil {
+		cfg.Failures = api.NewFailureLimiter(api.FailureLimiterConfig{})
+	}
 	h := &Handler{cfg: cfg, log: cfg.Logger.Named("ui"), mux: http.NewServeMux(), pages: map[string]*template.Template{}}
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
@@ -114,6 +126,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("Referrer-Policy", "same-origin")
+	if h.cfg.TrustedProxies.HTTPS(r) {
+		hd.Set("Strict-Transport-Security", hsts)
+	}
 	h.mux.ServeHTTP(w, r)
 }
 
@@ -158,9 +173,8 @@ func (h *Handler) routes() {
 	h.post("POST /ui/workflows/{id}/cancel", api.ScopeJobsWrite, h.cancelWorkflow)
 
 	h.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
-		p, ok := h.principal(r)
+		p, ok := h.signedIn(w, r)
 		if !ok {
-			h.toLogin(w, r)
 			return
 		}
 		h.renderError(w, r, p, "", http.StatusNotFound, "No such page: "+r.URL.Path)
@@ -198,16 +212,15 @@ func (h *Handler) get(pattern, name string, pg page) {
 		panic("ui: no template for page " + name)
 	}
 	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		p, ok := h.principal(r)
+		p, ok := h.signedIn(w, r)
 		if !ok {
-			h.toLogin(w, r)
 			return
 		}
 		if !p.Allows(api.ScopeJobsRead) {
 			h.renderError(w, r, p, "", http.StatusForbidden, "This token lacks the jobs:read scope the dashboard needs.")
 			return
 		}
-		v := &view{P: p, Nav: strings.SplitN(name, "_", 2)[0], CSRF: h.csrf(r), Flash: takeFlash(w, r), Now: time.Now()}
+		v := &view{P: p, Nav: strings.SplitN(name, "_", 2)[0], CSRF: h.csrf(r), Flash: h.takeFlash(w, r), Now: time.Now()}
 		if p.Tenant == api.AllTenants {
 			v.Tenant = r.URL.Query().Get("tenant")
 		}
@@ -225,9 +238,8 @@ func (h *Handler) get(pattern, name string, pg page) {
 
 func (h *Handler) post(pattern, scope string, act action) {
 	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		p, ok := h.principal(r)
+		p, ok := h.signedIn(w, r)
 		if !ok {
-			h.toLogin(w, r)
 			return
 		}
 		if !sameOrigin(r) {
@@ -239,7 +251,7 @@ func (h *Handler) post(pattern, scope string, act action) {
 			h.renderError(w, r, p, "", http.StatusBadRequest, "The form could not be read: "+err.Error())
 			return
 		}
-		if !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(h.csrf(r))) {
+		if !h.validCSRF(r) {
 			h.renderError(w, r, p, "", http.StatusForbidden, "The form's CSRF token is missing or stale; reload the page and try again.")
 			return
 		}
@@ -259,7 +271,7 @@ func (h *Handler) post(pattern, scope string, act action) {
 				to = backTo(r)
 			}
 		}
-		setFlash(w, msg)
+		h.setFlash(w, r, msg)
 		http.Redirect(w, r, to, http.StatusSeeOther)
 	})
 }
@@ -335,34 +347,6 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	}
 }
 
-// principal authenticates the session cookie.
-func (h *Handler) principal(r *http.Request) (api.Principal, bool) {
-	c, err := r.Cookie(sessionCookie)
-	if err != nil || c.Value == "" {
-		return api.Principal{}, false
-	}
-	p, err := h.cfg.Tokens.Authenticate(r.Context(), c.Value)
-	if err != nil {
-		if !errors.Is(err, api.ErrBadToken) {
-			h.log.Warn("check dashboard session", "error", err)
-		}
-		return api.Principal{}, false
-	}
-	return p, true
-}
-
-// csrf is the session's CSRF token: an HMAC of a fixed label keyed by the
-// session's API token, which only the signed-in browser holds.
-func (h *Handler) csrf(r *http.Request) string {
-	c, err := r.Cookie(sessionCookie)
-	if err != nil || c.Value == "" {
-		return ""
-	}
-	m := hmac.New(sha256.New, []byte(c.Value))
-	m.Write([]byte("gaffer dashboard csrf v1"))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-}
-
 // sameOrigin refuses a request whose Origin (or, lacking it, Referer)
 // names another host. Browsers send Origin on every POST.
 func sameOrigin(r *http.Request) bool {
@@ -375,97 +359,4 @@ func sameOrigin(r *http.Request) bool {
 	}
 	u, err := url.Parse(src)
 	return err == nil && u.Host == r.Host
-}
-
-func (h *Handler) toLogin(w http.ResponseWriter, r *http.Request) {
-	next := r.URL.RequestURI()
-	if r.Method != http.MethodGet {
-		next = "/ui/"
-	}
-	http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(next), http.StatusSeeOther)
-}
-
-type loginData struct {
-	Next  string
-	Error string
-}
-
-func (h *Handler) loginForm(w http.ResponseWriter, r *http.Request) {
-	next := r.URL.Query().Get("next")
-	if !localPath(next) {
-		next = "/ui/"
-	}
-	h.render(w, r, http.StatusOK, "login", &view{Title: "Sign in", Data: loginData{Next: next}})
-}
-
-func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	if !sameOrigin(r) || r.ParseForm() != nil {
-		http.Error(w, "bad sign-in request", http.StatusBadRequest)
-		return
-	}
-	next := r.PostForm.Get("next")
-	if !localPath(next) {
-		next = "/ui/"
-	}
-	token := strings.TrimSpace(r.PostForm.Get("token"))
-	fail := func(msg string) {
-		h.render(w, r, http.StatusUnauthorized, "login", &view{Title: "Sign in", Data: loginData{Next: next, Error: msg}})
-	}
-	if token == "" {
-		fail("Enter an API token.")
-		return
-	}
-	p, err := h.cfg.Tokens.Authenticate(r.Context(), token)
-	if errors.Is(err, api.ErrBadToken) {
-		fail("That token is not valid (unknown or revoked).")
-		return
-	}
-	if err != nil {
-		h.log.Error("dashboard sign-in", "error", err)
-		fail("The token could not be checked: the database did not answer. Try again.")
-		return
-	}
-	if !p.Allows(api.ScopeJobsRead) {
-		fail("That token lacks the jobs:read scope the dashboard needs.")
-		return
-	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: token, Path: "/ui/", MaxAge: int(h.cfg.SessionLength.Seconds()),
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
-	http.Redirect(w, r, next, http.StatusSeeOther)
-}
-
-func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
-	r.ParseForm()
-	if !sameOrigin(r) || !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(h.csrf(r))) {
-		http.Error(w, "bad sign-out request", http.StatusForbidden)
-		return
-	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/ui/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
-	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
-}
-
-// setFlash leaves a message for the next page the browser loads.
-func setFlash(w http.ResponseWriter, msg string) {
-	if msg == "" {
-		return
-	}
-	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: base64.RawURLEncoding.EncodeToString([]byte(msg)), Path: "/ui/",
-		MaxAge: 60, HttpOnly: true, SameSite: http.SameSiteStrictMode})
-}
-
-func takeFlash(w http.ResponseWriter, r *http.Request) string {
-	if r.Header.Get("X-Gaffer-Live") != "" {
-		return ""
-	}
-	c, err := r.Cookie(flashCookie)
-	if err != nil {
-		return ""
-	}
-	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: "", Path: "/ui/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
-	b, err := base64.RawURLEncoding.DecodeString(c.Value)
-	if err != nil {
-		return ""
-	}
-	return string(b)
 }

@@ -37,16 +37,31 @@ type env struct {
 	jobs   *job.Client
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, mut ...func(*ui.Config)) *env {
+	t.Helper()
+	return startEnv(t, httptest.NewServer, mut...)
+}
+
+// newTLSEnv serves the dashboard over TLS; the env's browsers trust it.
+func newTLSEnv(t *testing.T, mut ...func(*ui.Config)) *env {
+	t.Helper()
+	return startEnv(t, httptest.NewTLSServer, mut...)
+}
+
+func startEnv(t *testing.T, serve func(http.Handler) *httptest.Server, mut ...func(*ui.Config)) *env {
 	t.Helper()
 	st := pgtest.NewStore(t)
 	e := &env{t: t, st: st, tokens: api.NewTokens(st), jobs: job.NewClient(st, nil)}
-	h, err := ui.New(ui.Config{Store: st, Tokens: e.tokens, Jobs: e.jobs, DLQ: dlq.NewClient(st), Cron: cron.NewClient(st),
-		Workflows: workflow.NewClient(st), Admin: cluster.NewAdmin(st)})
+	cfg := ui.Config{Store: st, Tokens: e.tokens, Jobs: e.jobs, DLQ: dlq.NewClient(st), Cron: cron.NewClient(st),
+		Workflows: workflow.NewClient(st), Admin: cluster.NewAdmin(st)}
+	for _, m := range mut {
+		m(&cfg)
+	}
+	h, err := ui.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.srv = httptest.NewServer(h)
+	e.srv = serve(h)
 	t.Cleanup(e.srv.Close)
 	return e
 }
@@ -70,7 +85,8 @@ type browser struct {
 
 func (e *env) browser() *browser {
 	jar, _ := cookiejar.New(nil)
-	return &browser{e: e, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	return &browser{e: e, c: &http.Client{Jar: jar, Transport: e.srv.Client().Transport,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
 type page struct {
@@ -102,11 +118,14 @@ func (b *browser) post(path string, form url.Values) page {
 	return b.postFrom(b.e.srv.URL, path, form)
 }
 
-func (b *browser) postFrom(origin, path string, form url.Values) page {
+func (b *browser) postFrom(origin, path string, form url.Values, header ...string) page {
 	b.e.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, b.e.srv.URL+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", origin)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	return b.do(req)
 }
 

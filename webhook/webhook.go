@@ -9,16 +9,36 @@
 //
 // Every call carries Idempotency-Key (the job id, the same on every
 // attempt, so the receiver can drop repeats), Gaffer-Job-Id,
-// Gaffer-Attempt, and — when a secret is configured — Gaffer-Signature:
-// "sha256=" and the hex HMAC-SHA256 of the request body under the secret.
+// Gaffer-Attempt, and the Standard Webhooks headers webhook-id (the same
+// on every attempt), webhook-timestamp and — when the job's tenant has a
+// signing secret — webhook-signature: the HMAC-SHA256 of
+// "id.timestamp.body" under each of the tenant's secrets that still sign
+// (see Sign, Verifier, Secrets). Secrets are per tenant: a tenant cannot
+// have the cluster sign anything with another tenant's secret, and the
+// timestamp lets receivers refuse a captured delivery replayed later.
+//
+// Calls are made on a tenant's behalf, so they go only where the operator
+// allows: every connection, redirects included, is dialled through the
+// outbound guard (internal/egress), which refuses loopback, private,
+// link-local and other internal addresses and the node's own API,
+// PostgreSQL and etcd unless Config.Allow opens them. A refused call fails
+// the job for good with attempt error kind "destination_blocked" and one
+// message, whatever listens there. Validate refuses what is visibly such a
+// destination (an address literal in any spelling, localhost) where the
+// job enters. No proxy is used, not even one from the environment.
+//
+// Redirects are followed up to five times. While they stay on the first
+// URL's origin (scheme, host and port) the call is repeated as made, its
+// headers included; once one leaves it, the job's own headers, the body
+// and webhook-signature are no longer sent (Idempotency-Key,
+// Gaffer-Job-Id, Gaffer-Attempt, webhook-id and webhook-timestamp still
+// are). 301, 302 and 303 turn the
+// call into a GET without a body; 307 and 308 keep the method, and the
+// body only on the first origin. No Referer is ever sent.
 package webhook
 
 import (
-	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,11 +47,13 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
-	"golang.org/x/net/http/httpguts"
+	"github.com/hashicorp/go-hclog"
 
+	"github.com/gafferhq/gaffer/internal/egress"
 	"github.com/gafferhq/gaffer/job"
 )
 
@@ -40,11 +62,16 @@ const Kind = "http"
 
 // Config configures the handler. Zero values take the defaults shown.
 type Config struct {
-	// Secret signs request bodies (Gaffer-Signature). Empty: no signature.
-	Secret string
-	// Client sends the requests. Default: a client with no overall
-	// timeout (each call has its own).
-	Client *http.Client
+	// Allow opens destinations the outbound guard refuses by default: each
+	// entry a CIDR ("10.20.0.0/16"), an address ("10.20.0.7", "[fd00::7]"),
+	// a host name ("hooks.internal": the addresses it resolves to) or
+	// host:port ("hooks.internal:8443", "127.0.0.1:9000"). Default: none.
+	Allow []string
+	// OwnEndpoints are the node's own API, PostgreSQL and etcd endpoints,
+	// as "host:port" or URLs. They are refused even on public addresses
+	// unless Allow names one exactly as host:port; an empty or unspecified
+	// host (":8080") means every local address with that port.
+	OwnEndpoints []string
 	// DefaultTimeout bounds a call whose args set none. Default 30s.
 	DefaultTimeout time.Duration
 	// MaxResultBytes of the response body kept in the job's result.
@@ -52,6 +79,9 @@ type Config struct {
 	MaxResultBytes int64
 	// UserAgent header. Default "gaffer-webhook".
 	UserAgent string
+	// Logger gets a line for every refused call, with the reason the
+	// tenant is not told. Default: no logging.
+	Logger hclog.Logger
 }
 
 // Args are an "http" job's args.
@@ -65,59 +95,25 @@ type Args struct {
 	Timeout string `json:"timeout,omitempty"`
 }
 
-var methods = map[string]bool{"GET": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true, "HEAD": true}
-
-// reserved headers are set by the handler and cannot be overridden.
-var reserved = map[string]bool{"Idempotency-Key": true, "Gaffer-Job-Id": true, "Gaffer-Attempt": true, "Gaffer-Signature": true, "Content-Length": true, "Host": true}
-
-// Validate checks raw args and returns them decoded. Errors are
-// *job.ValidationError naming the field (as "args.url", …).
-func Validate(raw json.RawMessage) (Args, time.Duration, error) {
-	var a Args
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil {
-		return a, 0, &job.ValidationError{Field: "args", Message: "http job args must be an object with url, method, headers, body, timeout: " + err.Error()}
-	}
-	u, err := url.Parse(a.URL)
-	if a.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return a, 0, &job.ValidationError{Field: "args.url", Message: fmt.Sprintf("must be an absolute http or https URL, got %q", a.URL)}
-	}
-	if a.Method == "" {
-		a.Method = "POST"
-	}
-	a.Method = strings.ToUpper(a.Method)
-	if !methods[a.Method] {
-		return a, 0, &job.ValidationError{Field: "args.method", Message: fmt.Sprintf("must be GET, POST, PUT, PATCH, DELETE or HEAD, got %q", a.Method)}
-	}
-	for k, v := range a.Headers {
-		if reserved[http.CanonicalHeaderKey(k)] {
-			return a, 0, &job.ValidationError{Field: "args.headers", Message: fmt.Sprintf("header %q is set by Gaffer", k)}
-		}
-		// RFC 9110: a name is a token; a value is visible characters,
-		// spaces and tabs, no controls. Checked here, not by the HTTP
-		// client at call time, where it would fail every attempt.
-		if !httpguts.ValidHeaderFieldName(k) {
-			return a, 0, &job.ValidationError{Field: "args.headers", Message: fmt.Sprintf("header name %q is not an RFC 9110 token", k)}
-		}
-		if !httpguts.ValidHeaderFieldValue(v) || !utf8.ValidString(v) {
-			return a, 0, &job.ValidationError{Field: "args.headers", Message: fmt.Sprintf("the value of header %q has control characters or is not UTF-8", k)}
-		}
-	}
-	var timeout time.Duration
-	if a.Timeout != "" {
-		if timeout, err = time.ParseDuration(a.Timeout); err != nil || timeout <= 0 || timeout > time.Hour {
-			return a, 0, &job.ValidationError{Field: "args.timeout", Message: fmt.Sprintf("must be a duration from 1ms to 1h, such as \"10s\", got %q", a.Timeout)}
-		}
-	}
-	return a, timeout, nil
+// Handler runs "http" jobs and checks their args. Build it with New.
+type Handler struct {
+	cfg    Config
+	policy *egress.Policy
+	client *http.Client
+	log    hclog.Logger
+	// secrets gives each tenant's signing keys; nil signs nothing.
+	secrets atomic.Pointer[Secrets]
 }
 
-// Register adds the "http" kind to r.
-func Register(r *job.Registry, cfg Config) {
-	if cfg.Client == nil {
-		cfg.Client = &http.Client{}
-	}
+// SetSecrets makes every call be signed with its job's tenant's secrets
+// (webhook-signature). Call it before the node runs jobs.
+func (h *Handler) SetSecrets(s *Secrets) { h.secrets.Store(s) }
+
+// New checks cfg and returns the handler; a bad Allow or OwnEndpoints
+// entry is an error. ctx bounds resolving the host names in
+// cfg.OwnEndpoints; one that does not resolve is logged and refused by
+// name only.
+func New(ctx context.Context, cfg Config) (*Handler, error) {
 	if cfg.DefaultTimeout == 0 {
 		cfg.DefaultTimeout = 30 * time.Second
 	}
@@ -127,11 +123,28 @@ func Register(r *job.Registry, cfg Config) {
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "gaffer-webhook"
 	}
-	h := &handler{cfg: cfg}
-	r.Handle(Kind, h)
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	policy, err := egress.New(ctx, egress.Config{Allow: cfg.Allow, Own: cfg.OwnEndpoints})
+	if err != nil {
+		return nil, fmt.Errorf("webhook: %w", err)
+	}
+	for _, e := range policy.Unresolved() {
+		cfg.Logger.Warn("own endpoint did not resolve; http jobs are refused it by name only", "endpoint", e)
+	}
+	client := &http.Client{
+		Transport: policy.Transport(),
+		// Redirects are followed by send, which decides what each hop
+		// carries; the client would forward custom headers to other
+		// origins and add a Referer.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return &Handler{cfg: cfg, policy: policy, client: client, log: cfg.Logger.Named("webhook")}, nil
 }
 
-type handler struct{ cfg Config }
+// Register adds h to r as the handler of the "http" kind.
+func (h *Handler) Register(r *job.Registry) { r.Handle(Kind, h) }
 
 // Result is what a completed call records.
 type Result struct {
@@ -142,9 +155,15 @@ type Result struct {
 	Truncated bool            `json:"truncated,omitempty"`
 }
 
-func (h *handler) Work(ctx context.Context, j *job.Job) error {
-	a, timeout, err := Validate(j.Args)
-	if err != nil {
+// Work makes one attempt's call.
+func (h *Handler) Work(ctx context.Context, j *job.Job) error {
+	a, timeout, err := h.Validate(j.Args)
+	var de *DestinationError
+	switch {
+	case errors.As(err, &de):
+		h.log.Info("outbound call refused", "job_id", j.ID, "tenant", j.Tenant, "reason", de.Message)
+		return job.DestinationBlocked(fmt.Errorf("%s %s: %w", a.Method, redactRaw(a.URL), egress.ErrBlocked))
+	case err != nil:
 		return job.Permanent(err)
 	}
 	if timeout == 0 {
@@ -156,31 +175,30 @@ func (h *handler) Work(ctx context.Context, j *job.Job) error {
 	if len(a.Body) > 0 && string(a.Body) != "null" {
 		body = a.Body
 	}
-	req, err := http.NewRequestWithContext(ctx, a.Method, a.URL, bytes.NewReader(body))
-	if err != nil {
-		return job.Permanent(err)
-	}
-	for k, v := range a.Headers {
-		req.Header.Set(k, v)
-	}
-	if body != nil {
-		if req.Header.Get("Content-Type") == "" {
-			req.Header.Set("Content-Type", "application/json")
+	u, _ := url.Parse(a.URL) // Validate parsed it
+	call := fmt.Sprintf("%s %s", a.Method, redact(u))
+	var keys [][]byte
+	if secrets := h.secrets.Load(); secrets != nil {
+		// Never unsigned for a tenant that has a secret: if its keys
+		// cannot be read, the attempt fails and is retried.
+		if keys, err = secrets.signingKeys(ctx, j.Tenant); err != nil {
+			return fmt.Errorf("%s: read the tenant's signing secrets: %w", call, err)
 		}
 	}
-	req.Header.Set("User-Agent", h.cfg.UserAgent)
-	req.Header.Set("Idempotency-Key", strconv.FormatInt(j.ID, 10))
-	req.Header.Set("Gaffer-Job-Id", strconv.FormatInt(j.ID, 10))
-	req.Header.Set("Gaffer-Attempt", strconv.Itoa(j.Attempt))
-	if h.cfg.Secret != "" {
-		req.Header.Set("Gaffer-Signature", Sign(h.cfg.Secret, body))
-	}
-	resp, err := h.cfg.Client.Do(req)
+	resp, hop, err := h.send(ctx, j, a, u, body, keys)
 	if err != nil {
-		if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return fmt.Errorf("%s %s: no answer within %s", a.Method, a.URL, timeout)
+		var be *egress.BlockedError
+		var perm *job.PermanentError
+		switch {
+		case errors.As(err, &be):
+			h.log.Info("outbound call refused", "job_id", j.ID, "tenant", j.Tenant, "host", be.Host, "addr", be.Addr, "reason", be.Reason)
+			return job.DestinationBlocked(fmt.Errorf("%s: %s%w", call, hop, egress.ErrBlocked))
+		case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+			return fmt.Errorf("%s: %sno answer within %s", call, hop, timeout)
+		case errors.As(err, &perm):
+			return job.Permanent(fmt.Errorf("%s: %s%w", call, hop, perm.Err))
 		}
-		return fmt.Errorf("%s %s: %w", a.Method, a.URL, err)
+		return fmt.Errorf("%s: %s%w", call, hop, err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, h.cfg.MaxResultBytes+1))
@@ -199,7 +217,7 @@ func (h *handler) Work(ctx context.Context, j *job.Job) error {
 		}
 		res.Body, _ = json.Marshal(strings.ReplaceAll(s, "\x00", ""))
 	}
-	status := fmt.Errorf("%s %s: HTTP %d", a.Method, a.URL, resp.StatusCode)
+	status := fmt.Errorf("%s: %sHTTP %d", call, hop, resp.StatusCode)
 	switch code := resp.StatusCode; {
 	case code >= 200 && code < 300:
 		return j.SetResult(res)
@@ -213,15 +231,6 @@ func (h *handler) Work(ctx context.Context, j *job.Job) error {
 	default:
 		return job.Permanent(status)
 	}
-}
-
-// Sign returns the Gaffer-Signature value for body under secret:
-// "sha256=" and the hex HMAC-SHA256. Receivers compute the same over the
-// raw body they received and compare in constant time.
-func Sign(secret string, body []byte) string {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
 func retryAfter(v string) (time.Duration, bool) {

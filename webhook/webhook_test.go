@@ -3,9 +3,12 @@ package webhook_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,6 +42,12 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.reply(n, w)
 }
 
+func (rc *receiver) count() int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return len(rc.calls)
+}
+
 func (rc *receiver) get(i int) call {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
@@ -49,13 +58,30 @@ type env struct {
 	t      *testing.T
 	st     *store.Store
 	client *job.Client
+	// secret is the default tenant's signing secret, when signed.
+	secret string
 }
 
-func start(t *testing.T, secret string) *env {
+// start runs a worker with the http kind; allow opens destinations (the
+// test receivers on loopback, which the guard refuses by default). With
+// signed, the default tenant gets a signing secret (env.secret).
+func start(t *testing.T, signed bool, allow ...string) *env {
 	t.Helper()
 	st := pgtest.NewStore(t)
 	reg := job.NewRegistry()
-	webhook.Register(reg, webhook.Config{Secret: secret, DefaultTimeout: 2 * time.Second})
+	h, err := webhook.New(context.Background(), webhook.Config{DefaultTimeout: 2 * time.Second, Allow: allow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := webhook.NewSecrets(st)
+	h.SetSecrets(secrets)
+	var secret string
+	if signed {
+		if _, secret, err = secrets.Rotate(context.Background(), "default", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.Register(reg)
 	w, err := job.NewWorker(job.WorkerConfig{Store: st, Registry: reg, NodeID: "n", PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +92,7 @@ func start(t *testing.T, secret string) *env {
 		defer cancel()
 		w.Stop(ctx)
 	})
-	return &env{t: t, st: st, client: job.NewClient(st, nil)}
+	return &env{t: t, st: st, client: job.NewClient(st, nil), secret: secret}
 }
 
 func (e *env) enqueue(args map[string]any) *job.Job {
@@ -106,7 +132,7 @@ func TestSuccessSignsAndRecords(t *testing.T) {
 	}}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
-	e := start(t, "s3cret")
+	e := start(t, true, srv.Listener.Addr().String())
 	j := e.enqueue(map[string]any{"url": srv.URL + "/hook", "body": map[string]int{"order": 7}, "headers": map[string]string{"X-Tenant": "acme"}})
 	done := e.wait(j.ID, func(x *job.Job) bool { return x.State == job.Completed })
 	c := rc.get(0)
@@ -116,8 +142,8 @@ func TestSuccessSignsAndRecords(t *testing.T) {
 	if c.header.Get("Idempotency-Key") != c.header.Get("Gaffer-Job-Id") || c.header.Get("Gaffer-Attempt") != "1" {
 		t.Fatalf("headers %v", c.header)
 	}
-	if c.header.Get("Gaffer-Signature") != webhook.Sign("s3cret", c.body) {
-		t.Fatalf("signature %q does not verify", c.header.Get("Gaffer-Signature"))
+	if id, err := (webhook.Verifier{Secrets: []string{e.secret}}).Verify(c.header, c.body); err != nil || id != webhook.MessageID(j.ID) {
+		t.Fatalf("delivery does not verify: %v (id %q); headers %v", err, id, c.header)
 	}
 	var res webhook.Result
 	json.Unmarshal(done.Result, &res)
@@ -138,7 +164,9 @@ func TestRetryPermanentAndRetryAfter(t *testing.T) {
 	}}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
-	e := start(t, "")
+	// Loopback is refused by default; the receivers here are opened by
+	// the one CIDR.
+	e := start(t, false, "127.0.0.0/8")
 	j := e.enqueue(map[string]any{"url": srv.URL, "method": "put"})
 	e.wait(j.ID, func(x *job.Job) bool { return x.State == job.Retrying })
 	e.retryNow(j.ID)
@@ -147,7 +175,7 @@ func TestRetryPermanentAndRetryAfter(t *testing.T) {
 	if first.header.Get("Idempotency-Key") != second.header.Get("Idempotency-Key") || second.header.Get("Gaffer-Attempt") != "2" || second.method != "PUT" {
 		t.Fatalf("retry headers %v / %v", first.header, second.header)
 	}
-	if first.header.Get("Gaffer-Signature") != "" {
+	if first.header.Get("Webhook-Signature") != "" {
 		t.Fatal("signed without a secret")
 	}
 	var res webhook.Result
@@ -187,7 +215,7 @@ func TestTimeoutRetries(t *testing.T) {
 		}
 	}))
 	defer slow.Close()
-	e := start(t, "")
+	e := start(t, false, slow.Listener.Addr().String())
 	j := e.enqueue(map[string]any{"url": slow.URL, "timeout": "200ms"})
 	r := e.wait(j.ID, func(x *job.Job) bool { return x.State == job.Retrying })
 	if len(r.Errors) != 1 || r.Errors[0].Error == "" {
@@ -198,29 +226,155 @@ func TestTimeoutRetries(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	t.Parallel()
+	h, err := webhook.New(context.Background(), webhook.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct{ args, field string }{
 		{`{}`, "args.url"},
 		{`{"url":"ftp://x"}`, "args.url"},
 		{`{"url":"/relative"}`, "args.url"},
+		{`{"url":"http://x:0/"}`, "args.url"},
+		{`{"url":"http://x:70000/"}`, "args.url"},
 		{`{"url":"http://x","method":"BREW"}`, "args.method"},
 		{`{"url":"http://x","headers":{"Idempotency-Key":"mine"}}`, "args.headers"},
 		{`{"url":"http://x","timeout":"forever"}`, "args.timeout"},
 		{`{"url":"http://x","retries":3}`, "args"},
 		{`[1]`, "args"},
 	} {
-		_, _, err := webhook.Validate(json.RawMessage(c.args))
+		_, _, err := h.Validate(json.RawMessage(c.args))
 		var ve *job.ValidationError
-		if err == nil || !asValidation(err, &ve) || ve.Field != c.field {
+		if !errors.As(err, &ve) || ve.Field != c.field {
 			t.Errorf("Validate(%s) = %v, want a %s error", c.args, err, c.field)
 		}
 	}
-	if _, _, err := webhook.Validate(json.RawMessage(`{"url":"https://example.com/x","method":"get","timeout":"5s"}`)); err != nil {
+	if _, _, err := h.Validate(json.RawMessage(`{"url":"https://example.com/x","method":"get","timeout":"5s"}`)); err != nil {
 		t.Fatal(err)
+	}
+	// A malformed URL is not repeated with its secrets.
+	_, _, err = h.Validate(json.RawMessage(`{"url":"ftp://bob:hunter2@x/?key=s3cret"}`))
+	if err == nil || strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("Validate of a bad URL with secrets: %v", err)
 	}
 }
 
-func asValidation(err error, ve **job.ValidationError) bool {
-	v, ok := err.(*job.ValidationError)
-	*ve = v
-	return ok
+// Literal internal destinations are refused where the job enters, in every
+// spelling a resolver might accept; names are left for dial time.
+func TestValidateRefusesLiteralDestinations(t *testing.T) {
+	t.Parallel()
+	h, err := webhook.New(context.Background(), webhook.Config{Allow: []string{"127.0.0.1:9000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{
+		"http://127.0.0.1:8080/metrics", "http://localhost:2379/v3/kv/range", "http://api.localhost/", "http://[::1]:8080/",
+		"http://[::ffff:127.0.0.1]/", "http://0.0.0.0:8080/", "http://169.254.169.254/latest/meta-data/", "http://10.0.0.1/",
+		"http://192.168.1.1/", "http://[fe80::1%25eth0]/", "http://2130706433/", "http://0x7f.1/", "http://0177.0.0.1/",
+		"http://127.1/", "http://１２７.０.０.１/", "http://127.0.0.1:9001/",
+	} {
+		_, _, err := h.Validate(json.RawMessage(fmt.Sprintf(`{"url":%q}`, u)))
+		var de *webhook.DestinationError
+		if !errors.As(err, &de) || de.Field != "args.url" {
+			t.Errorf("Validate(%s) = %v, want a DestinationError on args.url", u, err)
+		}
+	}
+	for _, u := range []string{"http://127.0.0.1:9000/hook", "https://example.com/", "http://hooks.internal/", "http://203.0.113.7/"} {
+		if _, _, err := h.Validate(json.RawMessage(fmt.Sprintf(`{"url":%q}`, u))); err != nil {
+			t.Errorf("Validate(%s) = %v, want nil", u, err)
+		}
+	}
+}
+
+// Each delivery is signed with its own tenant's secret: tenant acme's job,
+// aimed at globex's receiver, does not verify there (a tenant cannot have
+// the cluster sign for another). A rotation signs with both secrets until
+// the old one is deleted.
+func TestDeliveriesAreSignedWithTheirTenantsSecret(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rc := &receiver{reply: func(n int, w http.ResponseWriter) {}}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	e := start(t, false, srv.Listener.Addr().String())
+	secrets := webhook.NewSecrets(e.st)
+	_, acme, err := secrets.Rotate(ctx, "acme", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, globex, err := secrets.Rotate(ctx, "globex", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(tenant string) call {
+		t.Helper()
+		n := rc.count()
+		res, err := e.client.Enqueue(ctx, job.Request{Kind: "http", Tenant: tenant, Args: map[string]any{"url": srv.URL, "body": map[string]string{"pay": "globex"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.wait(res.Job.ID, func(x *job.Job) bool { return x.State == job.Completed })
+		return rc.get(n)
+	}
+	c := send("acme")
+	if _, err := (webhook.Verifier{Secrets: []string{globex}}).Verify(c.header, c.body); !errors.Is(err, webhook.ErrBadSignature) {
+		t.Fatalf("acme's delivery verified with globex's secret: %v", err)
+	}
+	if _, err := (webhook.Verifier{Secrets: []string{acme}}).Verify(c.header, c.body); err != nil {
+		t.Fatalf("acme's delivery does not verify with acme's secret: %v", err)
+	}
+	// A tenant with no secret gets unsigned deliveries, never another's.
+	if c := send("initech"); c.header.Get(webhook.HeaderSignature) != "" || c.header.Get(webhook.HeaderID) == "" {
+		t.Fatalf("a tenant without a secret: signature %q id %q", c.header.Get(webhook.HeaderSignature), c.header.Get(webhook.HeaderID))
+	}
+
+	// Rotation. The sender caches keys for a few seconds; a new Secrets
+	// on the worker side is not needed: Rotate forgets its own cache, and
+	// the worker's Secrets is another instance, so wait out its cache.
+	old, _ := secrets.List(ctx, "acme")
+	_, acme2, err := secrets.Rotate(ctx, "acme", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c = send("acme")
+		if len(strings.Fields(c.header.Get(webhook.HeaderSignature))) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no second signature after the rotation: %q", c.header.Get(webhook.HeaderSignature))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	for _, s := range []string{acme, acme2} {
+		if _, err := (webhook.Verifier{Secrets: []string{s}}).Verify(c.header, c.body); err != nil {
+			t.Fatalf("during the rotation, a receiver with one secret refuses: %v", err)
+		}
+	}
+	if err := secrets.Delete(ctx, "acme", old[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := secrets.Delete(ctx, "globex", old[0].ID); !errors.Is(err, webhook.ErrSecretNotFound) {
+		t.Fatalf("deleting acme's secret as globex: %v", err)
+	}
+	for {
+		c = send("acme")
+		if len(strings.Fields(c.header.Get(webhook.HeaderSignature))) == 1 {
+			break
+		}
+		if time.Now().After(deadline.Add(15 * time.Second)) {
+			t.Fatal("the deleted secret still signs")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if _, err := (webhook.Verifier{Secrets: []string{acme}}).Verify(c.header, c.body); err == nil {
+		t.Fatal("the deleted secret still verifies")
+	}
+	// At most MaxLiveSecrets live secrets a tenant.
+	for range webhook.MaxLiveSecrets {
+		_, _, err = secrets.Rotate(ctx, "busy", time.Hour)
+	}
+	if _, _, err := secrets.Rotate(ctx, "busy", time.Hour); !errors.Is(err, webhook.ErrTooManySecrets) {
+		t.Fatalf("rotation past the limit: %v", err)
+	}
 }

@@ -246,6 +246,10 @@ func postgresCPU() time.Duration {
 }
 
 func benchNode(ctx context.Context, url string, o benchOpts, reg prometheus.Registerer, extra ...func(*gaffer.Node)) (*gaffer.Node, error) {
+	hooks, err := newWebhooks(ctx, nil, nil, url)
+	if err != nil {
+		return nil, err
+	}
 	node, err := gaffer.NewNode(ctx, gaffer.Config{
 		DatabaseURL: url, ID: "bench", Queues: map[string]int{benchQueue: o.concurrency}, MaxConns: 8,
 		ClaimBatch: o.claimBatch, Registerer: reg, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn}),
@@ -253,7 +257,7 @@ func benchNode(ctx context.Context, url string, o benchOpts, reg prometheus.Regi
 	if err != nil {
 		return nil, err
 	}
-	registerBuiltinKinds(node, "")
+	registerBuiltinKinds(node, hooks)
 	for _, e := range extra {
 		e(node)
 	}
@@ -482,12 +486,16 @@ func benchIdle(ctx context.Context, st *store.Store, o benchOpts, r *benchResult
 		}
 	}()
 	for i := range o.nodes {
+		hooks, err := newWebhooks(ctx, nil, nil, o.url, etcd.Endpoint())
+		if err != nil {
+			return err
+		}
 		n, err := gaffer.NewNode(ctx, gaffer.Config{DatabaseURL: o.url, ID: fmt.Sprintf("idle-%d", i+1), EtcdEndpoints: []string{etcd.Endpoint()},
 			Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn})})
 		if err != nil {
 			return err
 		}
-		registerBuiltinKinds(n, "")
+		registerBuiltinKinds(n, hooks)
 		if err := n.Start(ctx); err != nil {
 			return err
 		}

@@ -6,16 +6,40 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/gafferhq/gaffer"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/webhook"
 )
 
+// devLoopback is what `gaffer dev` opens to http jobs on top of
+// --webhook-allow, so that a receiver on the developer's machine works.
+var devLoopback = []string{"127.0.0.0/8", "::1"}
+
+// newWebhooks builds the "http" kind's handler (signed with each tenant's
+// secrets once SetSecrets is called), calling only what the outbound
+// guard lets through — allow
+// opened, and the node's own endpoints (dbURL's hosts, and own: its API
+// listener and etcd endpoints) refused even when public. ctx bounds
+// resolving their names.
+func newWebhooks(ctx context.Context, allow []string, log hclog.Logger, dbURL string, own ...string) (*webhook.Handler, error) {
+	db, err := store.Endpoints(dbURL)
+	if err != nil {
+		return nil, err
+	}
+	own = append(db, own...)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return webhook.New(ctx, webhook.Config{Allow: allow, OwnEndpoints: own, Logger: log})
+}
+
 // registerBuiltinKinds registers the kinds every gaffer node handles
-// without Go code: "http" (a webhook call) and "noop".
-func registerBuiltinKinds(node *gaffer.Node, webhookSecret string) {
+// without Go code: "http" (a webhook call, by hooks) and "noop".
+func registerBuiltinKinds(node *gaffer.Node, hooks *webhook.Handler) {
 	node.HandleFunc("noop", func(ctx context.Context, j *job.Job) error { return nil })
-	webhook.Register(node.Registry(), webhook.Config{Secret: webhookSecret})
+	hooks.Register(node.Registry())
 }
 
 // registerDemoKinds registers the demo kinds `gaffer dev` offers, so that

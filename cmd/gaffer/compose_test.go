@@ -28,7 +28,8 @@ type composeFile struct {
 
 // The compose file must agree with the binary: every variable a node gets
 // is one of `gaffer server`'s, each value parses, the etcd members and
-// endpoints match, and health checks hit the port the node listens on.
+// endpoints match, the nodes sign in to etcd as the user the setup service
+// creates, and health checks hit the port the node listens on.
 func TestComposeFileMatchesServerFlags(t *testing.T) {
 	raw, err := os.ReadFile("../../docker-compose.yml")
 	if err != nil {
@@ -43,7 +44,7 @@ func TestComposeFileMatchesServerFlags(t *testing.T) {
 	for flagName, env := range fs.env {
 		known[env] = flagName
 	}
-	for _, want := range []string{"postgres", "etcd-1", "etcd-2", "etcd-3", "migrate", "gaffer-1", "gaffer-2", "gaffer-3"} {
+	for _, want := range []string{"postgres", "etcd-1", "etcd-2", "etcd-3", "setup-etcd-auth", "migrate", "gaffer-1", "gaffer-2", "gaffer-3"} {
 		if _, ok := c.Services[want]; !ok {
 			t.Errorf("service %s missing", want)
 		}
@@ -109,6 +110,37 @@ func TestComposeFileMatchesServerFlags(t *testing.T) {
 		}
 		if s.StopSignal != "SIGTERM" {
 			t.Errorf("%s: stop signal %q: SIGTERM drains", name, s.StopSignal)
+		}
+		// etcd runs with authentication on: the node signs in as the user
+		// the setup service created, with a role on the node's prefix, and
+		// starts only once authentication is on.
+		auth := c.Services["setup-etcd-auth"]
+		if *sf.etcdUsername == "" || *sf.etcdPassword == "" {
+			t.Errorf("%s: no etcd credentials (GAFFER_ETCD_USERNAME, GAFFER_ETCD_PASSWORD)", name)
+		}
+		if auth.Environment["GAFFER_ETCD_USERNAME"] != *sf.etcdUsername || auth.Environment["GAFFER_ETCD_PASSWORD"] != *sf.etcdPassword ||
+			auth.Environment["GAFFER_CLUSTER_PREFIX"] != *sf.prefix {
+			t.Errorf("%s: etcd user %s on prefix %s, but setup-etcd-auth creates %s on %s", name, *sf.etcdUsername, *sf.prefix,
+				auth.Environment["GAFFER_ETCD_USERNAME"], auth.Environment["GAFFER_CLUSTER_PREFIX"])
+		}
+		if s.DependsOn["setup-etcd-auth"].Condition != "service_completed_successfully" {
+			t.Errorf("%s: does not wait for etcd's authentication to be set up", name)
+		}
+	}
+	auth := c.Services["setup-etcd-auth"]
+	script := strings.Join(auth.Command, " ")
+	for _, want := range []string{"auth enable", "role grant-permission \"$$GAFFER_ETCD_USERNAME\" --prefix=true readwrite \"$$GAFFER_CLUSTER_PREFIX\"", "user grant-role"} {
+		if !strings.Contains(script, want) {
+			t.Errorf("setup-etcd-auth's script lacks %q", want)
+		}
+	}
+	for _, m := range members {
+		if auth.DependsOn[m].Condition != "service_healthy" {
+			t.Errorf("setup-etcd-auth does not wait for %s", m)
+		}
+		// With authentication on, an anonymous health check fails.
+		if hc := strings.Join(c.Services[m].Healthcheck.Test, " "); !strings.Contains(hc, "--user root:"+auth.Environment["ETCD_ROOT_PASSWORD"]) {
+			t.Errorf("%s: health check %q does not sign in as root", m, hc)
 		}
 	}
 	if len(members) != 3 || len(ids) != 3 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/gafferhq/gaffer"
@@ -13,6 +14,7 @@ import (
 	"github.com/gafferhq/gaffer/internal/etcdserver"
 	"github.com/gafferhq/gaffer/internal/pgserver"
 	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/webhook"
 )
 
 func (m *Main) runDev(ctx context.Context, args []string) error {
@@ -46,6 +48,11 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	allow, err := nf.allowList()
+	if err != nil {
+		return err
+	}
+	ownEtcd := cfg.EtcdEndpoints
 	if len(cfg.EtcdEndpoints) == 0 {
 		etcdDir := ""
 		if *dataDir != "" {
@@ -57,6 +64,7 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 		}
 		defer etcd.Close()
 		cfg.EtcdEndpoints = []string{etcd.Endpoint()}
+		ownEtcd = []string{etcd.Endpoint(), etcd.PeerEndpoint()}
 		log.Info("embedded etcd started", "endpoint", etcd.Endpoint())
 	}
 	url := *dbURL
@@ -90,8 +98,20 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	if len(applied) > 0 {
 		log.Info("migrations applied", "versions", applied)
 	}
+	ln, err := listen(*addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	// Loopback is open in dev so a receiver on this machine works; the
+	// cluster's own API, PostgreSQL and etcd ports stay refused.
+	hooks, err := newWebhooks(ctx, append(slices.Clone(devLoopback), allow...), log, url, append([]string{ln.Addr().String()}, ownEtcd...)...)
+	if err != nil {
+		return err
+	}
 	reg := newRegistry()
 	var running []*gaffer.Node
+	var secrets *webhook.Secrets
 	defer func() {
 		for _, n := range running {
 			drain(n, *nf.drainTimeout)
@@ -107,7 +127,11 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		registerBuiltinKinds(n, *nf.webhookSecret)
+		if i == 0 {
+			secrets = webhook.NewSecrets(n.Store())
+			hooks.SetSecrets(secrets)
+		}
+		registerBuiltinKinds(n, hooks)
 		registerDemoKinds(n)
 		if err := n.Start(ctx); err != nil {
 			n.Stop(context.Background())
@@ -115,7 +139,7 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 		}
 		running = append(running, n)
 	}
-	h, tokens, err := httpHandler(reg, nf, log, running...)
+	h, tokens, err := httpHandler(reg, nf, log, hooks, secrets, running...)
 	if err != nil {
 		return err
 	}
@@ -123,24 +147,29 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := serveHTTP(*addr, h, nf, log)
+	srv, err := serveHTTP(ln, h, nf, log)
 	if err != nil {
 		return err
 	}
-	defer srv.Close()
 	scheme := "http"
 	if *nf.tlsCert != "" {
 		scheme = "https"
 	}
 	base := scheme + "://" + *addr
-	fmt.Fprintf(m.Stdout, "\nGaffer dev cluster is up: %d node(s).\n  dashboard: %s/ui/  (sign in with the token)\n  API:       %s/v1  (OpenAPI: %s/v1/openapi.json)\n  token:     %s\n  database:  %s\n  etcd:      %s\n  metrics:   %s/metrics\n\nTry:\n  export GAFFER_URL=%s GAFFER_TOKEN=%s\n  gaffer jobs enqueue --kind demo.echo --args '{\"hello\":\"world\"}'\n\nPress Ctrl-C to stop.\n",
-		len(running), base, base, base, token, url, strings.Join(cfg.EtcdEndpoints, ","), base, base, token)
+	fmt.Fprintf(m.Stdout, "\nGaffer dev cluster is up: %d node(s).\n  dashboard: %s/ui/  (sign in with the token)\n  API:       %s/v1  (OpenAPI: %s/v1/openapi.json)\n  token:     %s\n  database:  %s\n  etcd:      %s\n  metrics:   %s/metrics\n  outbound:  http jobs may call loopback (%s) — dev only; this cluster's own API, PostgreSQL and etcd ports stay refused\n\nTry:\n  export GAFFER_URL=%s GAFFER_TOKEN=%s\n  gaffer jobs enqueue --kind demo.echo --args '{\"hello\":\"world\"}'\n\nPress Ctrl-C to stop.\n",
+		len(running), base, base, base, token, url, strings.Join(cfg.EtcdEndpoints, ","), base, strings.Join(devLoopback, ", "), base, token)
 	if *dataDir == "" && *dbURL == "" {
 		fmt.Fprintln(m.Stdout, "  (the database is thrown away on exit; use --data DIR to keep it)")
 	}
 	<-ctx.Done()
 	fmt.Fprintln(m.Stdout, "stopping…")
 	_ = os.Stdout.Sync()
+	// The nodes claim nothing new; requests in flight finish; then the
+	// deferred drains stop the nodes, etcd and PostgreSQL.
+	for _, n := range running {
+		n.Worker().SetClaiming(false)
+	}
+	shutdownHTTP(srv, *nf.shutdownTimeout, log)
 	return nil
 }
 

@@ -91,12 +91,27 @@ func (e *e2e) jsonOK(v any, args ...string) {
 	}
 }
 
-// server starts `gaffer server` and waits until it is ready.
+// server starts `gaffer server` on a free loopback port and waits until
+// it is ready.
 func (e *e2e) server(id string, extra ...string) (*serverProc, string) {
 	e.t.Helper()
 	addr := freeAddr(e.t)
-	cmd := exec.Command(os.Args[0], append([]string{"server", "--node-id", id, "--addr", addr, "--etcd", e.etcd,
-		"--session-ttl", "3s", "--poll-interval", "200ms", "--drain-timeout", "5s", "--webhook-secret", "e2e-secret"}, extra...)...)
+	return e.serverListening(id, addr, addr, extra...)
+}
+
+// serverListening starts `gaffer server` with --addr listen, and waits
+// until it answers on addr.
+func (e *e2e) serverListening(id, listen, addr string, extra ...string) (*serverProc, string) {
+	e.t.Helper()
+	return e.start(id, addr, append([]string{"server", "--node-id", id, "--addr", listen, "--etcd", e.etcd,
+		"--session-ttl", "3s", "--poll-interval", "200ms", "--drain-timeout", "5s"}, extra...)...)
+}
+
+// start runs a long-lived gaffer command (server or dev) listening on
+// addr, logging as id, and waits until its /readyz answers.
+func (e *e2e) start(id, addr string, args ...string) (*serverProc, string) {
+	e.t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(append(os.Environ(), "GAFFER_E2E_MAIN=1"), e.env...)
 	log := &bytes.Buffer{}
 	e.logsMu.Lock()
@@ -108,7 +123,7 @@ func (e *e2e) server(id string, extra ...string) (*serverProc, string) {
 		e.t.Fatal(err)
 	}
 	done := make(chan struct{})
-	proc := &serverProc{done: done}
+	proc := &serverProc{done: done, process: cmd.Process}
 	go func() {
 		cmd.Wait()
 		proc.code = cmd.ProcessState.ExitCode()
@@ -204,9 +219,28 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatal("tokens not stored")
 	}
 
+	// A webhook receiver on loopback, which the nodes refuse unless told
+	// otherwise: they are given an allow entry for exactly it.
+	var hookMu sync.Mutex
+	var hookBody string
+	var hookHeader http.Header
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		hookMu.Lock()
+		hookBody, hookHeader = string(b), r.Header.Clone()
+		hookMu.Unlock()
+		if strings.Contains(string(b), "fail") {
+			w.WriteHeader(404)
+			return
+		}
+		w.Write([]byte(`{"received":true}`))
+	}))
+	defer hook.Close()
+	allowHook := strings.TrimPrefix(hook.URL, "http://")
+
 	// Two nodes.
-	_, url1 := e.server("node-1")
-	node2, url2 := e.server("node-2")
+	_, url1 := e.server("node-1", "--webhook-allow", allowHook)
+	node2, url2 := e.server("node-2", "--webhook-allow", allowHook)
 	e.env = append(e.env, "GAFFER_URL="+url1, "GAFFER_TOKEN="+admin)
 	e.waitSQL("a leader", `SELECT leader FROM gaffer.leader_fence`, "node-1")
 
@@ -238,28 +272,21 @@ func TestEndToEnd(t *testing.T) {
 	if out := e.ok("jobs", "get", fmt.Sprint(enq.Job.ID)); !strings.Contains(out, "completed") {
 		t.Fatalf("jobs get: %s", out)
 	}
-	// Webhook: signed, completes.
-	var hookMu sync.Mutex
-	var hookSig, hookBody string
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		hookMu.Lock()
-		hookBody, hookSig = string(b), r.Header.Get("Gaffer-Signature")
-		hookMu.Unlock()
-		if strings.Contains(string(b), "fail") {
-			w.WriteHeader(404)
-			return
-		}
-		w.Write([]byte(`{"received":true}`))
-	}))
-	defer hook.Close()
+	// Webhook: signed with the tenant's secret, completes.
+	var secret struct {
+		Secret string `json:"secret"`
+	}
+	e.jsonOK(&secret, "webhook-secrets", "rotate")
 	e.jsonOK(&enq, "jobs", "enqueue", "--kind", "http", "--args", fmt.Sprintf(`{"url":%q,"body":{"hello":"world"}}`, hook.URL))
 	e.waitSQL("webhook completes", `SELECT state FROM gaffer.jobs WHERE id = $1`, "completed", enq.Job.ID)
 	hookMu.Lock()
-	if hookSig != webhook.Sign("e2e-secret", []byte(hookBody)) {
-		t.Fatalf("webhook signature %q for %q", hookSig, hookBody)
+	if _, err := (webhook.Verifier{Secrets: []string{secret.Secret}}).Verify(hookHeader, []byte(hookBody)); err != nil {
+		t.Fatalf("webhook delivery %q does not verify: %v (headers %v)", hookBody, err, hookHeader)
 	}
 	hookMu.Unlock()
+	if out := e.ok("webhook-secrets", "list"); !strings.Contains(out, "current") {
+		t.Fatalf("webhook-secrets list: %s", out)
+	}
 	// A delayed job, cancelled.
 	e.jsonOK(&enq, "jobs", "enqueue", "--kind", "noop", "--delay", "1h", "--priority", "2", "--max-attempts", "3", "--timeout", "10s", "--unique-key", "later")
 	if out := e.ok("jobs", "list", "--state", "pending"); !strings.Contains(out, fmt.Sprint(enq.Job.ID)) {
@@ -398,8 +425,9 @@ func TestEndToEnd(t *testing.T) {
 
 // serverProc is a running gaffer server; code is set once done closes.
 type serverProc struct {
-	done chan struct{}
-	code int
+	done    chan struct{}
+	code    int
+	process *os.Process
 }
 
 func waitExit(p *serverProc, d time.Duration) error {

@@ -13,9 +13,10 @@ import (
 // variable: the command line wins, then the variable, then the default.
 type flagSet struct {
 	*flag.FlagSet
-	m    *Main
-	env  map[string]string // flag name → variable
-	args []string          // positional arguments
+	m       *Main
+	env     map[string]string // flag name → variable
+	envOnly map[string]bool   // secrets: refused on the command line
+	args    []string          // positional arguments
 }
 
 // NArg and Arg read the positional arguments, wherever they stood.
@@ -33,7 +34,7 @@ func (fs *flagSet) Arg(i int) string {
 func (fs *flagSet) Args() []string { return fs.args }
 
 func (m *Main) newFlagSet(name, usage string) *flagSet {
-	fs := &flagSet{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), m: m, env: map[string]string{}}
+	fs := &flagSet{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), m: m, env: map[string]string{}, envOnly: map[string]bool{}}
 	fs.SetOutput(m.Stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(m.Stderr, "Usage: gaffer %s\n\n", usage)
@@ -74,6 +75,15 @@ func (fs *flagSet) String(name, env, def, usage string) *string {
 	return fs.FlagSet.String(name, def, usage)
 }
 
+// Secret is a string read only from its environment variable
+// (GAFFER_<FLAG>): a command line is visible to every local user in ps,
+// so giving it there is an error.
+func (fs *flagSet) Secret(name, usage string) *string {
+	fs.bind(name, "")
+	fs.envOnly[name] = true
+	return fs.FlagSet.String(name, "", usage+" (environment only: a command line is visible to every user in ps)")
+}
+
 func (fs *flagSet) Int(name, env string, def int, usage string) *int {
 	fs.bind(name, env)
 	return fs.FlagSet.Int(name, def, usage)
@@ -112,6 +122,11 @@ func (fs *flagSet) parse(args []string) error {
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for name := range fs.envOnly {
+		if given[name] {
+			return usageError(fmt.Sprintf("--%s is read only from $%s, never from the command line, where ps shows it to every user", name, fs.env[name]))
+		}
+	}
 	names := make([]string, 0, len(fs.env))
 	for n := range fs.env {
 		names = append(names, n)

@@ -61,6 +61,7 @@ func commands() []command {
 		{"nodes", "list, drain and undrain nodes", (*Main).runNodes},
 		{"cluster", "show the leader and cluster health", (*Main).runCluster},
 		{"tokens", "create, list and revoke API tokens", (*Main).runTokens},
+		{"webhook-secrets", "rotate, list and delete a tenant's webhook signing secrets", (*Main).runWebhookSecrets},
 		{"healthcheck", "exit 0 if a node's /readyz answers (for containers)", (*Main).runHealthcheck},
 		{"version", "print the version", func(m *Main, _ context.Context, _ []string) error {
 			fmt.Fprintln(m.Stdout, "gaffer", Version)

@@ -47,6 +47,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"server", "--database-url", "postgres://x", "--lease-ttl", "-1s"}, nil, "--lease-ttl must be positive"},
 		{[]string{"server", "--database-url", "postgres://x", "--log-level", "loud"}, nil, `unknown level "loud"`},
 		{[]string{"server"}, map[string]string{"DATABASE_URL": "postgres://x", "GAFFER_LEASE_TTL": "soon"}, "$GAFFER_LEASE_TTL"},
+		{[]string{"server", "--database-url", "postgres://x", "--webhook-allow", "10.0.0.0/8,*.internal"}, nil, `--webhook-allow: allow entry "*.internal"`},
+		{[]string{"server"}, map[string]string{"DATABASE_URL": "postgres://x", "GAFFER_WEBHOOK_ALLOW": "2130706433"}, "--webhook-allow"},
+		{[]string{"dev", "--webhook-allow", "hooks:99999"}, nil, `allow entry "hooks:99999"`},
 		{[]string{"dev", "--nodes", "0"}, nil, "--nodes must be between 1 and 16"},
 		{[]string{"dev", "--token", "short"}, nil, "--token must be at least 16 characters"},
 		{[]string{"dev", "--data", "/tmp/x", "--database-url", "postgres://x"}, nil, "do not mix"},
@@ -66,7 +69,7 @@ func TestUsageErrors(t *testing.T) {
 func TestHelpListsEnvironmentVariables(t *testing.T) {
 	t.Parallel()
 	_, stderr, _ := run(t, nil, "server", "--help")
-	for _, want := range []string{"--lease-ttl", "$GAFFER_LEASE_TTL", "$DATABASE_URL", "--drain-timeout"} {
+	for _, want := range []string{"--lease-ttl", "$GAFFER_LEASE_TTL", "$DATABASE_URL", "--drain-timeout", "--webhook-allow", "$GAFFER_WEBHOOK_ALLOW"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("server --help lacks %q:\n%s", want, stderr)
 		}

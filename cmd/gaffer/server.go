@@ -4,11 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -20,13 +17,15 @@ import (
 	"github.com/gafferhq/gaffer"
 	"github.com/gafferhq/gaffer/api"
 	"github.com/gafferhq/gaffer/cluster"
+	"github.com/gafferhq/gaffer/internal/egress"
 	"github.com/gafferhq/gaffer/internal/redact"
 	"github.com/gafferhq/gaffer/ui"
+	"github.com/gafferhq/gaffer/webhook"
 )
 
 // nodeFlags are the flags shared by `server` and `dev` that shape a node.
 type nodeFlags struct {
-	webhookSecret *string
+	webhookAllow  *string
 	rateLimit     *int
 	tlsCert       *string
 	tlsKey        *string
@@ -43,11 +42,14 @@ type nodeFlags struct {
 	logLevel      *string
 	logJSON       *bool
 	metricsToken  *string
+	*httpFlags
+	*etcdFlags
 }
 
 func addNodeFlags(fs *flagSet) *nodeFlags {
 	return &nodeFlags{
-		webhookSecret: fs.String("webhook-secret", "", "", "HMAC-SHA256 key that signs the bodies of http jobs (Gaffer-Signature)"),
+		webhookAllow: fs.String("webhook-allow", "", "", "destinations http jobs may call that are refused by default (loopback, private, link-local, this node's API, PostgreSQL and etcd): "+
+			"comma-separated CIDRs, addresses, host names and host:port; only an exact host:port opens one of the node's own endpoints"),
 		rateLimit:     fs.Int("rate-limit", "", 200, "API requests per second allowed per token (burst: twice that)"),
 		tlsCert:       fs.String("tls-cert", "", "", "serve HTTPS with this certificate (PEM); needs --tls-key"),
 		tlsKey:        fs.String("tls-key", "", "", "the certificate's private key (PEM)"),
@@ -64,6 +66,8 @@ func addNodeFlags(fs *flagSet) *nodeFlags {
 		logLevel:      fs.String("log-level", "", "info", "trace, debug, info, warn or error"),
 		logJSON:       fs.Bool("log-json", "", false, "log JSON lines instead of text"),
 		metricsToken:  fs.String("metrics-token", "", "", "when set, /metrics answers only requests with Authorization: Bearer <this token>"),
+		httpFlags:     addHTTPFlags(fs),
+		etcdFlags:     addEtcdFlags(fs),
 	}
 }
 
@@ -75,6 +79,15 @@ func (f *nodeFlags) logger(m *Main) (hclog.Logger, error) {
 	// Log lines quote URLs (database, etcd, failed calls): no passwords
 	// or query values in the logs.
 	return hclog.New(&hclog.LoggerOptions{Name: "gaffer", Level: level, JSONFormat: *f.logJSON, Output: redact.Writer(m.Stderr)}), nil
+}
+
+// allowList reads --webhook-allow.
+func (f *nodeFlags) allowList() ([]string, error) {
+	allow, err := egress.SplitAllow(*f.webhookAllow)
+	if err != nil {
+		return nil, usageError("--webhook-allow: " + err.Error())
+	}
+	return allow, nil
 }
 
 func (f *nodeFlags) config() (gaffer.Config, error) {
@@ -95,8 +108,14 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 	if *f.rateLimit < 1 {
 		return gaffer.Config{}, usageError(fmt.Sprintf("--rate-limit must be at least 1, got %d", *f.rateLimit))
 	}
+	if _, err := f.allowList(); err != nil {
+		return gaffer.Config{}, err
+	}
 	if *f.sessionTTL < 2*time.Second || *f.sessionTTL%time.Second != 0 {
 		return gaffer.Config{}, usageError(fmt.Sprintf("--session-ttl must be whole seconds, at least 2s, got %s", *f.sessionTTL))
+	}
+	if _, err := f.httpSettings(); err != nil {
+		return gaffer.Config{}, err
 	}
 	var endpoints []string
 	for _, e := range strings.Split(*f.etcd, ",") {
@@ -104,9 +123,13 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 			endpoints = append(endpoints, e)
 		}
 	}
-	return gaffer.Config{Queues: queues, LeaseTTL: *f.leaseTTL, PollInterval: *f.pollInterval,
+	cfg := gaffer.Config{Queues: queues, LeaseTTL: *f.leaseTTL, PollInterval: *f.pollInterval,
 		JobRetention: *f.jobRetention, DLQRetention: *f.dlqRetention, IdempotencyRetention: *f.idemRetention, EtcdEndpoints: endpoints,
-		SessionTTL: *f.sessionTTL, ClusterPrefix: *f.prefix, Version: Version}, nil
+		SessionTTL: *f.sessionTTL, ClusterPrefix: *f.prefix, Version: Version}
+	if err := f.etcdAccess(&cfg); err != nil {
+		return gaffer.Config{}, err
+	}
+	return cfg, nil
 }
 
 type serverFlags struct {
@@ -150,34 +173,55 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	allow, err := nf.allowList()
+	if err != nil {
+		return err
+	}
+	// Listen first: the outbound guard must know the API's real address
+	// (--addr :0 picks a port) to refuse http jobs aimed at it.
+	ln, err := listen(*addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	hooks, err := newWebhooks(ctx, allow, log, *dbURL, append([]string{ln.Addr().String()}, cfg.EtcdEndpoints...)...)
+	if err != nil {
+		return err
+	}
 	reg := newRegistry()
 	cfg.DatabaseURL, cfg.ID, cfg.MaxConns, cfg.Logger, cfg.Registerer = *dbURL, *nodeID, int32(*maxConns), log, reg
 	node, err := gaffer.NewNode(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	registerBuiltinKinds(node, *nf.webhookSecret)
+	secrets := webhook.NewSecrets(node.Store())
+	hooks.SetSecrets(secrets)
+	registerBuiltinKinds(node, hooks)
 	if err := node.Start(ctx); err != nil {
 		node.Stop(context.Background())
 		return err
 	}
-	h, _, err := httpHandler(reg, nf, log, node)
+	h, _, err := httpHandler(reg, nf, log, hooks, secrets, node)
 	if err != nil {
 		node.Stop(context.Background())
 		return err
 	}
-	srv, err := serveHTTP(*addr, h, nf, log)
+	srv, err := serveHTTP(ln, h, nf, log)
 	if err != nil {
 		node.Stop(context.Background())
 		return err
 	}
-	defer srv.Close()
 	select {
 	case <-ctx.Done():
+		// The node claims nothing new from the signal on (G6); requests in
+		// flight finish while it can still serve them; then it drains.
+		node.Worker().SetClaiming(false)
+		shutdownHTTP(srv, *nf.shutdownTimeout, log)
 		log.Info("signal received; draining", "deadline", *nf.drainTimeout)
 		return drain(node, *nf.drainTimeout)
 	case <-node.Done():
 		log.Info("drained through the cluster; exiting")
+		shutdownHTTP(srv, *nf.shutdownTimeout, log)
 		return nil
 	}
 }
@@ -252,17 +296,26 @@ func bearerOnly(token string, next http.Handler) http.Handler {
 
 // httpHandler serves the API under /v1 and the dashboard under /ui beside
 // the health endpoints.
-func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, nodes ...*gaffer.Node) (http.Handler, *api.Tokens, error) {
+func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, hooks *webhook.Handler, secrets *webhook.Secrets, nodes ...*gaffer.Node) (http.Handler, *api.Tokens, error) {
 	n := nodes[0]
+	hs, err := nf.httpSettings()
+	if err != nil {
+		return nil, nil, err
+	}
 	tokens := api.NewTokens(n.Store())
+	// One budget of failed authentications per client address, for the
+	// API and the dashboard's sign-in alike.
+	failures := api.NewFailureLimiter(api.FailureLimiterConfig{})
 	a, err := api.New(api.Config{Store: n.Store(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
-		Admin: cluster.NewAdmin(n.Store()), Cluster: n.Cluster(), Logger: log, Registerer: reg,
-		RateLimit: float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit, IdempotencyRetention: *nf.idemRetention})
+		Admin: cluster.NewAdmin(n.Store()), Cluster: n.Cluster(), Webhook: hooks, WebhookSecrets: secrets, Logger: log, Registerer: reg,
+		RateLimit: float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit, IdempotencyRetention: *nf.idemRetention,
+		TrustedProxies: hs.proxies, Failures: failures})
 	if err != nil {
 		return nil, nil, err
 	}
 	dash, err := ui.New(ui.Config{Store: n.Store(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
-		Admin: cluster.NewAdmin(n.Store()), Cluster: n.Cluster(), Logger: log})
+		Admin: cluster.NewAdmin(n.Store()), Cluster: n.Cluster(), Logger: log,
+		SessionLength: hs.sessionLength, TrustedProxies: hs.proxies, Failures: failures})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -271,27 +324,4 @@ func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, node
 	mux.Handle("/ui/", dash)
 	mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
 	return mux, tokens, nil
-}
-
-func serveHTTP(addr string, h http.Handler, nf *nodeFlags, log hclog.Logger) (*http.Server, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	tls := *nf.tlsCert != ""
-	go func() {
-		var err error
-		if tls {
-			err = srv.ServeTLS(ln, *nf.tlsCert, *nf.tlsKey)
-		} else {
-			err = srv.Serve(ln)
-		}
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("http server", "error", err)
-			os.Exit(1)
-		}
-	}()
-	log.Info("listening", "addr", ln.Addr().String(), "tls", tls)
-	return srv, nil
 }

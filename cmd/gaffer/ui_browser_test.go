@@ -183,8 +183,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	}))
 	t.Cleanup(hook.Close)
 
-	_, base := e.server("ui-1", "--queues", "default=4")
-	e.server("ui-2", "--queues", "default=4")
+	// The receiver is on loopback, refused unless allowed.
+	allowHook := strings.TrimPrefix(hook.URL, "http://")
+	_, base := e.server("ui-1", "--queues", "default=4", "--webhook-allow", allowHook)
+	e.server("ui-2", "--queues", "default=4", "--webhook-allow", allowHook)
 	e.env = append(e.env, "GAFFER_URL="+base, "GAFFER_TOKEN="+admin)
 	e.waitSQL("a leader", `SELECT leader FROM gaffer.leader_fence`, "ui-1")
 

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -24,11 +25,34 @@ type Server struct {
 	name           string
 	dir            string
 	tempDir        bool
+	opts           Options
+	certs          *Certs // with Options.ClientTLS
 	clientURL      url.URL
 	peerURL        url.URL
 	initialCluster string
 	mu             sync.Mutex
 	etcd           *embed.Etcd
+}
+
+// Options configures a single member beyond a plain local etcd.
+type Options struct {
+	// Dir keeps the data; "" means a temporary directory removed by Close.
+	Dir string
+	// ClientTLS serves clients over TLS only (https:// endpoint) and
+	// requires a client certificate signed by the member's own test CA;
+	// Server.Certs has the files.
+	ClientTLS bool
+	// RootPassword, when set, creates the user root with this password and
+	// enables etcd's authentication before Start returns.
+	RootPassword string
+	// Users are created (before authentication is enabled), each with a
+	// role that may read and write only its Prefix.
+	Users []User
+}
+
+// User is an etcd user limited to one key prefix.
+type User struct {
+	Name, Password, Prefix string
 }
 
 // portAttempts is how many times a start is tried on fresh ports. A free
@@ -55,19 +79,36 @@ func portTaken(err error) bool {
 
 // Start starts a member with its data in dir (a new temporary directory,
 // removed by Close, when dir is empty) on free loopback ports.
-func Start(dir string) (*Server, error) {
-	return retryOnTakenPort(func() (*Server, error) { return startOne(dir) })
+func Start(dir string) (*Server, error) { return StartWith(Options{Dir: dir}) }
+
+// StartWith starts a member configured by opts on free loopback ports.
+func StartWith(opts Options) (*Server, error) {
+	return retryOnTakenPort(func() (*Server, error) { return startOne(opts) })
 }
 
-func startOne(dir string) (*Server, error) {
-	s, err := newServer("gaffer", dir)
+func startOne(opts Options) (*Server, error) {
+	s, err := newServer("gaffer", opts.Dir)
 	if err != nil {
 		return nil, err
+	}
+	s.opts = opts
+	if opts.ClientTLS {
+		s.clientURL.Scheme = "https"
+		if s.certs, err = writeCerts(filepath.Join(s.dir, "tls")); err != nil {
+			s.cleanup()
+			return nil, err
+		}
 	}
 	s.initialCluster = s.name + "=" + s.peerURL.String()
 	if err := s.start(); err != nil {
 		s.cleanup()
 		return nil, err
+	}
+	if opts.RootPassword != "" {
+		if err := s.enableAuth(); err != nil {
+			s.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -172,6 +213,10 @@ func (s *Server) start() error {
 	cfg.InitialClusterToken = "gaffer-test"
 	cfg.LogLevel = "error"
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	if s.certs != nil {
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: s.certs.ServerCert, KeyFile: s.certs.ServerKey,
+			TrustedCAFile: s.certs.CA, ClientCertAuth: true}
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return fmt.Errorf("start embedded etcd: %w", err)
@@ -190,6 +235,9 @@ func (s *Server) start() error {
 
 // Endpoint is the client URL.
 func (s *Server) Endpoint() string { return s.clientURL.String() }
+
+// PeerEndpoint is the peer URL, which members talk to each other on.
+func (s *Server) PeerEndpoint() string { return s.peerURL.String() }
 
 // Stop shuts the member down, keeping its data: Restart brings it back.
 func (s *Server) Stop() {

@@ -52,7 +52,10 @@ func runNode() int {
 	cfg := gaffer.Config{
 		DatabaseURL: os.Getenv("GAFFER_TEST_DATABASE_URL"), ID: os.Getenv("GAFFER_TEST_NODE"),
 		Queues: map[string]int{"default": concurrency}, LeaseTTL: lease, RescueInterval: RescueInterval,
-		PollInterval: 200 * time.Millisecond, Logger: log, Registerer: reg,
+		// The leader's fenced writes come often, so that a deposed leader
+		// trusting only the fence meets it soon (TestPausedLeaderIsFencedOnResume).
+		QueueMonitorInterval: 200 * time.Millisecond,
+		PollInterval:         200 * time.Millisecond, Logger: log, Registerer: reg,
 		SessionTTL: sessionTTL, ReportInterval: 500 * time.Millisecond, ClusterPrefix: os.Getenv("GAFFER_TEST_PREFIX"),
 		TrustFenceOnly: os.Getenv("GAFFER_TEST_FENCE_ONLY") != "",
 	}

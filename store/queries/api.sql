@@ -11,7 +11,13 @@ SELECT id, name, hash, tenant, scopes, created_at, revoked_at FROM gaffer.api_to
 SELECT id, name, hash, tenant, scopes, created_at, revoked_at FROM gaffer.api_tokens ORDER BY created_at, id;
 
 -- name: revoke_token
-UPDATE gaffer.api_tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 RETURNING id;
+-- Revokes the token and ends its dashboard sessions.
+WITH revoked AS (
+    UPDATE gaffer.api_tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 RETURNING id
+), ended AS (
+    DELETE FROM gaffer.ui_sessions WHERE token_id IN (SELECT id FROM revoked)
+)
+SELECT id FROM revoked;
 
 -- name: claim_idempotency_key
 -- Takes the key for a first request, or takes over one abandoned for more

@@ -1,0 +1,276 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gafferhq/gaffer/internal/pgtest"
+)
+
+// The attacks below send traffic to loopback only: the cluster's own
+// API, etcd and PostgreSQL run there, and so do the stand-ins.
+
+// etcdKV calls etcd's JSON gateway, as an attacker's http job would.
+func etcdKV(t *testing.T, endpoint, op string, req map[string]string) map[string]any {
+	t.Helper()
+	body := map[string]string{}
+	for k, v := range req {
+		body[k] = base64.StdEncoding.EncodeToString([]byte(v))
+	}
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(endpoint+"/v3/kv/"+op, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("etcd %s: %d %v", op, resp.StatusCode, err)
+	}
+	return out
+}
+
+// etcdKeys maps every key in etcd to its create revision: a key deleted
+// (and re-created by its owner) shows up as a change.
+func etcdKeys(t *testing.T, endpoint string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	kvs, _ := etcdKV(t, endpoint, "range", map[string]string{"key": "\x00", "range_end": "\x00"})["kvs"].([]any)
+	for _, kv := range kvs {
+		m := kv.(map[string]any)
+		k, _ := base64.StdEncoding.DecodeString(m["key"].(string))
+		v, _ := base64.StdEncoding.DecodeString(fmt.Sprint(m["value"]))
+		out[string(k)] = fmt.Sprint(m["create_revision"])
+		if string(k) == "/canary" {
+			out[string(k)] += "=" + string(v)
+		}
+	}
+	return out
+}
+
+type enqueued struct {
+	status      int
+	code, field string
+	id          int64
+}
+
+// enqueueHTTP posts an http job with a tenant's token.
+func enqueueHTTP(t *testing.T, base, token, queue, target string) enqueued {
+	t.Helper()
+	args, _ := json.Marshal(map[string]any{"url": target, "body": map[string]string{"key": "Lw==", "range_end": "AA==", "value": "cHduZWQ="}})
+	req, _ := http.NewRequest("POST", base+"/v1/jobs", strings.NewReader(fmt.Sprintf(`{"kind":"http","queue":%q,"args":%s}`, queue, args)))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Code, Field string
+		Job         struct{ ID int64 }
+	}
+	json.NewDecoder(resp.Body).Decode(&out)
+	return enqueued{resp.StatusCode, out.Code, out.Field, out.Job.ID}
+}
+
+// A tenant token with only jobs:write aims http jobs at the node's own
+// /metrics, at the embedded etcd's gateway and at PostgreSQL: literal
+// addresses are refused at the door; reached through a redirect from a
+// receiver the operator allowed, each fails destination_blocked after one
+// attempt without a request reaching the target; etcd is unchanged.
+func TestTenantCannotReachClusterInternals(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	e.ok("migrate", "up")
+	tenant := strings.TrimSpace(e.ok("tokens", "create", "--name", "attacker", "--tenant", "acme", "--scopes", "jobs:write"))
+	etcdKV(t, e.etcd, "put", map[string]string{"key": "/canary", "value": "still here"})
+
+	var internalHits atomic.Int32
+	internal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		internalHits.Add(1)
+		fmt.Fprintln(w, "internal secrets")
+	}))
+	defer internal.Close()
+	// The receiver the operator allowed; the tenant controls where it
+	// redirects (307 keeps the method).
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if to := r.URL.Query().Get("to"); to != "" {
+			http.Redirect(w, r, to, http.StatusTemporaryRedirect)
+			return
+		}
+		io.Copy(io.Discard, r.Body)
+		fmt.Fprintln(w, `{"ok":true}`)
+	}))
+	defer receiver.Close()
+	recvHost := strings.TrimPrefix(receiver.URL, "http://")
+
+	_, base := e.server("sec-1", "--webhook-allow", recvHost)
+	e.waitSQL("registered", `SELECT count(*) FROM gaffer.nodes WHERE id = 'sec-1'`, "1")
+	before := etcdKeys(t, e.etcd)
+	pg, err := url.Parse(e.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiPort := base[strings.LastIndex(base, ":")+1:]
+	targets := []string{
+		base + "/metrics",
+		e.etcd + "/v3/kv/range", e.etcd + "/v3/kv/put", e.etcd + "/v3/kv/deleterange",
+		"http://" + pg.Host + "/",
+		internal.URL + "/",
+	}
+
+	// At the door: every literal spelling of loopback.
+	literal := append(append([]string{}, targets...),
+		"http://localhost:"+apiPort+"/metrics", "http://[::1]:"+apiPort+"/metrics", "http://127.1:"+apiPort+"/metrics",
+		"http://2130706433:"+apiPort+"/metrics", "http://0x7f.1:"+apiPort+"/metrics", "http://0.0.0.0:"+apiPort+"/metrics")
+	for _, target := range literal {
+		if r := enqueueHTTP(t, base, tenant, "default", target); r.status != 400 || r.code != "destination_not_allowed" || r.field != "args.url" {
+			t.Errorf("enqueue at %s: %+v, want 400 destination_not_allowed on args.url", target, r)
+		}
+	}
+	if n := e.scalar(`SELECT count(*) FROM gaffer.jobs`); n != "0" {
+		t.Fatalf("%s jobs written by refused enqueues", n)
+	}
+
+	// Past the door, through the allowed receiver's redirect: refused
+	// where the connection would be made.
+	for _, target := range targets {
+		r := enqueueHTTP(t, base, tenant, "default", receiver.URL+"/hook?to="+url.QueryEscape(target))
+		if r.status != 201 {
+			t.Fatalf("enqueue via the receiver: %+v", r)
+		}
+		e.waitSQL("blocked at "+target, `SELECT state || ' ' || attempt || ' ' || (errors->0->>'kind') FROM gaffer.jobs WHERE id = $1`,
+			"failed 1 destination_blocked", r.id)
+	}
+	if n := internalHits.Load(); n != 0 {
+		t.Fatalf("%d requests reached the internal stand-in", n)
+	}
+	// The allowed receiver itself is called.
+	r := enqueueHTTP(t, base, tenant, "default", receiver.URL+"/hook")
+	e.waitSQL("the allowed receiver is called", `SELECT state FROM gaffer.jobs WHERE id = $1`, "completed", r.id)
+
+	// An operator who opens all of loopback (as gaffer dev does) still
+	// does not open the node's own API — here listening on every
+	// interface, as the default --addr :8080 does — nor PostgreSQL or etcd.
+	port := freeAddr(t)[len("127.0.0.1:"):]
+	_, base2 := e.serverListening("sec-2", ":"+port, "127.0.0.1:"+port, "--webhook-allow", "127.0.0.0/8", "--queues", "open=4")
+	for _, target := range []string{base2 + "/metrics", "http://localhost:" + port + "/metrics", e.etcd + "/v3/kv/deleterange", "http://" + pg.Host + "/"} {
+		if r := enqueueHTTP(t, base2, tenant, "open", target); r.status != 400 || r.code != "destination_not_allowed" {
+			t.Errorf("loopback open: enqueue at %s: %+v, want 400 destination_not_allowed", target, r)
+		}
+	}
+	r = enqueueHTTP(t, base2, tenant, "open", internal.URL+"/opened")
+	e.waitSQL("an opened loopback receiver is called", `SELECT state FROM gaffer.jobs WHERE id = $1`, "completed", r.id)
+
+	after := etcdKeys(t, e.etcd)
+	if fmt.Sprint(after["/canary"]) != fmt.Sprint(before["/canary"]) {
+		t.Fatalf("the canary key changed: %q → %q", before["/canary"], after["/canary"])
+	}
+	for k, rev := range before {
+		if after[k] != rev {
+			t.Errorf("etcd key %q: %q → %q", k, rev, after[k])
+		}
+	}
+}
+
+// gaffer dev opens loopback, so a receiver on the developer's machine
+// works, and says so; its own API, PostgreSQL and etcd stay refused.
+func TestDevOpensLoopbackButNotItself(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewDatabase(t)
+	addr := freeAddr(t)
+	token := "dev-token-for-the-security-test"
+	cmd := exec.Command(os.Args[0], "dev", "--addr", addr, "--token", token)
+	cmd.Env = append(os.Environ(), "GAFFER_E2E_MAIN=1", "DATABASE_URL="+dbURL)
+	var out, logs lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("dev stdout:\n%s\nlog:\n%s", out.String(), logs.String())
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(out.String(), "Press Ctrl-C to stop") {
+		if time.Now().After(deadline) {
+			t.Fatal("gaffer dev never printed its banner")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	banner := out.String()
+	if !strings.Contains(banner, "outbound:  http jobs may call loopback (127.0.0.0/8, ::1)") || !strings.Contains(banner, "own API, PostgreSQL and etcd ports stay refused") {
+		t.Fatalf("the banner does not say what dev opens:\n%s", banner)
+	}
+	etcd := ""
+	for _, line := range strings.Split(banner, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "etcd:"); ok {
+			etcd = strings.TrimSpace(v)
+		}
+	}
+	pg, err := url.Parse(dbURL)
+	if err != nil || etcd == "" {
+		t.Fatalf("db %q (%v), etcd %q", dbURL, err, etcd)
+	}
+	base := "http://" + addr
+
+	var hits atomic.Int32
+	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprintln(w, `{"ok":true}`)
+	}))
+	defer local.Close()
+	r := enqueueHTTP(t, base, token, "default", local.URL+"/hook")
+	if r.status != 201 {
+		t.Fatalf("a local receiver: %+v", r)
+	}
+	for _, target := range []string{base + "/metrics", "http://localhost" + addr[strings.LastIndex(addr, ":"):] + "/metrics",
+		etcd + "/v3/kv/deleterange", "http://" + pg.Host + "/"} {
+		if r := enqueueHTTP(t, base, token, "default", target); r.status != 400 || r.code != "destination_not_allowed" {
+			t.Errorf("dev: enqueue at %s: %+v, want 400 destination_not_allowed", target, r)
+		}
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for hits.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the local receiver was never called")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -1,0 +1,1 @@
+DROP TABLE gaffer.ui_sessions;
