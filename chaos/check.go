@@ -135,6 +135,7 @@ func (h *harness) settleAndCheck() Report {
 	h.mu.Lock()
 	r.Replays = len(h.replays)
 	r.StepReplays, r.StepCancels = h.stepReplays, h.stepCancels
+	r.SigtermsAimed = h.aimed
 	r.EtcdOutageRerun = append([]float64(nil), h.reruns...)
 	r.Faults = h.faults
 	r.Recovery = append([]float64(nil), h.recovery...)

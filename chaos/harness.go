@@ -134,8 +134,11 @@ type Report struct {
 	Recovery               []float64      `json:"recovery_seconds"`
 	StaleRefused           int            `json:"stale_writes_refused"`
 	// ClaimsReleased counts the jobs a SIGTERMed node claimed while it
-	// stopped and gave back unrun (claims that were in flight).
+	// stopped and gave back unrun (claims that were in flight);
+	// SigtermsAimed, the SIGTERMs sent while a claim the node had made was
+	// committed and its answer still on the way.
 	ClaimsReleased int `json:"claims_released_while_stopping"`
+	SigtermsAimed  int `json:"sigterms_on_a_claim_in_flight"`
 	// EtcdOutageRerun is, for each node killed while etcd was down, how
 	// long its jobs took to run again elsewhere.
 	EtcdOutageRerun []float64 `json:"etcd_outage_rerun_seconds"`
@@ -167,6 +170,7 @@ type harness struct {
 	replays                  map[int64]int64
 	drains                   []window
 	sigterms                 []stopWindow
+	aimed                    int // SIGTERMs that landed on a committed claim in flight
 	recovery                 []float64
 	reruns                   []float64
 	violations               []string // found while the faults went on
@@ -269,6 +273,7 @@ func (h *harness) setUp() {
 		CREATE TABLE chaos_effects (job_id bigint, attempt int, node text, at timestamptz DEFAULT clock_timestamp());
 		CREATE TABLE chaos_tx_effects (job_id bigint, attempt int, node text);
 		CREATE TABLE test_claims (job_id bigint, node text, at timestamptz, attempt int);
+		CREATE INDEX ON test_claims (node, at);
 		CREATE FUNCTION test_claim_audit() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN INSERT INTO test_claims VALUES (NEW.id, NEW.node, NEW.attempted_at, NEW.attempt); RETURN NEW; END $$;
 		CREATE TRIGGER test_claim_audit AFTER UPDATE ON gaffer.jobs FOR EACH ROW

@@ -2,8 +2,13 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"syscall"
 	"time"
+
+	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // stopGrace is how long a SIGTERMed node may take to exit: the node
@@ -12,9 +17,10 @@ import (
 const stopGrace = 30 * time.Second
 
 // sigterm stops a node the way an orchestrator does, under load and with
-// its PostgreSQL traffic slowed so that claims are in flight when the
-// signal lands (a claim the server commits while the node stops must be
-// given back, not left running on a node that is gone). Once the node
+// its PostgreSQL traffic slowed, the signal timed (aim) to land while a
+// claim the server has committed is on its way back to the node (a claim
+// committed while the node stops must be given back, not left running on
+// a node that is gone). Once the node
 // has exited it must hold no job: every job it had claimed either
 // finished or was released. Its later checks (checkSigterms) look for
 // attempts it held that were lost all the same.
@@ -33,8 +39,17 @@ func (h *harness) sigterm() {
 	lat := h.between(50*time.Millisecond, 200*time.Millisecond)
 	s.pg.SetLatency(lat)
 	time.Sleep(h.between(500*time.Millisecond, 1500*time.Millisecond))
+	claimed, waited := h.aim(s)
 	s.child.Signal(syscall.SIGTERM)
-	h.logf("SIGTERM %s (postgres latency %s)", s.id, lat.Round(time.Millisecond))
+	if claimed > 0 {
+		h.mu.Lock()
+		h.aimed++
+		h.mu.Unlock()
+		h.logf("SIGTERM %s (postgres latency %s) as a claim of %d jobs it made committed, its answer still on the way (waited %s)",
+			s.id, lat.Round(time.Millisecond), claimed, waited.Round(time.Millisecond))
+	} else {
+		h.logf("SIGTERM %s (postgres latency %s; no claim of its committed within %s)", s.id, lat.Round(time.Millisecond), aimWait)
+	}
 	select {
 	case <-s.child.Exited:
 	case <-time.After(stopGrace):
@@ -61,6 +76,57 @@ func (h *harness) sigterm() {
 	h.mu.Unlock()
 	time.Sleep(time.Second)
 	h.startNode(s)
+}
+
+// aimWait bounds how long sigterm waits for the node to commit a claim.
+const aimWait = 5 * time.Second
+
+// aimBurst is the burst of jobs aim enqueues: more than the other two
+// nodes' 16 slots, each long enough (aimBurstMS) that they cannot work
+// through it before the slowed node's claim arrives.
+const (
+	aimBurst   = 32
+	aimBurstMS = 1500
+)
+
+// aim times a SIGTERM to land on a claim in flight. Claims of a node
+// whose PostgreSQL traffic is slowed mostly come back empty (the other
+// nodes take new jobs first), and one that took jobs is in flight for a
+// moment only: by chance, a signal rarely meets it (the first runs gave
+// back no claim at all). So aim enqueues a burst the other nodes cannot
+// take alone, then polls, on the harness's own unslowed connection, for
+// a claim by s that took jobs and committed; its answer is then still in
+// the proxy, one latency from s, and the SIGTERM sent now lands before
+// it: the stopping node must give those jobs back. It returns how many
+// jobs that claim took and how long it waited; 0 if no claim committed
+// within aimWait (the signal is sent anyway).
+func (h *harness) aim(s *slot) (int, time.Duration) {
+	ctx := context.Background()
+	var since time.Time
+	if err := h.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&since); err != nil {
+		return 0, 0
+	}
+	reqs := make([]job.Request, aimBurst)
+	for i := range reqs {
+		reqs[i] = job.Request{Kind: "chaos.work", Args: json.RawMessage(fmt.Sprintf(`{"ms": %d}`, aimBurstMS)), MaxAttempts: 100}
+	}
+	if ids, err := job.NewClient(store.New(h.pool), nil).EnqueueMany(ctx, reqs); err == nil {
+		h.mu.Lock()
+		h.accepted = append(h.accepted, ids...)
+		h.mu.Unlock()
+	}
+	start := time.Now()
+	for time.Since(start) < aimWait {
+		// A claim's rows all carry its transaction's start time, which is
+		// after since for a claim sent after it.
+		var n int
+		if err := h.pool.QueryRow(ctx, `SELECT count(*) FROM test_claims WHERE node = $1 AND at >= $2
+			AND at = (SELECT min(at) FROM test_claims WHERE node = $1 AND at >= $2)`, s.id, since).Scan(&n); err == nil && n > 0 {
+			return n, time.Since(start)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return 0, aimWait
 }
 
 // stopWindow is one SIGTERM: the node, the times (by the database clock)

@@ -349,7 +349,7 @@ func (h *harness) checkWorkflows(ctx context.Context, r *Report, v func(string, 
 	// Every start of a step (its first job, a replay, a restart after a
 	// resume), against its dependencies' states just before it.
 	early, err := h.pool.Query(ctx, `
-		SELECT st.run_id, st.name, st.job_id, d.name, coalesce(prev.state, 'none'), st.at
+		SELECT st.run_id, st.name, st.job_id, string_agg(format('%s was %s', d.name, coalesce(prev.state, 'none')), ' and ' ORDER BY d.name), st.at
 		FROM chaos_step_log st
 		JOIN gaffer.workflow_steps s ON s.run_id = st.run_id AND s.name = st.name
 		JOIN gaffer.workflow_steps d ON d.run_id = st.run_id AND d.name = ANY (s.depends_on)
@@ -357,6 +357,7 @@ func (h *harness) checkWorkflows(ctx context.Context, r *Report, v func(string, 
 		                   ORDER BY l.seq DESC LIMIT 1) prev ON true
 		WHERE st.state = 'active'
 		  AND NOT coalesce(prev.state = 'completed' OR prev.state = 'failed' AND d.allow_failure, false)
+		GROUP BY st.seq, st.run_id, st.name, st.job_id, st.at
 		ORDER BY st.seq`)
 	if err != nil {
 		t.Fatalf("step starts: %v", err)
@@ -364,13 +365,13 @@ func (h *harness) checkWorkflows(ctx context.Context, r *Report, v func(string, 
 	var starts []string
 	for early.Next() {
 		var run, jobID int64
-		var step, dep, depState string
+		var step, deps string
 		var at time.Time
-		if err := early.Scan(&run, &step, &jobID, &dep, &depState, &at); err != nil {
+		if err := early.Scan(&run, &step, &jobID, &deps, &at); err != nil {
 			t.Fatal(err)
 		}
-		starts = append(starts, fmt.Sprintf("run %d step %s started job %d at %s while %s was %s",
-			run, step, jobID, at.Format("15:04:05.000"), dep, depState))
+		starts = append(starts, fmt.Sprintf("run %d step %s started job %d at %s while %s",
+			run, step, jobID, at.Format("15:04:05.000"), deps))
 	}
 	if err := early.Err(); err != nil {
 		t.Fatal(err)
