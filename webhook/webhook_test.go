@@ -378,3 +378,29 @@ func TestDeliveriesAreSignedWithTheirTenantsSecret(t *testing.T) {
 		t.Fatalf("rotation past the limit: %v", err)
 	}
 }
+
+// Header values the job marks secret (and Authorization, Cookie,
+// X-Api-Key always) are not stored in its result when the receiver
+// echoes them back.
+func TestSecretHeadersAreNotStored(t *testing.T) {
+	t.Parallel()
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]string{"auth": r.Header.Get("Authorization"), "key": r.Header.Get("X-Signing-Key"), "plain": r.Header.Get("X-Plain")})
+	}))
+	defer echo.Close()
+	e := start(t, false, echo.Listener.Addr().String())
+	j := e.enqueue(map[string]any{"url": echo.URL, "headers": map[string]string{
+		"Authorization": "Bearer tok-very-secret-123", "X-Signing-Key": "k3y-material-xyz", "X-Plain": "visible-value"},
+		"secret_headers": []string{"X-Signing-Key"}})
+	done := e.wait(j.ID, func(x *job.Job) bool { return x.State == job.Completed })
+	res := string(done.Result)
+	for _, secret := range []string{"tok-very-secret-123", "k3y-material-xyz"} {
+		if strings.Contains(res, secret) {
+			t.Errorf("result stores %q: %s", secret, res)
+		}
+	}
+	if !strings.Contains(res, "visible-value") || !strings.Contains(res, "[redacted]") {
+		t.Fatalf("result %s", res)
+	}
+}
