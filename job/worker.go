@@ -355,10 +355,13 @@ type producer struct {
 	active    atomic.Int64
 	more      atomic.Bool // the last claim was full: there may be more work
 	lastClaim time.Time
-	// cursor is where the last full claim ended, set since cursorSince;
-	// nil scans from the queue's start.
-	cursor      *store.ClaimPosition
+	// cursors are where the last claims of each fairness unit ended, kept
+	// since cursorSince; a unit without one is scanned from its start.
+	cursors     map[store.Unit]store.ClaimPosition
 	cursorSince time.Time
+	// below is where the next claim starts among the units, when the last
+	// one served as many units as it could (there may be more).
+	below *store.Unit
 }
 
 func (p *producer) wake() {
@@ -400,8 +403,8 @@ func (p *producer) fill(ctx context.Context) {
 		}
 		n := min(free, w.cfg.ClaimBatch)
 		p.lastClaim = time.Now()
-		if p.cursor != nil && p.lastClaim.Sub(p.cursorSince) > w.cfg.CursorReset {
-			p.cursor = nil
+		if len(p.cursors) > 0 && p.lastClaim.Sub(p.cursorSince) > w.cfg.CursorReset {
+			clear(p.cursors)
 		}
 		rows, err := p.claim(ctx, n)
 		if err != nil {
@@ -418,7 +421,7 @@ func (p *producer) fill(ctx context.Context) {
 			return
 		}
 		p.more.Store(len(rows) == n)
-		p.advanceCursor(rows, n)
+		p.advanceCursors(rows, n)
 		for _, row := range rows {
 			p.active.Add(1)
 			w.launch(p, row, p.lastClaim)
@@ -440,8 +443,13 @@ func (p *producer) claim(ctx context.Context, n int) ([]store.Job, error) {
 	w := p.w
 	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.LeaseTTL)
 	defer cancel()
+	cursors := make([]store.UnitCursor, 0, len(p.cursors))
+	for u, pos := range p.cursors {
+		cursors = append(cursors, store.UnitCursor{Unit: u, ClaimPosition: pos})
+	}
 	return w.store.ClaimJobs(claimCtx, store.ClaimParams{
-		Queue: p.queue, Limit: n, Token: rand.Int64(), LeaseTTL: w.cfg.LeaseTTL, Node: w.cfg.NodeID, After: p.cursor,
+		Queue: p.queue, Limit: n, Token: rand.Int64(), LeaseTTL: w.cfg.LeaseTTL, Node: w.cfg.NodeID,
+		Cursors: cursors, Below: p.below,
 	})
 }
 
@@ -465,23 +473,54 @@ func (p *producer) release(rows []store.Job) {
 	}
 }
 
-// advanceCursor moves the cursor to the end of a full claim; a short
-// claim saw everything due after the cursor, so the next one starts over.
-func (p *producer) advanceCursor(rows []store.Job, asked int) {
+// advanceCursors moves each unit's cursor to the end of what this claim
+// took of it. A short claim saw everything due past the cursors, so the
+// next one starts over. A claim that served as many units as it took jobs
+// may have left units out: the next one starts below the last it served.
+func (p *producer) advanceCursors(rows []store.Job, asked int) {
+	p.below = nil
 	if len(rows) < asked {
-		p.cursor = nil
+		clear(p.cursors)
 		return
 	}
-	last := store.ClaimPosition{Priority: rows[0].Priority, RunAt: rows[0].RunAt, ID: rows[0].ID}
-	for _, r := range rows[1:] {
-		if pos := (store.ClaimPosition{Priority: r.Priority, RunAt: r.RunAt, ID: r.ID}); last.Less(pos) {
-			last = pos
-		}
-	}
-	if p.cursor == nil {
+	if len(p.cursors) == 0 {
 		p.cursorSince = p.lastClaim
 	}
-	p.cursor = &last
+	if p.cursors == nil {
+		p.cursors = map[store.Unit]store.ClaimPosition{}
+	}
+	var lowest *store.Unit
+	for _, r := range rows {
+		u := store.Unit{Tenant: r.Tenant, FairnessKey: r.FairnessKey}
+		pos := store.ClaimPosition{Priority: r.Priority, RunAt: r.RunAt, ID: r.ID}
+		if last, ok := p.cursors[u]; !ok || last.Less(pos) {
+			p.cursors[u] = pos
+		}
+		if lowest == nil || u.Tenant < lowest.Tenant || (u.Tenant == lowest.Tenant && u.FairnessKey < lowest.FairnessKey) {
+			lowest = &u
+		}
+	}
+	if len(p.cursors) > maxCursors {
+		clear(p.cursors)
+	}
+	// Units are served from the last in (tenant, fairness key) order down,
+	// at most as many as the claim takes jobs: one job per unit means the
+	// claim may have stopped for want of room, and the next starts below
+	// the last it served (wrapping around).
+	if countUnits(rows) == len(rows) {
+		p.below = lowest
+	}
+}
+
+// maxCursors bounds the cursors a producer keeps (and sends per claim).
+const maxCursors = 1000
+
+func countUnits(rows []store.Job) int {
+	seen := map[store.Unit]bool{}
+	for _, r := range rows {
+		seen[store.Unit{Tenant: r.Tenant, FairnessKey: r.FairnessKey}] = true
+	}
+	return len(seen)
 }
 
 // finished frees a slot; if the queue had more work, claim again.

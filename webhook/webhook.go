@@ -102,6 +102,16 @@ type Args struct {
 	SecretHeaders []string `json:"secret_headers,omitempty"`
 }
 
+// Host is the destination's host, lower-cased: the http kind's fairness
+// key, and the key its default limit (http-per-host) counts calls under.
+func (a Args) Host() string {
+	u, err := url.Parse(a.URL)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Hostname())
+}
+
 // alwaysSecret are the headers whose values are masked in stored
 // results whether or not the job names them.
 var alwaysSecret = []string{"Authorization", "Proxy-Authorization", "Cookie", "X-Api-Key"}

@@ -1,0 +1,362 @@
+-- Fair claiming across tenants (and a key a job names), cluster-wide
+-- concurrency and rate limits, enforced inside the claim (G10).
+
+-- A job's fairness unit is (tenant, fairness_key): within a queue, each
+-- claim shares its slots among the units with due jobs, by weight. An http
+-- job's fairness key is its destination host unless it names one.
+ALTER TABLE gaffer.jobs ADD COLUMN fairness_key text NOT NULL DEFAULT '';
+-- A key limits may count the job under (key_from 'limit_key').
+ALTER TABLE gaffer.jobs ADD COLUMN limit_key text;
+
+-- The claim index, keyed by unit: a claim takes each unit's first due jobs
+-- by (priority, run_at, id) from its own range, and finds the units by
+-- skipping from one to the next. Units sort by bytes (COLLATE "C"),
+-- whatever the database's collation, so that a node can tell where a claim
+-- stopped among them.
+CREATE INDEX jobs_claim_unit_idx ON gaffer.jobs (queue, tenant COLLATE "C", fairness_key COLLATE "C", priority, run_at, id) INCLUDE (state)
+    WHERE state IN ('pending', 'retrying');
+DROP INDEX gaffer.jobs_claim_idx;
+ALTER INDEX gaffer.jobs_claim_unit_idx RENAME TO jobs_claim_idx;
+
+-- A tenant's share of each claim, relative to the others' (default 1).
+CREATE TABLE gaffer.tenant_weights (
+    tenant     text PRIMARY KEY,
+    weight     integer     NOT NULL CHECK (weight BETWEEN 1 AND 1000),
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- A limit caps the jobs it matches (by queue, kind and tenant; NULL
+-- matches any), counted per key (key_from; '' is one bucket for all):
+-- at most concurrency running at once, and at most rate starts per
+-- period, in bursts of up to burst.
+CREATE TABLE gaffer.limits (
+    name        text PRIMARY KEY,
+    queue       text,
+    kind        text,
+    tenant      text,
+    key_from    text        NOT NULL DEFAULT '',
+    concurrency integer     CHECK (concurrency >= 1),
+    rate        integer     CHECK (rate >= 1),
+    period_ms   bigint      CHECK (period_ms >= 1),
+    burst       integer     CHECK (burst >= 1),
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT limits_something_check CHECK (concurrency IS NOT NULL OR rate IS NOT NULL),
+    CONSTRAINT limits_rate_fields_check CHECK ((rate IS NULL) = (period_ms IS NULL) AND (rate IS NULL) = (burst IS NULL)),
+    CONSTRAINT limits_key_check CHECK (key_from IN ('', 'tenant', 'kind', 'queue', 'limit_key', 'fairness_key')
+        OR key_from ~ '^args(\.[A-Za-z0-9_-]+)+$' OR key_from ~ '^host\(args(\.[A-Za-z0-9_-]+)+\)$')
+);
+
+-- Per-key state: the lock claims take to count a key's slots one at a
+-- time, and a rate limit's tokens.
+CREATE TABLE gaffer.limit_buckets (
+    limit_name  text        NOT NULL REFERENCES gaffer.limits (name) ON DELETE CASCADE,
+    key         text        NOT NULL,
+    tokens      double precision NOT NULL DEFAULT 0,
+    refilled_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (limit_name, key)
+);
+
+-- The http kind calls one destination per job: by default at most 10 of
+-- them run at once per destination host, so one slow receiver cannot take
+-- every slot. Change or delete it like any limit.
+INSERT INTO gaffer.limits (name, kind, key_from, concurrency)
+VALUES ('http-per-host', 'http', 'host(args.url)', 10);
+
+-- The key a limit counts job j under.
+CREATE FUNCTION gaffer.limit_key(key_from text, j gaffer.jobs) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(CASE
+        WHEN key_from = '' THEN ''
+        WHEN key_from = 'tenant' THEN j.tenant
+        WHEN key_from = 'kind' THEN j.kind
+        WHEN key_from = 'queue' THEN j.queue
+        WHEN key_from = 'limit_key' THEN j.limit_key
+        WHEN key_from = 'fairness_key' THEN j.fairness_key
+        WHEN key_from LIKE 'args.%' THEN j.args #>> string_to_array(substr(key_from, 6), '.')
+        WHEN key_from LIKE 'host(args.%)' THEN lower(substring(
+            j.args #>> string_to_array(substr(key_from, 11, length(key_from) - 11), '.')
+            FROM '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/?#]*@)?(\[[^]/?#]*\]|[^:/?#]*)'))
+    END, '')
+$$;
+
+-- Whether limit l applies to job j.
+CREATE FUNCTION gaffer.limit_applies(l gaffer.limits, j gaffer.jobs) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT (l.queue IS NULL OR l.queue = j.queue) AND (l.kind IS NULL OR l.kind = j.kind)
+       AND (l.tenant IS NULL OR l.tenant = j.tenant)
+$$;
+
+-- claim_jobs claims up to n due jobs of queue q for node, with lease
+-- token and a lease of lease_ms: the one claim statement every worker
+-- runs. A paused queue, or a draining node, claims nothing.
+--
+-- Fairness: the units (tenant, fairness_key) with waiting jobs are found
+-- by fair_units, each unit gets a share of the n slots by its tenant's
+-- weight and gives its first due jobs by (priority, run_at, id) past its
+-- cursor (c_*: where the caller's previous claim of that unit ended), and
+-- slots a unit leaves unused go to the units that filled their share
+-- (fair_take).
+--
+-- Limits: when a limit may apply to the queue, claim_jobs_limited admits
+-- only the jobs whose every limit bucket has room.
+--
+-- The work is in PL/pgSQL functions so that their plans are cached per
+-- connection, like a prepared statement's.
+CREATE FUNCTION gaffer.claim_jobs(q text, n integer, token bigint, lease_ms bigint, node_id text,
+    c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[],
+    after_tenant text, after_fkey text)
+RETURNS SETOF gaffer.jobs
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    u_tenant text[];
+    u_fkey text[];
+BEGIN
+    IF EXISTS (SELECT 1 FROM gaffer.limits l WHERE l.queue IS NULL OR l.queue = q) THEN
+        RETURN QUERY SELECT * FROM gaffer.claim_jobs_limited(q, n, token, lease_ms, node_id,
+            c_tenant, c_fkey, c_prio, c_run_at, c_id, after_tenant, after_fkey);
+        RETURN;
+    END IF;
+    SELECT fu.u_tenant, fu.u_fkey INTO u_tenant, u_fkey FROM gaffer.fair_units(q, n, node_id, after_tenant, after_fkey) fu;
+    IF u_tenant IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH picked AS (
+        SELECT p.id FROM gaffer.fair_take(q, n, u_tenant, u_fkey, c_tenant, c_fkey, c_prio, c_run_at, c_id) p
+    )
+    UPDATE gaffer.jobs j
+    SET state = 'running', attempt = j.attempt + 1, lease_token = token,
+        lease_expires_at = now() + lease_ms * interval '1 millisecond', node = node_id, attempted_at = now()
+    FROM picked
+    WHERE j.id = picked.id
+    RETURNING j.*;
+END
+$fn$;
+
+-- queue_units returns up to n units of queue q with waiting jobs (due or
+-- not), in descending (tenant, fairness_key) order, skipping through the
+-- claim index from its end: there each unit's newest entries are, alive,
+-- where its front holds the dead entries earlier claims left.
+CREATE FUNCTION gaffer.queue_units(q text, n integer) RETURNS TABLE (tenant text, fairness_key text)
+LANGUAGE sql STABLE AS $fn$
+    WITH RECURSIVE units AS (
+        (SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
+         WHERE j.state IN ('pending', 'retrying') AND j.queue = q
+         ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1)
+        UNION ALL
+        SELECT nx.tenant, nx.fairness_key FROM units u CROSS JOIN LATERAL (
+            SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
+            WHERE j.state IN ('pending', 'retrying') AND j.queue = q
+              AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") < (u.tenant, u.fairness_key)
+            ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1) nx
+    )
+    SELECT u.tenant, u.fairness_key FROM units u LIMIT n
+$fn$;
+
+-- fair_units returns the units of queue q with waiting jobs (due or not),
+-- at most n of them, in descending (tenant, fairness_key) order (see
+-- queue_units). With after_tenant set (the caller's previous claim served n units, so
+-- there may be more), it starts below that unit and wraps around. None
+-- for a paused queue or a draining node (from the first claim whose
+-- snapshot sees the order).
+CREATE FUNCTION gaffer.fair_units(q text, n integer, node_id text, after_tenant text, after_fkey text,
+    OUT u_tenant text[], OUT u_fkey text[])
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF EXISTS (SELECT 1 FROM gaffer.queues qq WHERE qq.name = q AND qq.paused)
+       OR EXISTS (SELECT 1 FROM gaffer.nodes nd WHERE nd.id = node_id AND nd.drain_requested_at IS NOT NULL) THEN
+        RETURN;
+    END IF;
+    IF after_tenant IS NULL THEN
+        SELECT array_agg(x.tenant), array_agg(x.fairness_key) INTO u_tenant, u_fkey FROM gaffer.queue_units(q, n) x;
+    ELSE
+        WITH RECURSIVE below AS (
+            (SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
+             WHERE j.state IN ('pending', 'retrying') AND j.queue = q
+               AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") < (after_tenant, after_fkey)
+             ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1)
+            UNION ALL
+            SELECT nx.tenant, nx.fairness_key FROM below u CROSS JOIN LATERAL (
+                SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
+                WHERE j.state IN ('pending', 'retrying') AND j.queue = q
+                  AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") < (u.tenant, u.fairness_key)
+                ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1) nx
+        ), top AS (
+            (SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
+             WHERE j.state IN ('pending', 'retrying') AND j.queue = q
+               AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") >= (after_tenant, after_fkey)
+             ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1)
+            UNION ALL
+            SELECT nx.tenant, nx.fairness_key FROM top u CROSS JOIN LATERAL (
+                SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
+                WHERE j.state IN ('pending', 'retrying') AND j.queue = q
+                  AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") < (u.tenant, u.fairness_key)
+                  AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") >= (after_tenant, after_fkey)
+                ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1) nx
+        ), units AS (
+            (SELECT b.tenant, b.fairness_key FROM below b LIMIT n)
+            UNION ALL
+            (SELECT t.tenant, t.fairness_key FROM top t LIMIT n)
+        )
+        SELECT array_agg(x.tenant), array_agg(x.fairness_key) INTO u_tenant, u_fkey FROM (SELECT * FROM units LIMIT n) x;
+    END IF;
+END
+$fn$;
+
+-- fair_take locks and returns up to take due jobs of the given units of
+-- queue q: each unit's share of take by weight (phase 1), then the slots
+-- left from the units that filled their share, past where they stopped
+-- (phase 2). rank orders them round-robin: a unit's k-th job ranks
+-- k/weight.
+CREATE FUNCTION gaffer.fair_take(q text, take integer, u_tenant text[], u_fkey text[],
+    c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[])
+RETURNS TABLE (id bigint, rank double precision)
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    RETURN QUERY
+    WITH units AS (
+        SELECT u.tenant, u.fkey, coalesce(tw.weight, 1)::double precision AS weight
+        FROM unnest(u_tenant, u_fkey) AS u(tenant, fkey)
+        LEFT JOIN gaffer.tenant_weights tw ON tw.tenant = u.tenant
+    ), quotas AS (
+        SELECT un.tenant, un.fkey, un.weight,
+               greatest(1, ceil(take * un.weight / sum(un.weight) OVER ()))::integer AS quota,
+               coalesce(c.prio, -1::smallint) AS cp, coalesce(c.run_at, '-infinity'::timestamptz) AS cr, coalesce(c.id, 0::bigint) AS ci
+        FROM units un
+        LEFT JOIN unnest(c_tenant, c_fkey, c_prio, c_run_at, c_id) AS c(tenant, fkey, prio, run_at, id)
+            ON c.tenant = un.tenant AND c.fkey = un.fkey
+    ), p1 AS (
+        SELECT x.id, x.priority, x.run_at, qt.tenant, qt.fkey, qt.quota, qt.weight,
+               row_number() OVER (PARTITION BY qt.tenant, qt.fkey ORDER BY x.priority, x.run_at, x.id) AS k
+        FROM quotas qt CROSS JOIN LATERAL (
+            SELECT j.id, j.priority, j.run_at FROM gaffer.jobs j
+            WHERE j.state IN ('pending', 'retrying') AND j.queue = q
+              AND j.tenant COLLATE "C" = qt.tenant AND j.fairness_key COLLATE "C" = qt.fkey
+              AND j.run_at <= now() AND (j.priority, j.run_at, j.id) > (qt.cp, qt.cr, qt.ci)
+            ORDER BY j.priority, j.run_at, j.id
+            LIMIT qt.quota
+            FOR UPDATE SKIP LOCKED) x
+    ), full_units AS (
+        SELECT p.tenant, p.fkey, p.weight, max(p.k) AS got,
+               (array_agg(p.priority ORDER BY p.priority DESC, p.run_at DESC, p.id DESC))[1] AS lp,
+               (array_agg(p.run_at ORDER BY p.priority DESC, p.run_at DESC, p.id DESC))[1] AS lr,
+               (array_agg(p.id ORDER BY p.priority DESC, p.run_at DESC, p.id DESC))[1] AS li
+        FROM p1 p GROUP BY p.tenant, p.fkey, p.weight, p.quota HAVING count(*) = p.quota
+    ), room AS (
+        SELECT greatest(take - (SELECT count(*) FROM p1), 0)::integer AS r
+    ), p2 AS (
+        SELECT x.id, f.got + row_number() OVER (PARTITION BY f.tenant, f.fkey ORDER BY x.priority, x.run_at, x.id) AS k, f.weight
+        FROM full_units f CROSS JOIN room CROSS JOIN LATERAL (
+            SELECT j.id, j.priority, j.run_at FROM gaffer.jobs j
+            WHERE j.state IN ('pending', 'retrying') AND j.queue = q
+              AND j.tenant COLLATE "C" = f.tenant AND j.fairness_key COLLATE "C" = f.fkey
+              AND j.run_at <= now() AND (j.priority, j.run_at, j.id) > (f.lp, f.lr, f.li)
+            ORDER BY j.priority, j.run_at, j.id
+            LIMIT room.r
+            FOR UPDATE SKIP LOCKED) x
+    ), all_picked AS (
+        SELECT p1.id, p1.k / p1.weight AS rank FROM p1
+        UNION ALL
+        SELECT p2.id, p2.k / p2.weight FROM p2
+    )
+    SELECT a.id, a.rank FROM all_picked a ORDER BY a.rank, a.id LIMIT take;
+END
+$fn$;
+
+-- claim_jobs_limited: claim_jobs for a queue some limit may apply to.
+-- Candidates are taken fairly (up to 2n), then the buckets of the limits
+-- that apply to them are locked, in one order, in their own statement:
+-- the counts after it see every claim that took the same bucket before.
+-- A candidate is admitted when each of its buckets has a slot (running
+-- attempts below concurrency) and a token (rate) for it, candidates
+-- ranked in fair order per bucket; the others stay pending and due.
+CREATE FUNCTION gaffer.claim_jobs_limited(q text, n integer, token bigint, lease_ms bigint, node_id text,
+    c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[],
+    after_tenant text, after_fkey text)
+RETURNS SETOF gaffer.jobs
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    u_tenant text[];
+    u_fkey text[];
+    cand_ids bigint[];
+    cand_rank double precision[];
+BEGIN
+    SELECT fu.u_tenant, fu.u_fkey INTO u_tenant, u_fkey FROM gaffer.fair_units(q, n, node_id, after_tenant, after_fkey) fu;
+    IF u_tenant IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT array_agg(p.id ORDER BY p.rank, p.id), array_agg(p.rank ORDER BY p.rank, p.id)
+    INTO cand_ids, cand_rank
+    FROM gaffer.fair_take(q, 2 * n, u_tenant, u_fkey, c_tenant, c_fkey, c_prio, c_run_at, c_id) p;
+    IF cand_ids IS NULL THEN
+        RETURN;
+    END IF;
+
+    -- The buckets the candidates fall in, created if new, then locked.
+    INSERT INTO gaffer.limit_buckets (limit_name, key, tokens, refilled_at)
+    SELECT DISTINCT l.name, gaffer.limit_key(l.key_from, j), coalesce(l.burst, 0), now()
+    FROM gaffer.jobs j JOIN gaffer.limits l ON gaffer.limit_applies(l, j)
+    WHERE j.id = ANY (cand_ids)
+    ON CONFLICT (limit_name, key) DO NOTHING;
+    PERFORM 1 FROM gaffer.limit_buckets b
+    WHERE (b.limit_name, b.key) IN (
+        SELECT l.name, gaffer.limit_key(l.key_from, j)
+        FROM gaffer.jobs j JOIN gaffer.limits l ON gaffer.limit_applies(l, j)
+        WHERE j.id = ANY (cand_ids))
+    ORDER BY b.limit_name, b.key
+    FOR UPDATE OF b;
+
+    -- A new statement: its snapshot sees every claim committed before the
+    -- locks were granted.
+    RETURN QUERY
+    WITH cand AS (
+        SELECT c.id, c.rank FROM unnest(cand_ids, cand_rank) AS c(id, rank)
+    ), pairs AS (
+        SELECT c.id, c.rank, l.name, gaffer.limit_key(l.key_from, j) AS key, l.concurrency, l.rate, l.period_ms, l.burst
+        FROM cand c JOIN gaffer.jobs j ON j.id = c.id JOIN gaffer.limits l ON gaffer.limit_applies(l, j)
+    ), buckets AS (
+        SELECT DISTINCT p.name, p.key, p.concurrency, p.rate, p.period_ms, p.burst FROM pairs p
+    ), running AS (
+        SELECT bk.name, bk.key, count(r.id) AS n
+        FROM buckets bk
+        JOIN gaffer.limits l ON l.name = bk.name
+        LEFT JOIN gaffer.jobs r ON r.state = 'running' AND gaffer.limit_applies(l, r) AND gaffer.limit_key(l.key_from, r) = bk.key
+        WHERE bk.concurrency IS NOT NULL
+        GROUP BY bk.name, bk.key
+    ), free AS (
+        SELECT bk.name, bk.key,
+               least(CASE WHEN bk.concurrency IS NULL THEN 2147483647 ELSE bk.concurrency - coalesce(rn.n, 0) END,
+                     CASE WHEN bk.rate IS NULL THEN 2147483647
+                          ELSE floor(least(bk.burst::double precision, b.tokens
+                               + extract(epoch FROM now() - b.refilled_at) * 1000 / bk.period_ms * bk.rate)) END) AS slots,
+               CASE WHEN bk.rate IS NULL THEN NULL
+                    ELSE least(bk.burst::double precision, b.tokens + extract(epoch FROM now() - b.refilled_at) * 1000 / bk.period_ms * bk.rate) END AS tokens
+        FROM buckets bk
+        JOIN gaffer.limit_buckets b ON b.limit_name = bk.name AND b.key = bk.key
+        LEFT JOIN running rn ON rn.name = bk.name AND rn.key = bk.key
+    ), ranked AS (
+        SELECT p.id, p.name, p.key,
+               row_number() OVER (PARTITION BY p.name, p.key ORDER BY p.rank, p.id) AS pos
+        FROM pairs p
+    ), refused AS (
+        SELECT DISTINCT rk.id FROM ranked rk JOIN free f ON f.name = rk.name AND f.key = rk.key WHERE rk.pos > f.slots
+    ), admitted AS (
+        SELECT c.id FROM cand c WHERE c.id NOT IN (SELECT rf.id FROM refused rf)
+        ORDER BY c.rank, c.id
+        LIMIT n
+    ), spent AS (
+        UPDATE gaffer.limit_buckets b
+        SET tokens = f.tokens - (SELECT count(*) FROM ranked rk WHERE rk.name = f.name AND rk.key = f.key AND rk.id IN (SELECT a.id FROM admitted a)),
+            refilled_at = now()
+        FROM free f
+        WHERE b.limit_name = f.name AND b.key = f.key AND f.tokens IS NOT NULL
+    )
+    UPDATE gaffer.jobs j
+    SET state = 'running', attempt = j.attempt + 1, lease_token = token,
+        lease_expires_at = now() + lease_ms * interval '1 millisecond', node = node_id, attempted_at = now()
+    FROM admitted
+    WHERE j.id = admitted.id
+    RETURNING j.*;
+END
+$fn$;
