@@ -420,7 +420,10 @@ func (p *producer) fill(ctx context.Context) {
 			p.release(rows)
 			return
 		}
-		p.more.Store(len(rows) == n)
+		// A full claim may have left work behind; so may a short one that
+		// limits cut (a slot freeing here may let the next one in). Only an
+		// empty claim says the queue has nothing for this node now.
+		p.more.Store(len(rows) > 0)
 		p.advanceCursors(rows, n)
 		for _, row := range rows {
 			p.active.Add(1)

@@ -96,10 +96,12 @@ $$;
 -- weight and gives its first due jobs by (priority, run_at, id) past its
 -- cursor (c_*: where the caller's previous claim of that unit ended), and
 -- slots a unit leaves unused go to the units that filled their share
--- (fair_take).
+-- (fair_take). A queue with one unit (the usual case) takes its jobs in
+-- one statement.
 --
--- Limits: when a limit may apply to the queue, claim_jobs_limited admits
--- only the jobs whose every limit bucket has room.
+-- Limits: when a limit may apply to the queue, limit_admit keeps only the
+-- candidates whose every limit bucket has room; the others stay pending
+-- and due.
 --
 -- The work is in PL/pgSQL functions so that their plans are cached per
 -- connection, like a prepared statement's.
@@ -111,25 +113,73 @@ LANGUAGE plpgsql AS $fn$
 DECLARE
     u_tenant text[];
     u_fkey text[];
+    ids bigint[];
+    kinds text[];
+    limited boolean;
+    cp smallint;
+    cr timestamptz;
+    ci bigint;
 BEGIN
-    IF EXISTS (SELECT 1 FROM gaffer.limits l WHERE l.queue IS NULL OR l.queue = q) THEN
-        RETURN QUERY SELECT * FROM gaffer.claim_jobs_limited(q, n, token, lease_ms, node_id,
-            c_tenant, c_fkey, c_prio, c_run_at, c_id, after_tenant, after_fkey);
-        RETURN;
-    END IF;
     SELECT fu.u_tenant, fu.u_fkey INTO u_tenant, u_fkey FROM gaffer.fair_units(q, n, node_id, after_tenant, after_fkey) fu;
     IF u_tenant IS NULL THEN
         RETURN;
     END IF;
+    limited := EXISTS (SELECT 1 FROM gaffer.limits l WHERE l.queue IS NULL OR l.queue = q);
+    IF cardinality(u_tenant) = 1 THEN
+        SELECT c.prio, c.run_at, c.id INTO cp, cr, ci
+        FROM unnest(c_tenant, c_fkey, c_prio, c_run_at, c_id) AS c(tenant, fkey, prio, run_at, id)
+        WHERE c.tenant = u_tenant[1] AND c.fkey = u_fkey[1];
+        cp := coalesce(cp, -1); cr := coalesce(cr, '-infinity'); ci := coalesce(ci, 0);
+        IF NOT limited THEN
+            -- One unit and no limits (the usual queue): one statement.
+            RETURN QUERY
+            WITH picked AS (
+                SELECT j.id FROM gaffer.jobs j
+                WHERE j.state IN ('pending', 'retrying') AND j.queue = q
+                  AND j.tenant COLLATE "C" = u_tenant[1] AND j.fairness_key COLLATE "C" = u_fkey[1]
+                  AND j.run_at <= now() AND (j.priority, j.run_at, j.id) > (cp, cr, ci)
+                ORDER BY j.priority, j.run_at, j.id
+                LIMIT n
+                FOR UPDATE SKIP LOCKED
+            )
+            UPDATE gaffer.jobs j
+            SET state = 'running', attempt = j.attempt + 1, lease_token = token,
+                lease_expires_at = now() + lease_ms * interval '1 millisecond', node = node_id, attempted_at = now()
+            FROM picked
+            WHERE j.id = picked.id
+            RETURNING j.*;
+            RETURN;
+        END IF;
+        SELECT array_agg(x.id), array_agg(DISTINCT x.kind) INTO ids, kinds FROM (
+            SELECT j.id, j.kind FROM gaffer.jobs j
+            WHERE j.state IN ('pending', 'retrying') AND j.queue = q
+              AND j.tenant COLLATE "C" = u_tenant[1] AND j.fairness_key COLLATE "C" = u_fkey[1]
+              AND j.run_at <= now() AND (j.priority, j.run_at, j.id) > (cp, cr, ci)
+            ORDER BY j.priority, j.run_at, j.id
+            LIMIT n
+            FOR UPDATE SKIP LOCKED) x;
+        -- Do the limits that may apply to the queue apply to these jobs?
+        -- (The default http-per-host limit does not to a queue of other
+        -- kinds.) Decided on the kinds taken, without a second look at the
+        -- rows.
+        limited := EXISTS (
+            SELECT 1 FROM gaffer.limits l
+            WHERE (l.queue IS NULL OR l.queue = q) AND (l.tenant IS NULL OR l.tenant = u_tenant[1])
+              AND (l.kind IS NULL OR l.kind = ANY (kinds)));
+    ELSE
+        SELECT array_agg(p.id) INTO ids FROM gaffer.fair_take(q, n, u_tenant, u_fkey, c_tenant, c_fkey, c_prio, c_run_at, c_id) p;
+    END IF;
+    IF limited THEN
+        ids := gaffer.limit_admit(q, ids);
+    END IF;
+    -- The ids as an array: the update finds its rows by the primary key,
+    -- where a join with a function's result may be planned as a scan of
+    -- the table.
     RETURN QUERY
-    WITH picked AS (
-        SELECT p.id FROM gaffer.fair_take(q, n, u_tenant, u_fkey, c_tenant, c_fkey, c_prio, c_run_at, c_id) p
-    )
     UPDATE gaffer.jobs j
     SET state = 'running', attempt = j.attempt + 1, lease_token = token,
         lease_expires_at = now() + lease_ms * interval '1 millisecond', node = node_id, attempted_at = now()
-    FROM picked
-    WHERE j.id = picked.id
+    WHERE j.id = ANY (ids)
     RETURNING j.*;
 END
 $fn$;
@@ -204,117 +254,101 @@ BEGIN
 END
 $fn$;
 
--- fair_take locks and returns up to take due jobs of the given units of
--- queue q: each unit's share of take by weight (phase 1), then the slots
--- left from the units that filled their share, past where they stopped
--- (phase 2). rank orders them round-robin: a unit's k-th job ranks
--- k/weight.
+-- fair_take locks and returns the ids of up to take due jobs of the
+-- given units of queue q: each unit's share of take by weight (phase 1),
+-- then the slots left from the units that filled their share, past what
+-- they gave (phase 2). Each unit's jobs come by (priority, run_at, id)
+-- past its cursor (c_*).
 CREATE FUNCTION gaffer.fair_take(q text, take integer, u_tenant text[], u_fkey text[],
     c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[])
-RETURNS TABLE (id bigint, rank double precision)
+RETURNS TABLE (id bigint)
 LANGUAGE plpgsql AS $fn$
 BEGIN
     RETURN QUERY
-    WITH units AS (
-        SELECT u.tenant, u.fkey, coalesce(tw.weight, 1)::double precision AS weight
+    WITH quotas AS (
+        SELECT u.tenant, u.fkey,
+               greatest(1, ceil(take * coalesce(tw.weight, 1)::double precision
+                                / sum(coalesce(tw.weight, 1)) OVER ()))::integer AS quota,
+               coalesce(c.prio, -1::smallint) AS cp, coalesce(c.run_at, '-infinity'::timestamptz) AS cr, coalesce(c.id, 0::bigint) AS ci
         FROM unnest(u_tenant, u_fkey) AS u(tenant, fkey)
         LEFT JOIN gaffer.tenant_weights tw ON tw.tenant = u.tenant
-    ), quotas AS (
-        SELECT un.tenant, un.fkey, un.weight,
-               greatest(1, ceil(take * un.weight / sum(un.weight) OVER ()))::integer AS quota,
-               coalesce(c.prio, -1::smallint) AS cp, coalesce(c.run_at, '-infinity'::timestamptz) AS cr, coalesce(c.id, 0::bigint) AS ci
-        FROM units un
         LEFT JOIN unnest(c_tenant, c_fkey, c_prio, c_run_at, c_id) AS c(tenant, fkey, prio, run_at, id)
-            ON c.tenant = un.tenant AND c.fkey = un.fkey
+            ON c.tenant = u.tenant AND c.fkey = u.fkey
     ), p1 AS (
-        SELECT x.id, x.priority, x.run_at, qt.tenant, qt.fkey, qt.quota, qt.weight,
-               row_number() OVER (PARTITION BY qt.tenant, qt.fkey ORDER BY x.priority, x.run_at, x.id) AS k
+        SELECT x.id, qt.tenant, qt.fkey, qt.quota
         FROM quotas qt CROSS JOIN LATERAL (
-            SELECT j.id, j.priority, j.run_at FROM gaffer.jobs j
+            SELECT j.id FROM gaffer.jobs j
             WHERE j.state IN ('pending', 'retrying') AND j.queue = q
               AND j.tenant COLLATE "C" = qt.tenant AND j.fairness_key COLLATE "C" = qt.fkey
               AND j.run_at <= now() AND (j.priority, j.run_at, j.id) > (qt.cp, qt.cr, qt.ci)
             ORDER BY j.priority, j.run_at, j.id
             LIMIT qt.quota
             FOR UPDATE SKIP LOCKED) x
-    ), full_units AS (
-        SELECT p.tenant, p.fkey, p.weight, max(p.k) AS got,
-               (array_agg(p.priority ORDER BY p.priority DESC, p.run_at DESC, p.id DESC))[1] AS lp,
-               (array_agg(p.run_at ORDER BY p.priority DESC, p.run_at DESC, p.id DESC))[1] AS lr,
-               (array_agg(p.id ORDER BY p.priority DESC, p.run_at DESC, p.id DESC))[1] AS li
-        FROM p1 p GROUP BY p.tenant, p.fkey, p.weight, p.quota HAVING count(*) = p.quota
     ), room AS (
         SELECT greatest(take - (SELECT count(*) FROM p1), 0)::integer AS r
+    ), full_units AS (
+        SELECT p.tenant, p.fkey, array_agg(p.id) AS ids
+        FROM p1 p GROUP BY p.tenant, p.fkey, p.quota HAVING count(*) = p.quota AND (SELECT r FROM room) > 0
     ), p2 AS (
-        SELECT x.id, f.got + row_number() OVER (PARTITION BY f.tenant, f.fkey ORDER BY x.priority, x.run_at, x.id) AS k, f.weight
-        FROM full_units f CROSS JOIN room CROSS JOIN LATERAL (
-            SELECT j.id, j.priority, j.run_at FROM gaffer.jobs j
+        SELECT x.id
+        FROM full_units f JOIN quotas qt ON qt.tenant = f.tenant AND qt.fkey = f.fkey
+        CROSS JOIN room CROSS JOIN LATERAL (
+            SELECT j.id FROM gaffer.jobs j
             WHERE j.state IN ('pending', 'retrying') AND j.queue = q
               AND j.tenant COLLATE "C" = f.tenant AND j.fairness_key COLLATE "C" = f.fkey
-              AND j.run_at <= now() AND (j.priority, j.run_at, j.id) > (f.lp, f.lr, f.li)
+              AND j.run_at <= now() AND (j.priority, j.run_at, j.id) > (qt.cp, qt.cr, qt.ci)
+              AND j.id <> ALL (f.ids)
             ORDER BY j.priority, j.run_at, j.id
             LIMIT room.r
             FOR UPDATE SKIP LOCKED) x
-    ), all_picked AS (
-        SELECT p1.id, p1.k / p1.weight AS rank FROM p1
-        UNION ALL
-        SELECT p2.id, p2.k / p2.weight FROM p2
     )
-    SELECT a.id, a.rank FROM all_picked a ORDER BY a.rank, a.id LIMIT take;
+    (SELECT p1.id FROM p1 LIMIT take)
+    UNION ALL
+    (SELECT p2.id FROM p2 LIMIT (SELECT r FROM room));
 END
 $fn$;
 
--- claim_jobs_limited: claim_jobs for a queue some limit may apply to.
--- Candidates are taken fairly (up to 2n), then the buckets of the limits
--- that apply to them are locked, in one order, in their own statement:
--- the counts after it see every claim that took the same bucket before.
--- A candidate is admitted when each of its buckets has a slot (running
--- attempts below concurrency) and a token (rate) for it, candidates
--- ranked in fair order per bucket; the others stay pending and due.
-CREATE FUNCTION gaffer.claim_jobs_limited(q text, n integer, token bigint, lease_ms bigint, node_id text,
-    c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[],
-    after_tenant text, after_fkey text)
-RETURNS SETOF gaffer.jobs
+-- limit_admit returns the candidates (ids, locked by the caller) that the
+-- limits let start now: those no limit applies to, and those whose every
+-- bucket has a slot (running attempts below concurrency) and a token
+-- (rate) left, taken in fair order per bucket (a unit's k-th candidate
+-- ranks k/weight). The buckets are locked, in one order, in a statement of
+-- their own, and the counts are taken after it in a new snapshot: they see
+-- every claim that took one of these buckets before. Tokens are spent for
+-- the admitted.
+CREATE FUNCTION gaffer.limit_admit(q text, ids bigint[]) RETURNS bigint[]
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    u_tenant text[];
-    u_fkey text[];
-    cand_ids bigint[];
-    cand_rank double precision[];
+    admitted bigint[];
 BEGIN
-    SELECT fu.u_tenant, fu.u_fkey INTO u_tenant, u_fkey FROM gaffer.fair_units(q, n, node_id, after_tenant, after_fkey) fu;
-    IF u_tenant IS NULL THEN
-        RETURN;
+    IF ids IS NULL OR NOT EXISTS (
+        SELECT 1 FROM gaffer.jobs j JOIN gaffer.limits l ON gaffer.limit_applies(l, j) WHERE j.id = ANY (ids)) THEN
+        RETURN ids;
     END IF;
-    SELECT array_agg(p.id ORDER BY p.rank, p.id), array_agg(p.rank ORDER BY p.rank, p.id)
-    INTO cand_ids, cand_rank
-    FROM gaffer.fair_take(q, 2 * n, u_tenant, u_fkey, c_tenant, c_fkey, c_prio, c_run_at, c_id) p;
-    IF cand_ids IS NULL THEN
-        RETURN;
-    END IF;
-
     -- The buckets the candidates fall in, created if new, then locked.
     INSERT INTO gaffer.limit_buckets (limit_name, key, tokens, refilled_at)
     SELECT DISTINCT l.name, gaffer.limit_key(l.key_from, j), coalesce(l.burst, 0), now()
     FROM gaffer.jobs j JOIN gaffer.limits l ON gaffer.limit_applies(l, j)
-    WHERE j.id = ANY (cand_ids)
+    WHERE j.id = ANY (ids)
     ON CONFLICT (limit_name, key) DO NOTHING;
     PERFORM 1 FROM gaffer.limit_buckets b
     WHERE (b.limit_name, b.key) IN (
         SELECT l.name, gaffer.limit_key(l.key_from, j)
         FROM gaffer.jobs j JOIN gaffer.limits l ON gaffer.limit_applies(l, j)
-        WHERE j.id = ANY (cand_ids))
+        WHERE j.id = ANY (ids))
     ORDER BY b.limit_name, b.key
     FOR UPDATE OF b;
 
     -- A new statement: its snapshot sees every claim committed before the
     -- locks were granted.
-    RETURN QUERY
-    WITH cand AS (
-        SELECT c.id, c.rank FROM unnest(cand_ids, cand_rank) AS c(id, rank)
-    ), pairs AS (
-        SELECT c.id, c.rank, l.name, gaffer.limit_key(l.key_from, j) AS key, l.concurrency, l.rate, l.period_ms, l.burst
-        FROM cand c JOIN gaffer.jobs j ON j.id = c.id JOIN gaffer.limits l ON gaffer.limit_applies(l, j)
+    WITH pairs AS (
+        SELECT j.id, l.name, gaffer.limit_key(l.key_from, j) AS key, l.concurrency, l.rate, l.period_ms, l.burst,
+               row_number() OVER (PARTITION BY j.tenant, j.fairness_key ORDER BY j.priority, j.run_at, j.id)
+                   / coalesce(tw.weight, 1)::double precision AS rank
+        FROM gaffer.jobs j
+        JOIN gaffer.limits l ON gaffer.limit_applies(l, j)
+        LEFT JOIN gaffer.tenant_weights tw ON tw.tenant = j.tenant
+        WHERE j.id = ANY (ids)
     ), buckets AS (
         SELECT DISTINCT p.name, p.key, p.concurrency, p.rate, p.period_ms, p.burst FROM pairs p
     ), running AS (
@@ -336,27 +370,20 @@ BEGIN
         JOIN gaffer.limit_buckets b ON b.limit_name = bk.name AND b.key = bk.key
         LEFT JOIN running rn ON rn.name = bk.name AND rn.key = bk.key
     ), ranked AS (
-        SELECT p.id, p.name, p.key,
-               row_number() OVER (PARTITION BY p.name, p.key ORDER BY p.rank, p.id) AS pos
+        SELECT p.id, p.name, p.key, row_number() OVER (PARTITION BY p.name, p.key ORDER BY p.rank, p.id) AS pos
         FROM pairs p
     ), refused AS (
         SELECT DISTINCT rk.id FROM ranked rk JOIN free f ON f.name = rk.name AND f.key = rk.key WHERE rk.pos > f.slots
-    ), admitted AS (
-        SELECT c.id FROM cand c WHERE c.id NOT IN (SELECT rf.id FROM refused rf)
-        ORDER BY c.rank, c.id
-        LIMIT n
+    ), kept AS (
+        SELECT c.id FROM unnest(ids) AS c(id) WHERE c.id NOT IN (SELECT rf.id FROM refused rf)
     ), spent AS (
         UPDATE gaffer.limit_buckets b
-        SET tokens = f.tokens - (SELECT count(*) FROM ranked rk WHERE rk.name = f.name AND rk.key = f.key AND rk.id IN (SELECT a.id FROM admitted a)),
+        SET tokens = f.tokens - (SELECT count(*) FROM ranked rk WHERE rk.name = f.name AND rk.key = f.key AND rk.id IN (SELECT k.id FROM kept k)),
             refilled_at = now()
         FROM free f
         WHERE b.limit_name = f.name AND b.key = f.key AND f.tokens IS NOT NULL
     )
-    UPDATE gaffer.jobs j
-    SET state = 'running', attempt = j.attempt + 1, lease_token = token,
-        lease_expires_at = now() + lease_ms * interval '1 millisecond', node = node_id, attempted_at = now()
-    FROM admitted
-    WHERE j.id = admitted.id
-    RETURNING j.*;
+    SELECT array_agg(k.id) INTO admitted FROM kept k;
+    RETURN admitted;
 END
 $fn$;
