@@ -1,4 +1,4 @@
-DROP FUNCTION gaffer.claim_jobs(text, integer, bigint, bigint, text, text[], text[], smallint[], timestamptz[], bigint[], text, text);
+DROP FUNCTION gaffer.claim_pick(text, integer, text, text[], text[], smallint[], timestamptz[], bigint[], text, text);
 DROP FUNCTION gaffer.limit_admit(text, bigint[]);
 DROP FUNCTION gaffer.fair_units(text, integer, text, text, text);
 DROP FUNCTION gaffer.queue_units(text, integer);

@@ -87,9 +87,10 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
        AND (l.tenant IS NULL OR l.tenant = j.tenant)
 $$;
 
--- claim_jobs claims up to n due jobs of queue q for node, with lease
--- token and a lease of lease_ms: the one claim statement every worker
--- runs. A paused queue, or a draining node, claims nothing.
+-- claim_pick picks and locks up to n due jobs of queue q for node node_id
+-- to claim, and returns their ids: the claim statement (store's
+-- claim_jobs) then marks them running under a new lease. A paused queue,
+-- or a draining node, gets nothing.
 --
 -- Fairness: the units (tenant, fairness_key) with waiting jobs are found
 -- by fair_units, each unit gets a share of the n slots by its tenant's
@@ -97,18 +98,18 @@ $$;
 -- cursor (c_*: where the caller's previous claim of that unit ended), and
 -- slots a unit leaves unused go to the units that filled their share
 -- (fair_take). A queue with one unit (the usual case) takes its jobs in
--- one statement.
+-- one scan.
 --
--- Limits: when a limit may apply to the queue, limit_admit keeps only the
--- candidates whose every limit bucket has room; the others stay pending
+-- Limits: when a limit may apply to the jobs taken, limit_admit keeps
+-- only those whose every limit bucket has room; the others stay pending
 -- and due.
 --
--- The work is in PL/pgSQL functions so that their plans are cached per
--- connection, like a prepared statement's.
-CREATE FUNCTION gaffer.claim_jobs(q text, n integer, token bigint, lease_ms bigint, node_id text,
+-- The work is in PL/pgSQL so that its plans are cached per connection,
+-- like a prepared statement's.
+CREATE FUNCTION gaffer.claim_pick(q text, n integer, node_id text,
     c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[],
     after_tenant text, after_fkey text)
-RETURNS SETOF gaffer.jobs
+RETURNS bigint[]
 LANGUAGE plpgsql AS $fn$
 DECLARE
     u_tenant text[];
@@ -122,65 +123,36 @@ DECLARE
 BEGIN
     SELECT fu.u_tenant, fu.u_fkey INTO u_tenant, u_fkey FROM gaffer.fair_units(q, n, node_id, after_tenant, after_fkey) fu;
     IF u_tenant IS NULL THEN
-        RETURN;
+        RETURN NULL;
     END IF;
-    limited := EXISTS (SELECT 1 FROM gaffer.limits l WHERE l.queue IS NULL OR l.queue = q);
     IF cardinality(u_tenant) = 1 THEN
         SELECT c.prio, c.run_at, c.id INTO cp, cr, ci
         FROM unnest(c_tenant, c_fkey, c_prio, c_run_at, c_id) AS c(tenant, fkey, prio, run_at, id)
         WHERE c.tenant = u_tenant[1] AND c.fkey = u_fkey[1];
-        cp := coalesce(cp, -1); cr := coalesce(cr, '-infinity'); ci := coalesce(ci, 0);
-        IF NOT limited THEN
-            -- One unit and no limits (the usual queue): one statement.
-            RETURN QUERY
-            WITH picked AS (
-                SELECT j.id FROM gaffer.jobs j
-                WHERE j.state IN ('pending', 'retrying') AND j.queue = q
-                  AND j.tenant COLLATE "C" = u_tenant[1] AND j.fairness_key COLLATE "C" = u_fkey[1]
-                  AND j.run_at <= now() AND (j.priority, j.run_at, j.id) > (cp, cr, ci)
-                ORDER BY j.priority, j.run_at, j.id
-                LIMIT n
-                FOR UPDATE SKIP LOCKED
-            )
-            UPDATE gaffer.jobs j
-            SET state = 'running', attempt = j.attempt + 1, lease_token = token,
-                lease_expires_at = now() + lease_ms * interval '1 millisecond', node = node_id, attempted_at = now()
-            FROM picked
-            WHERE j.id = picked.id
-            RETURNING j.*;
-            RETURN;
-        END IF;
         SELECT array_agg(x.id), array_agg(DISTINCT x.kind) INTO ids, kinds FROM (
             SELECT j.id, j.kind FROM gaffer.jobs j
             WHERE j.state IN ('pending', 'retrying') AND j.queue = q
               AND j.tenant COLLATE "C" = u_tenant[1] AND j.fairness_key COLLATE "C" = u_fkey[1]
-              AND j.run_at <= now() AND (j.priority, j.run_at, j.id) > (cp, cr, ci)
+              AND j.run_at <= now()
+              AND (j.priority, j.run_at, j.id) > (coalesce(cp, -1::smallint), coalesce(cr, '-infinity'::timestamptz), coalesce(ci, 0::bigint))
             ORDER BY j.priority, j.run_at, j.id
             LIMIT n
             FOR UPDATE SKIP LOCKED) x;
-        -- Do the limits that may apply to the queue apply to these jobs?
-        -- (The default http-per-host limit does not to a queue of other
-        -- kinds.) Decided on the kinds taken, without a second look at the
-        -- rows.
+        -- Do the limits apply to these jobs? Decided on the kinds taken,
+        -- without a second look at the rows: the default http-per-host
+        -- limit costs a queue of other kinds nothing.
         limited := EXISTS (
             SELECT 1 FROM gaffer.limits l
             WHERE (l.queue IS NULL OR l.queue = q) AND (l.tenant IS NULL OR l.tenant = u_tenant[1])
               AND (l.kind IS NULL OR l.kind = ANY (kinds)));
     ELSE
         SELECT array_agg(p.id) INTO ids FROM gaffer.fair_take(q, n, u_tenant, u_fkey, c_tenant, c_fkey, c_prio, c_run_at, c_id) p;
+        limited := EXISTS (SELECT 1 FROM gaffer.limits l WHERE l.queue IS NULL OR l.queue = q);
     END IF;
     IF limited THEN
         ids := gaffer.limit_admit(q, ids);
     END IF;
-    -- The ids as an array: the update finds its rows by the primary key,
-    -- where a join with a function's result may be planned as a scan of
-    -- the table.
-    RETURN QUERY
-    UPDATE gaffer.jobs j
-    SET state = 'running', attempt = j.attempt + 1, lease_token = token,
-        lease_expires_at = now() + lease_ms * interval '1 millisecond', node = node_id, attempted_at = now()
-    WHERE j.id = ANY (ids)
-    RETURNING j.*;
+    RETURN ids;
 END
 $fn$;
 

@@ -43,12 +43,19 @@ DO NOTHING
 RETURNING id, tenant, unique_key;
 
 -- name: claim_jobs
--- The claim: gaffer.claim_jobs (migration 0015) shares the slots fairly
--- among the queue's tenants and fairness keys and admits only what the
--- limits allow. $1 queue, $2 limit, $3 lease token, $4 lease ms, $5 node,
--- $6-$10 each unit's cursor (tenants, fairness keys, priorities, run_ats,
--- ids), $11-$12 the unit to rotate below (NULL: from the top).
-SELECT {{job}} FROM gaffer.claim_jobs($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12);
+-- The claim. gaffer.claim_pick (migration 0015) picks and locks the jobs:
+-- it shares the slots fairly among the queue's tenants and fairness keys
+-- and keeps only what the limits allow; a paused queue or a draining node
+-- gets none. Each picked job starts a new attempt under this lease.
+-- $1 queue, $2 limit, $3 lease token, $4 lease ms, $5 node, $6-$10 each
+-- unit's cursor (tenants, fairness keys, priorities, run_ats, ids),
+-- $11-$12 the unit to rotate below (NULL: from the top).
+UPDATE gaffer.jobs j
+SET state = 'running', attempt = j.attempt + 1, lease_token = $3,
+    lease_expires_at = now() + $4 * interval '1 millisecond', node = $5, attempted_at = now()
+FROM unnest(gaffer.claim_pick($1, $2, $5, $6, $7, $8, $9, $10, $11, $12)) AS picked(id)
+WHERE j.id = picked.id
+RETURNING {{job:j}};
 
 -- name: complete_jobs
 -- $1 ids, $2 attempts, $3 tokens, $4 results (NULL for none)
