@@ -185,13 +185,25 @@ func (h *Handler) jobPage(r *http.Request, v *view) error {
 	return nil
 }
 
+type queuesData struct {
+	Queues []store.Queue
+	Limits []job.LimitUsage
+}
+
 func (h *Handler) queuesPage(r *http.Request, v *view) error {
 	v.Title = "Queues"
 	qs, err := h.cfg.Store.QueueDepthsCapped(r.Context(), v.P.ReadTenant(v.Tenant), depthCap)
 	if err != nil {
 		return err
 	}
-	v.Data = qs
+	d := queuesData{Queues: qs}
+	// Limits name queues, kinds and tenants: the operator's to see.
+	if v.Can(api.ScopeClusterRead) {
+		if d.Limits, err = h.cfg.Jobs.Limits(r.Context()); err != nil {
+			return err
+		}
+	}
+	v.Data = d
 	return nil
 }
 
