@@ -163,6 +163,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/cron", ScopeJobsWrite, s.createCron)
 	s.handle("GET /v1/cron", ScopeJobsRead, s.listCron)
 	s.handle("GET /v1/cron/{name}", ScopeJobsRead, s.getCron)
+	s.handle("PUT /v1/cron/{name}", ScopeJobsWrite, s.putCron)
 	s.handle("PATCH /v1/cron/{name}", ScopeJobsWrite, s.updateCron)
 	s.handle("DELETE /v1/cron/{name}", ScopeJobsWrite, s.deleteCron)
 	s.handle("GET /v1/cron/{name}/next", ScopeJobsRead, s.nextCron)
@@ -273,7 +274,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern, scope st
 		return
 	}
 	var body []byte
-	if r.ContentLength != 0 && (r.Method == http.MethodPost || r.Method == http.MethodPatch) {
+	if r.ContentLength != 0 && (r.Method == http.MethodPost || r.Method == http.MethodPatch || r.Method == http.MethodPut) {
 		var pr *Problem
 		if body, pr = readBody(r, s.cfg.MaxBodyBytes); pr != nil {
 			writeProblem(w, pr)
