@@ -23,11 +23,11 @@ import (
 
 // applyEnv is the API on a fresh database, in this process, and tokens.
 type applyEnv struct {
-	t                  *testing.T
-	st                 *store.Store
-	url                string
+	t                   *testing.T
+	st                  *store.Store
+	url                 string
 	admin, writer, acme string
-	dir                string
+	dir                 string
 }
 
 func newApplyEnv(t *testing.T) *applyEnv {
