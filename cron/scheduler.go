@@ -231,6 +231,12 @@ func (s *Scheduler) failed(ctx context.Context, e store.CronEntry, cause error) 
 		return fmt.Errorf("cron entry %s: %w (and recording that failed: %w)", key, cause, err)
 	}
 	s.metrics.errors.Inc()
+	if n == 0 {
+		// Changed or deleted since it was read: the error was about a
+		// version that no longer exists; the next pass sees the new one.
+		s.log.Warn("cannot fire cron entry, which changed meanwhile", "entry", key, "error", cause)
+		return nil
+	}
 	s.log.Error("cannot fire cron entry; recorded on the entry, retrying after a backoff", "entry", key, "consecutive_failures", n, "error", cause)
 	return nil
 }
