@@ -138,7 +138,7 @@ func TestScheduleChangesRacingTheLeader(t *testing.T) {
 	if _, _, err := c.Put(ctx, cron.Entry{Name: "tick", Schedule: specs[0], Job: cron.JobTemplate{Kind: "k"}}, cron.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s, err := cron.NewScheduler(cron.SchedulerConfig{Store: st, Fence: slowFence{st, 100 * time.Millisecond}})
+	s, err := cron.NewScheduler(cron.SchedulerConfig{Store: st, Fence: slowFence{st, 300 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestScheduleChangesRacingTheLeader(t *testing.T) {
 	// Edits land around each second boundary by the database clock: just
 	// before it, in the slow leader's window after it, and after it.
 	skew := dbNow(t, st).Sub(time.Now())
-	offsets := []time.Duration{-50 * time.Millisecond, 30 * time.Millisecond, 60 * time.Millisecond, 250 * time.Millisecond}
+	offsets := []time.Duration{-80 * time.Millisecond, 40 * time.Millisecond, 120 * time.Millisecond, 600 * time.Millisecond}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

@@ -80,7 +80,7 @@ LIMIT $1;
 -- no cursor and count for nothing.
 SELECT (extract(epoch FROM min(greatest(next_run_at, retry_at)) - now()) * 1000)::bigint
 FROM gaffer.cron_entries
-WHERE NOT paused;
+WHERE NOT paused AND next_run_at IS NOT NULL;
 
 -- name: db_now
 SELECT now();
