@@ -42,6 +42,16 @@ func TestCronPut(t *testing.T) {
 		t.Fatalf("created %+v", out)
 	}
 	first := out.Entry.UpdatedAt
+	// A dry run of a create: 200, created, nothing written.
+	dryNew := putOut{}
+	if r := e.do(e.writer, "PUT", "/v1/cron/later?dry_run=1", body); r.Status != 200 {
+		t.Fatalf("dry create: %d %s", r.Status, r.Body)
+	} else {
+		r.decode(t, &dryNew)
+	}
+	if !dryNew.Created || !dryNew.DryRun || dryNew.Entry.NextRunAt == nil || e.count(`SELECT count(*) FROM gaffer.cron_entries WHERE name = 'later'`) != 0 {
+		t.Fatalf("dry create: %+v", dryNew)
+	}
 	// Again, spelled differently: nothing changes.
 	r = e.do(e.writer, "PUT", "/v1/cron/nightly", `{"name":"nightly","job":{"args":{ "x": 1.0 },"timeout":"600s","kind":"report"},"timezone":"Europe/London","schedule":"30 2 * * *","missed":"skip"}`)
 	out = putOut{}
