@@ -20,7 +20,7 @@ type JobFilter struct {
 	Kind   string
 	// CronEntry keeps the jobs one cron entry made (scheduled and
 	// triggered); WorkflowRun the jobs of one workflow run's steps. Each
-	// has its own partial index in id order (migration 0015).
+	// has its own partial index in id order (migration cron_status).
 	CronEntry   string
 	WorkflowRun int64
 	// BeforeID is the pagination cursor: only jobs with a smaller id.

@@ -14,7 +14,7 @@ import (
 // range in id order, not the jobs table: on a table of 60,000 jobs, of
 // which a handful are the entry's or the run's, the plan uses the
 // partial index and neither a sequential scan nor a walk down the
-// primary key filtering every row. Red without migration 0015's indexes.
+// primary key filtering every row. Red without the cron_status migration's indexes.
 func TestListJobsByCronEntryOrWorkflowRunIsIndexed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
