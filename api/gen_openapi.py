@@ -8,6 +8,7 @@ S=lambda **k: dict(type="string", **k)
 I=lambda **k: dict(type="integer", **k)
 T=lambda **k: dict(type="string", format="date-time", **k)
 B={"type":"boolean"}
+def B_(description): return {"type":"boolean","description":description}
 N={"type":"number"}
 ANY={}  # any JSON value
 def obj(props, req=(), extra=False):
@@ -22,7 +23,7 @@ schemas={
    "priority":I(minimum=0,maximum=9),"attempt":I(),"max_attempts":I(),"timeout":S(description="Go duration, e.g. 30s"),"run_at":T(),"created_at":T(),
    "attempted_at":T(),"finalized_at":T(),"node":S(),"unique_key":S(),"replay_of":I(format="int64"),"args":ANY,"result":ANY,
    "errors":arr(ref("AttemptError")),"cancel_requested":B,"cron_entry":S(),"cron_at":T(),
-   "workflow_run":I(format="int64"),"step":S(),"inputs":ANY,
+   "workflow_run":I(format="int64"),"step":S(),"inputs":dict(type="object",description="a workflow step's dependencies' results, by step name"),
    "fairness_key":S(description="with the tenant, the job's fairness unit: claims serve a queue's units in turn"),
    "limit_key":S(description="the key limits keyed on limit_key count the job under")},
    ["id","tenant","kind","queue","state","priority","attempt","max_attempts","run_at","created_at","args","errors","cancel_requested"]),
@@ -45,11 +46,25 @@ schemas={
  "PurgedResponse": obj({"deleted":I(format="int64")},["deleted"]),
  "CronJob": obj({"kind":S(),"queue":S(),"args":ANY,"priority":I(minimum=0,maximum=9),"max_attempts":I(minimum=0,maximum=1000),"timeout":S()},["kind"]),
  "CronEntry": obj({"tenant":S(),"name":S(),"schedule":S(),"timezone":S(),"job":ref("CronJob"),"missed":S(enum=["skip","once","all"]),"missed_cap":I(),
-   "overlap":S(enum=["allow","skip"]),"paused":B,"next_run_at":T(),"last_job_id":I(format="int64"),"created_at":T(),"updated_at":T()},
-   ["tenant","name","schedule","timezone","job","missed","missed_cap","overlap","paused","next_run_at","created_at","updated_at"]),
- "CronCreate": obj({"tenant":S(),"name":S(),"schedule":S(description="5 or 6 fields, @daily-style descriptors, or @every <duration>"),"timezone":S(description="IANA name or fixed offset; default UTC"),
+   "overlap":S(enum=["allow","skip"]),"paused":B,"next_run_at":T(nullable=True,description="the next instant not yet handled; null once the entry is done"),
+   "done":B_("a one-shot (@at) entry whose occurrence was handled: it never fires again unless its schedule changes"),"done_at":T(),
+   "last_job_id":I(format="int64",description="the job of the last occurrence that made one (triggers aside)"),
+   "last_job_state":S(enum=["pending","running","retrying","completed","failed","cancelled"],description="that job's state now; absent once retention deleted it"),
+   "last_occurrence_at":T(description="the instant that occurrence was scheduled for"),"last_fired_at":T(description="when the leader made its job (the database clock)"),
+   "last_error":S(description="the last error the scheduler met firing this entry; kept after it recovers"),"last_error_at":T(),
+   "consecutive_failures":I(minimum=0,description="firings that failed since the last that worked: 0 when healthy"),
+   "retry_at":T(description="a failing entry is tried again no sooner than this"),
+   "created_at":T(),"updated_at":T()},
+   ["tenant","name","schedule","timezone","job","missed","missed_cap","overlap","paused","next_run_at","done","consecutive_failures","created_at","updated_at"]),
+ "CronCreate": obj({"tenant":S(),"name":S(),"schedule":S(description="5 or 6 fields, @daily-style descriptors, @every <duration>, or @at <time> (once: RFC 3339 with an offset, or a local time such as 2027-01-01T09:00 in the entry's zone)"),"timezone":S(description="IANA name or fixed offset; default UTC"),
    "job":ref("CronJob"),"missed":S(enum=["skip","once","all"]),"missed_cap":I(minimum=0,maximum=10000),"overlap":S(enum=["allow","skip"]),"paused":B},["name","schedule","job"]),
  "CronPatch": obj({"schedule":S(),"timezone":S(),"job":ref("CronJob"),"missed":S(enum=["skip","once","all"]),"missed_cap":I(minimum=1,maximum=10000),"overlap":S(enum=["allow","skip"]),"paused":B}),
+ "CronPut": obj({"name":S(description="optional; must be the path's"),"schedule":S(description="as for POST /v1/cron"),"timezone":S(description="IANA name or fixed offset; default UTC"),
+   "job":ref("CronJob"),"missed":S(enum=["skip","once","all"]),"missed_cap":I(minimum=0,maximum=10000),"overlap":S(enum=["allow","skip"]),
+   "paused":B_("left out: an existing entry stays paused or active as it is; a new one is active")},["schedule","job"]),
+ "CronPutResponse": obj({"entry":ref("CronEntry"),"created":B,"changed":B_("false: the entry already was as asked and nothing was written"),
+   "changes":arr(S(enum=["schedule","timezone","job.kind","job.queue","job.args","job.priority","job.max_attempts","job.timeout","missed","missed_cap","overlap","paused"])),
+   "dry_run":B},["entry","created","changed","changes","dry_run"]),
  "CronList": obj({"data":arr(ref("CronEntry")),"next_cursor":S()},["data"]),
  "NextTimes": obj({"times":arr(T())},["times"]),
  "Occurrence": obj({"scheduled_at":T(),"status":S(enum=["fired","skipped","missed","triggered"]),"reason":S(),"count":I(),"recorded_at":T(),"epoch":I(format="int64"),"job_id":I(format="int64")},["scheduled_at","status","count","recorded_at"]),
@@ -114,7 +129,9 @@ jobid=path("id",I(format="int64",minimum=1)); entryid=path("id",I(format="int64"
 paths={
  "/v1/jobs":{
    "post":op("Enqueue a job","jobs:write",{"201":resp("Enqueued",ref("EnqueueResponse")),"200":resp("The unique key is held by an unfinished job: that job, nothing enqueued",ref("EnqueueResponse")),**errs(400,413,415,422,409)},rb=body("EnqueueRequest"),post=True,opid="enqueueJob"),
-   "get":op("List jobs, newest first","jobs:read",{"200":resp("Jobs",ref("JobList")),**errs(400)},params=[q("state",S(),"comma-separated states"),q("queue",S()),q("kind",S()),limit,cursor,tenant],opid="listJobs")},
+   "get":op("List jobs, newest first","jobs:read",{"200":resp("Jobs",ref("JobList")),**errs(400)},params=[q("state",S(),"comma-separated states"),q("queue",S()),q("kind",S()),
+     q("cron_entry",S(maxLength=128),"the jobs a cron entry of this name made (scheduled and triggered)"),q("workflow_run",I(format="int64",minimum=1),"the jobs of a workflow run's steps"),
+     limit,cursor,tenant],opid="listJobs")},
  "/v1/jobs/{id}":{"get":op("Get a job","jobs:read",{"200":resp("The job",ref("Job")),**errs(400,404)},params=[jobid,tenant],opid="getJob")},
  "/v1/jobs/{id}/retry":{"post":op("Run a job again now: a retrying job becomes due at once; a failed job's DLQ entry is replayed into one new job","jobs:write",{"200":resp("The job that will run",obj({"job":ref("Job")},["job"])),**errs(400,404,409,422)},params=[jobid,tenant],post=True,opid="retryJob")},
  "/v1/jobs/{id}/cancel":{"post":op("Cancel a job: at once if pending or retrying; a running job's handler is cancelled within a second","jobs:write",{"200":resp("The job after the request",ref("Job")),**errs(400,404,409,422)},params=[jobid,tenant],post=True,opid="cancelJob")},
@@ -127,6 +144,9 @@ paths={
  "/v1/cron":{"post":op("Create a cron entry","jobs:write",{"201":resp("Created",ref("CronEntry")),**errs(400,409,413,415,422)},rb=body("CronCreate"),post=True,opid="createCron"),
    "get":op("List cron entries","jobs:read",{"200":resp("Entries",ref("CronList")),**errs(400)},params=[limit,cursor,tenant],opid="listCron")},
  "/v1/cron/{name}":{"get":op("Get a cron entry","jobs:read",{"200":resp("The entry",ref("CronEntry")),**errs(404)},params=[cname,tenant],opid="getCron"),
+   "put":op("Create or replace a cron entry's definition: idempotent (the same body twice changes nothing the second time, and says so)","jobs:write",
+     {"201":resp("Created",ref("CronPutResponse")),"200":resp("Replaced, unchanged, or (dry_run) what would be",ref("CronPutResponse")),**errs(400,413,415)},
+     params=[cname,q("tenant",S(),"tokens spanning tenants only: the entry's tenant (default \"default\")"),q("dry_run",B,"check and report; write nothing")],rb=body("CronPut"),opid="putCron"),
    "patch":op("Change a cron entry (pause with {\"paused\": true})","jobs:write",{"200":resp("The entry",ref("CronEntry")),**errs(400,404,413,415)},params=[cname,tenant],rb=body("CronPatch"),opid="updateCron"),
    "delete":op("Delete a cron entry","jobs:write",{"204":resp("Deleted"),**errs(404)},params=[cname,tenant],opid="deleteCron")},
  "/v1/cron/{name}/next":{"get":op("The next n fire times (RFC 3339, UTC)","jobs:read",{"200":resp("Times",ref("NextTimes")),**errs(400,404)},params=[cname,q("n",I(minimum=1,maximum=1000),"default 5"),tenant],opid="nextCron")},

@@ -103,7 +103,14 @@ func (s *Server) enqueue(r *http.Request, p Principal, body []byte, tx pgx.Tx) (
 
 func (s *Server) listJobs(r *http.Request, p Principal, _ []byte) (int, any, error) {
 	q := r.URL.Query()
-	f := job.Filter{Tenant: p.tenantFilter(r), Queue: q.Get("queue"), Kind: q.Get("kind")}
+	f := job.Filter{Tenant: p.tenantFilter(r), Queue: q.Get("queue"), Kind: q.Get("kind"), CronEntry: q.Get("cron_entry")}
+	if v := q.Get("workflow_run"); v != "" {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || id <= 0 {
+			return 0, nil, paramProblem("workflow_run", "workflow_run must be a workflow run id (a positive integer), got "+strconv.Quote(v))
+		}
+		f.WorkflowRun = id
+	}
 	if v := q.Get("state"); v != "" {
 		for _, st := range strings.Split(v, ",") {
 			f.States = append(f.States, job.State(st))

@@ -163,6 +163,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/cron", ScopeJobsWrite, s.createCron)
 	s.handle("GET /v1/cron", ScopeJobsRead, s.listCron)
 	s.handle("GET /v1/cron/{name}", ScopeJobsRead, s.getCron)
+	s.handle("PUT /v1/cron/{name}", ScopeJobsWrite, s.putCron)
 	s.handle("PATCH /v1/cron/{name}", ScopeJobsWrite, s.updateCron)
 	s.handle("DELETE /v1/cron/{name}", ScopeJobsWrite, s.deleteCron)
 	s.handle("GET /v1/cron/{name}/next", ScopeJobsRead, s.nextCron)
