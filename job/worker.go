@@ -177,7 +177,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		return errors.New("worker: cannot restart a stopped worker")
 	}
 	w.started = true
-	w.completer = newCompleter(w.store, w.metrics, w.log, w.cfg.ClaimBatch)
+	w.completer = newCompleter(w.store, w.metrics, w.log, w.cfg.ClaimBatch, w.wakeAfterWrite)
 	for _, p := range w.producers {
 		p.runner.Start(ctx, p.loop)
 	}
@@ -208,6 +208,18 @@ func (w *Worker) InFlight() int {
 func (w *Worker) Wake(queue string) {
 	if p := w.producers[queue]; p != nil {
 		p.wake()
+	}
+}
+
+// wakeAfterWrite wakes the claim loops of queues whose last claim came
+// back short once attempts of theirs are recorded over: the slots those
+// attempts held under limits are free only now, not when their handlers
+// returned.
+func (w *Worker) wakeAfterWrite(queues map[string]bool) {
+	for q := range queues {
+		if p := w.producers[q]; p != nil && p.capped.Load() {
+			p.wake()
+		}
 	}
 }
 
@@ -353,7 +365,12 @@ type producer struct {
 	quit chan struct{}
 
 	active    atomic.Int64
-	more      atomic.Bool // the last claim was full: there may be more work
+	more      atomic.Bool // the last claim took jobs: there may be more work
+	// claimCap bounds the next claim (0: ClaimBatch) after short claims:
+	// when limits let only a few of a claim's candidates start, asking
+	// for a whole batch locks and weighs many jobs for nothing.
+	claimCap int
+	capped   atomic.Bool // claimCap > 0, for other goroutines
 	lastClaim time.Time
 	// cursors are where the last claims of each fairness unit ended, kept
 	// since cursorSince; a unit without one is scanned from its start.
@@ -402,6 +419,9 @@ func (p *producer) fill(ctx context.Context) {
 			free = p.limit - int(p.active.Load())
 		}
 		n := min(free, w.cfg.ClaimBatch)
+		if p.claimCap > 0 {
+			n = min(n, p.claimCap)
+		}
 		p.lastClaim = time.Now()
 		if len(p.cursors) > 0 && p.lastClaim.Sub(p.cursorSince) > w.cfg.CursorReset {
 			clear(p.cursors)
@@ -424,6 +444,7 @@ func (p *producer) fill(ctx context.Context) {
 		// limits cut (a slot freeing here may let the next one in). Only an
 		// empty claim says the queue has nothing for this node now.
 		p.more.Store(len(rows) > 0)
+		p.adaptCap(len(rows), n)
 		p.advanceCursors(rows, n)
 		for _, row := range rows {
 			p.active.Add(1)
@@ -475,6 +496,29 @@ func (p *producer) release(rows []store.Job) {
 		p.w.log.Error("release jobs claimed while stopping", "queue", p.queue, "jobs", len(rows), "error", err)
 	}
 }
+
+// adaptCap sizes the next claim from this one: a claim that got what it
+// asked for lets the next ask for twice as many (up to the batch); a
+// short one caps the next at twice what it got (at least minClaim). A
+// queue that ran dry pays nothing for it: the next claim, woken by an
+// insert, still asks for at least minClaim, and grows from there.
+func (p *producer) adaptCap(got, asked int) {
+	switch {
+	case got >= asked:
+		if p.claimCap > 0 {
+			p.claimCap *= 2
+			if p.claimCap >= p.w.cfg.ClaimBatch {
+				p.claimCap = 0
+			}
+		}
+	default:
+		p.claimCap = max(2*got, minClaim)
+	}
+	p.capped.Store(p.claimCap > 0)
+}
+
+// minClaim is the least a capped claim asks for.
+const minClaim = 16
 
 // advanceCursors moves each unit's cursor to the end of what this claim
 // took of it. A short claim saw everything due past the cursors, so the
@@ -702,8 +746,11 @@ func (w *Worker) write(e *execution, op string, fn func(ctx context.Context) err
 		w.stale(j, op)
 	case err != nil:
 		w.log.Error("record outcome; the job will run again after its lease expires", "job_id", j.ID, "op", op, "error", err)
-	case ok != nil:
-		w.metrics.counter(ok, j.Queue, j.Kind).Inc()
+	default:
+		if ok != nil {
+			w.metrics.counter(ok, j.Queue, j.Kind).Inc()
+		}
+		w.wakeAfterWrite(map[string]bool{j.Queue: true})
 	}
 }
 

@@ -1,5 +1,5 @@
 DROP FUNCTION gaffer.claim_pick(text, integer, text, text[], text[], smallint[], timestamptz[], bigint[], text, text);
-DROP FUNCTION gaffer.limit_admit(text, bigint[]);
+DROP FUNCTION gaffer.limit_admit(text, gaffer.jobs[]);
 DROP FUNCTION gaffer.fair_units(text, integer, text, text, text);
 DROP FUNCTION gaffer.queue_units(text, integer);
 DROP FUNCTION gaffer.fair_take(text, integer, text[], text[], text[], text[], smallint[], timestamptz[], bigint[]);

@@ -150,7 +150,7 @@ BEGIN
         limited := EXISTS (SELECT 1 FROM gaffer.limits l WHERE l.queue IS NULL OR l.queue = q);
     END IF;
     IF limited THEN
-        ids := gaffer.limit_admit(q, ids);
+        ids := gaffer.limit_admit(q, (SELECT array_agg(j) FROM gaffer.jobs j WHERE j.id = ANY (ids)));
     END IF;
     RETURN ids;
 END
@@ -280,82 +280,102 @@ BEGIN
 END
 $fn$;
 
--- limit_admit returns the candidates (ids, locked by the caller) that the
--- limits let start now: those no limit applies to, and those whose every
--- bucket has a slot (running attempts below concurrency) and a token
--- (rate) left, taken in fair order per bucket (a unit's k-th candidate
--- ranks k/weight). The buckets are locked, in one order, in a statement of
--- their own, and the counts are taken after it in a new snapshot: they see
--- every claim that took one of these buckets before. Tokens are spent for
--- the admitted.
-CREATE FUNCTION gaffer.limit_admit(q text, ids bigint[]) RETURNS bigint[]
+-- limit_admit returns the ids of the candidates (cands: their rows,
+-- locked by the caller) that the limits let start now: those no limit
+-- applies to, and those whose every bucket has a slot (running attempts
+-- below concurrency) and a token (rate) left, taken in fair order per
+-- bucket (a unit's k-th candidate ranks k/weight). The buckets are locked,
+-- in one order, in a statement of their own, and counted after it in a new
+-- snapshot: the counts see every claim that took one of these buckets
+-- before. Tokens are spent for the admitted.
+CREATE FUNCTION gaffer.limit_admit(q text, cands gaffer.jobs[]) RETURNS bigint[]
 LANGUAGE plpgsql AS $fn$
 DECLARE
+    b_name text[];
+    b_key text[];
+    b_want integer[];
+    b_free double precision[];
+    b_tokens double precision[];
     admitted bigint[];
+    binds boolean;
 BEGIN
-    IF ids IS NULL OR NOT EXISTS (
-        SELECT 1 FROM gaffer.jobs j JOIN gaffer.limits l ON gaffer.limit_applies(l, j) WHERE j.id = ANY (ids)) THEN
-        RETURN ids;
+    IF cands IS NULL THEN
+        RETURN NULL;
     END IF;
-    -- The buckets the candidates fall in, created if new, then locked.
+    -- The buckets the candidates fall in, and how many want each.
+    SELECT array_agg(x.name ORDER BY x.name, x.key), array_agg(x.key ORDER BY x.name, x.key), array_agg(x.n ORDER BY x.name, x.key)
+    INTO b_name, b_key, b_want
+    FROM (
+        SELECT l.name, gaffer.limit_key(l.key_from, c) AS key, count(*)::integer AS n
+        FROM unnest(cands) c JOIN gaffer.limits l ON gaffer.limit_applies(l, c)
+        GROUP BY 1, 2
+    ) x;
+    IF b_name IS NULL THEN
+        RETURN (SELECT array_agg(c.id) FROM unnest(cands) c);
+    END IF;
+    -- Created if new, then locked, in one order.
     INSERT INTO gaffer.limit_buckets (limit_name, key, tokens, refilled_at)
-    SELECT DISTINCT l.name, gaffer.limit_key(l.key_from, j), coalesce(l.burst, 0), now()
-    FROM gaffer.jobs j JOIN gaffer.limits l ON gaffer.limit_applies(l, j)
-    WHERE j.id = ANY (ids)
+    SELECT b.name, b.key, coalesce(l.burst, 0), now()
+    FROM unnest(b_name, b_key) AS b(name, key) JOIN gaffer.limits l ON l.name = b.name
     ON CONFLICT (limit_name, key) DO NOTHING;
-    PERFORM 1 FROM gaffer.limit_buckets b
-    WHERE (b.limit_name, b.key) IN (
-        SELECT l.name, gaffer.limit_key(l.key_from, j)
-        FROM gaffer.jobs j JOIN gaffer.limits l ON gaffer.limit_applies(l, j)
-        WHERE j.id = ANY (ids))
-    ORDER BY b.limit_name, b.key
-    FOR UPDATE OF b;
+    PERFORM 1 FROM gaffer.limit_buckets lb
+    WHERE (lb.limit_name, lb.key) IN (SELECT b.name, b.key FROM unnest(b_name, b_key) AS b(name, key))
+    ORDER BY lb.limit_name, lb.key
+    FOR UPDATE OF lb;
 
     -- A new statement: its snapshot sees every claim committed before the
-    -- locks were granted.
-    WITH pairs AS (
-        SELECT j.id, l.name, gaffer.limit_key(l.key_from, j) AS key, l.concurrency, l.rate, l.period_ms, l.burst,
-               row_number() OVER (PARTITION BY j.tenant, j.fairness_key ORDER BY j.priority, j.run_at, j.id)
-                   / coalesce(tw.weight, 1)::double precision AS rank
-        FROM gaffer.jobs j
-        JOIN gaffer.limits l ON gaffer.limit_applies(l, j)
-        LEFT JOIN gaffer.tenant_weights tw ON tw.tenant = j.tenant
-        WHERE j.id = ANY (ids)
-    ), buckets AS (
-        SELECT DISTINCT p.name, p.key, p.concurrency, p.rate, p.period_ms, p.burst FROM pairs p
-    ), running AS (
-        SELECT bk.name, bk.key, count(r.id) AS n
-        FROM buckets bk
-        JOIN gaffer.limits l ON l.name = bk.name
-        LEFT JOIN gaffer.jobs r ON r.state = 'running' AND gaffer.limit_applies(l, r) AND gaffer.limit_key(l.key_from, r) = bk.key
-        WHERE bk.concurrency IS NOT NULL
-        GROUP BY bk.name, bk.key
-    ), free AS (
-        SELECT bk.name, bk.key,
-               least(CASE WHEN bk.concurrency IS NULL THEN 2147483647 ELSE bk.concurrency - coalesce(rn.n, 0) END,
-                     CASE WHEN bk.rate IS NULL THEN 2147483647
-                          ELSE floor(least(bk.burst::double precision, b.tokens
-                               + extract(epoch FROM now() - b.refilled_at) * 1000 / bk.period_ms * bk.rate)) END) AS slots,
-               CASE WHEN bk.rate IS NULL THEN NULL
-                    ELSE least(bk.burst::double precision, b.tokens + extract(epoch FROM now() - b.refilled_at) * 1000 / bk.period_ms * bk.rate) END AS tokens
-        FROM buckets bk
-        JOIN gaffer.limit_buckets b ON b.limit_name = bk.name AND b.key = bk.key
-        LEFT JOIN running rn ON rn.name = bk.name AND rn.key = bk.key
-    ), ranked AS (
-        SELECT p.id, p.name, p.key, row_number() OVER (PARTITION BY p.name, p.key ORDER BY p.rank, p.id) AS pos
-        FROM pairs p
-    ), refused AS (
-        SELECT DISTINCT rk.id FROM ranked rk JOIN free f ON f.name = rk.name AND f.key = rk.key WHERE rk.pos > f.slots
-    ), kept AS (
-        SELECT c.id FROM unnest(ids) AS c(id) WHERE c.id NOT IN (SELECT rf.id FROM refused rf)
-    ), spent AS (
-        UPDATE gaffer.limit_buckets b
-        SET tokens = f.tokens - (SELECT count(*) FROM ranked rk WHERE rk.name = f.name AND rk.key = f.key AND rk.id IN (SELECT k.id FROM kept k)),
+    -- locks were granted. Free slots per bucket: the concurrency left after
+    -- the running attempts it counts, and the whole tokens refilled.
+    SELECT array_agg(f.slots ORDER BY f.ord), array_agg(f.tokens ORDER BY f.ord) INTO b_free, b_tokens
+    FROM (
+        SELECT b.ord, t.tokens,
+               least(CASE WHEN l.concurrency IS NULL THEN 2147483647
+                          ELSE l.concurrency - (SELECT count(*) FROM gaffer.jobs r
+                                                WHERE r.state = 'running' AND (l.queue IS NULL OR r.queue = l.queue)
+                                                  AND gaffer.limit_applies(l, r) AND gaffer.limit_key(l.key_from, r) = b.key) END,
+                     CASE WHEN l.rate IS NULL THEN 2147483647 ELSE floor(t.tokens) END) AS slots
+        FROM unnest(b_name, b_key) WITH ORDINALITY AS b(name, key, ord)
+        JOIN gaffer.limits l ON l.name = b.name
+        JOIN gaffer.limit_buckets lb ON lb.limit_name = b.name AND lb.key = b.key
+        CROSS JOIN LATERAL (SELECT CASE WHEN l.rate IS NULL THEN NULL
+                                       ELSE least(l.burst::double precision, lb.tokens
+                                            + extract(epoch FROM now() - lb.refilled_at) * 1000 / l.period_ms * l.rate) END AS tokens) t
+    ) f;
+
+    binds := EXISTS (SELECT 1 FROM unnest(b_want, b_free) AS w(want, free) WHERE w.want > w.free);
+    IF NOT binds THEN
+        admitted := (SELECT array_agg(c.id) FROM unnest(cands) c);
+    ELSE
+        -- Some bucket has fewer slots than candidates: take each bucket's
+        -- in fair order; a candidate refused by any of its buckets waits.
+        WITH pairs AS (
+            SELECT c.id, l.name, gaffer.limit_key(l.key_from, c) AS key,
+                   row_number() OVER (PARTITION BY c.tenant, c.fairness_key ORDER BY c.priority, c.run_at, c.id)
+                       / coalesce(tw.weight, 1)::double precision AS rank
+            FROM unnest(cands) c
+            JOIN gaffer.limits l ON gaffer.limit_applies(l, c)
+            LEFT JOIN gaffer.tenant_weights tw ON tw.tenant = c.tenant
+        ), ranked AS (
+            SELECT p.id, p.name, p.key, row_number() OVER (PARTITION BY p.name, p.key ORDER BY p.rank, p.id) AS pos
+            FROM pairs p
+        ), refused AS (
+            SELECT DISTINCT rk.id
+            FROM ranked rk JOIN unnest(b_name, b_key, b_free) AS b(name, key, free) ON b.name = rk.name AND b.key = rk.key
+            WHERE rk.pos > b.free
+        )
+        SELECT array_agg(c.id) INTO admitted FROM unnest(cands) c WHERE c.id NOT IN (SELECT rf.id FROM refused rf);
+    END IF;
+
+    -- Rate buckets spend a token per admitted start.
+    IF EXISTS (SELECT 1 FROM unnest(b_tokens) t WHERE t IS NOT NULL) THEN
+        UPDATE gaffer.limit_buckets lb
+        SET tokens = b.tokens - (SELECT count(*) FROM unnest(cands) c
+                                 WHERE c.id = ANY (admitted) AND gaffer.limit_applies(l, c) AND gaffer.limit_key(l.key_from, c) = b.key),
             refilled_at = now()
-        FROM free f
-        WHERE b.limit_name = f.name AND b.key = f.key AND f.tokens IS NOT NULL
-    )
-    SELECT array_agg(k.id) INTO admitted FROM kept k;
+        FROM unnest(b_name, b_key, b_tokens) AS b(name, key, tokens)
+        JOIN gaffer.limits l ON l.name = b.name
+        WHERE lb.limit_name = b.name AND lb.key = b.key AND b.tokens IS NOT NULL;
+    END IF;
     RETURN admitted;
 END
 $fn$;
