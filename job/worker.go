@@ -364,13 +364,13 @@ type producer struct {
 	work chan *execution
 	quit chan struct{}
 
-	active    atomic.Int64
-	more      atomic.Bool // the last claim took jobs: there may be more work
+	active atomic.Int64
+	more   atomic.Bool // the last claim took jobs: there may be more work
 	// claimCap bounds the next claim (0: ClaimBatch) after short claims:
 	// when limits let only a few of a claim's candidates start, asking
 	// for a whole batch locks and weighs many jobs for nothing.
-	claimCap int
-	capped   atomic.Bool // claimCap > 0, for other goroutines
+	claimCap  int
+	capped    atomic.Bool // claimCap > 0, for other goroutines
 	lastClaim time.Time
 	// cursors are where the last claims of each fairness unit ended, kept
 	// since cursorSince; a unit without one is scanned from its start.
