@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -59,10 +60,25 @@ type cronPatchBody struct {
 	Paused    *bool        `json:"paused"`
 }
 
+// cronPutBody is an entry's whole definition; what it leaves out takes
+// the default. Paused left out leaves an existing entry's as it is.
+type cronPutBody struct {
+	Name      string      `json:"name"` // optional: the path names the entry
+	Schedule  string      `json:"schedule"`
+	Timezone  string      `json:"timezone"`
+	Job       cronJobBody `json:"job"`
+	Missed    string      `json:"missed"`
+	MissedCap int         `json:"missed_cap"`
+	Overlap   string      `json:"overlap"`
+	Paused    *bool       `json:"paused"`
+}
+
 // cronView is a cron entry on the wire.
 type cronView struct {
 	cron.Entry
-	Job cronJobView `json:"job"`
+	// NextRunAt is null once the entry is done.
+	NextRunAt *time.Time  `json:"next_run_at"`
+	Job       cronJobView `json:"job"`
 }
 
 type cronJobView struct {
@@ -71,7 +87,22 @@ type cronJobView struct {
 }
 
 func viewCron(e cron.Entry) cronView {
-	return cronView{Entry: e, Job: cronJobView{JobTemplate: e.Job, Timeout: formatDuration(e.Job.Timeout)}}
+	v := cronView{Entry: e, Job: cronJobView{JobTemplate: e.Job, Timeout: formatDuration(e.Job.Timeout)}}
+	if !e.Done {
+		v.NextRunAt = &e.NextRunAt
+	}
+	return v
+}
+
+// cronPutResponse says what a PUT did (or, dry, would do).
+type cronPutResponse struct {
+	Entry cronView `json:"entry"`
+	// Created: there was no entry of that name. Changed: created, or some
+	// field differed (Changes names them); false: nothing was written.
+	Created bool     `json:"created"`
+	Changed bool     `json:"changed"`
+	Changes []string `json:"changes"`
+	DryRun  bool     `json:"dry_run"`
 }
 
 func cronError(err error, name string) error {
@@ -177,6 +208,50 @@ func (s *Server) updateCron(r *http.Request, p Principal, body []byte) (int, any
 		return 0, nil, cronError(err, name)
 	}
 	return http.StatusOK, viewCron(e), nil
+}
+
+// putCron creates or replaces the entry the path names: idempotent, 201
+// when created, 200 otherwise, saying whether anything changed. With
+// ?dry_run=true it only checks and reports.
+func (s *Server) putCron(r *http.Request, p Principal, body []byte) (int, any, error) {
+	name := r.PathValue("name")
+	var b cronPutBody
+	if pr := decodeStrict(body, &b); pr != nil {
+		return 0, nil, pr
+	}
+	if b.Name != "" && b.Name != name {
+		return 0, nil, fieldProblem("name", fmt.Sprintf("the body names %q but the path %q; leave name out or make them agree", b.Name, name))
+	}
+	tenant, pr := p.writeTenant(r.URL.Query().Get("tenant"))
+	if pr != nil {
+		return 0, nil, pr
+	}
+	dry := false
+	if v := r.URL.Query().Get("dry_run"); v != "" {
+		var err error
+		if dry, err = strconv.ParseBool(v); err != nil {
+			return 0, nil, paramProblem("dry_run", "dry_run must be true or false, got "+strconv.Quote(v))
+		}
+	}
+	tmpl, pr := b.Job.template("job", s.cfg.Webhook)
+	if pr != nil {
+		return 0, nil, pr
+	}
+	e := cron.Entry{Tenant: tenant, Name: name, Schedule: b.Schedule, Timezone: b.Timezone, Job: tmpl,
+		Missed: b.Missed, MissedCap: b.MissedCap, Overlap: b.Overlap, Paused: b.Paused != nil && *b.Paused}
+	got, res, err := s.cfg.Cron.Put(r.Context(), e, cron.PutOptions{KeepPaused: b.Paused == nil, DryRun: dry})
+	if err != nil {
+		return 0, nil, cronError(err, name)
+	}
+	status := http.StatusOK
+	if res.Created && !dry {
+		status = http.StatusCreated
+	}
+	changes := res.Changes
+	if changes == nil {
+		changes = []string{}
+	}
+	return status, cronPutResponse{Entry: viewCron(got), Created: res.Created, Changed: res.Changed(), Changes: changes, DryRun: dry}, nil
 }
 
 func (s *Server) deleteCron(r *http.Request, p Principal, _ []byte) (int, any, error) {

@@ -38,6 +38,8 @@ func TestLiteralInternalDestinationsRefusedAtEnqueue(t *testing.T) {
 			{"POST", "/v1/jobs", `{"kind":"http","args":` + args + `}`, "args.url"},
 			{"POST", "/v1/cron", `{"name":"probe","schedule":"@every 1m","job":{"kind":"http","args":` + args + `}}`, "job.args.url"},
 			{"PATCH", "/v1/cron/nightly", `{"job":{"kind":"http","args":` + args + `}}`, "job.args.url"},
+			{"PUT", "/v1/cron/nightly", `{"schedule":"@daily","job":{"kind":"http","args":` + args + `}}`, "job.args.url"},
+			{"PUT", "/v1/cron/probe", `{"schedule":"@daily","job":{"kind":"http","args":` + args + `}}`, "job.args.url"},
 			{"POST", "/v1/workflows", `{"name":"w","steps":[{"name":"a","kind":"noop"},{"name":"b","kind":"http","args":` + args + `,"depends_on":["a"]}]}`, "steps[1].args.url"},
 		} {
 			r := e.do(e.writer, c.method, c.path, c.body)
@@ -57,7 +59,7 @@ func TestLiteralInternalDestinationsRefusedAtEnqueue(t *testing.T) {
 		}
 	}
 	if got := e.count(`SELECT count(*) FROM gaffer.cron_entries WHERE name = 'nightly' AND job->'args'->>'url' = 'https://example.com/hook'`); got != 1 {
-		t.Error("the refused PATCH changed the cron entry")
+		t.Error("the refused PATCH or PUT changed the cron entry")
 	}
 
 	// A name is not resolved where the job enters: it is refused, if it

@@ -24,6 +24,8 @@ type enqueueRequest struct {
 	MaxAttempts *int            `json:"max_attempts"`
 	Timeout     *string         `json:"timeout"`
 	UniqueKey   string          `json:"unique_key"`
+	FairnessKey string          `json:"fairness_key"`
+	LimitKey    string          `json:"limit_key"`
 }
 
 // jobView is a job on the wire.
@@ -67,7 +69,7 @@ func (s *Server) enqueue(r *http.Request, p Principal, body []byte, tx pgx.Tx) (
 		return 0, nil, pr
 	}
 	jr := job.Request{Kind: req.Kind, Args: req.Args, Tenant: tenant, Queue: req.Queue, RunAt: runAt, Delay: delay,
-		Timeout: timeout, UniqueKey: req.UniqueKey}
+		Timeout: timeout, UniqueKey: req.UniqueKey, FairnessKey: req.FairnessKey, LimitKey: req.LimitKey}
 	if req.Priority != nil {
 		jr.Priority = *req.Priority
 	}
@@ -78,8 +80,14 @@ func (s *Server) enqueue(r *http.Request, p Principal, body []byte, tx pgx.Tx) (
 		jr.MaxAttempts = *req.MaxAttempts
 	}
 	if req.Kind == webhook.Kind {
-		if _, _, err := s.cfg.Webhook.Validate(req.Args); err != nil {
+		a, _, err := s.cfg.Webhook.Validate(req.Args)
+		if err != nil {
 			return 0, nil, httpArgsProblem("", err)
+		}
+		if jr.FairnessKey == "" {
+			// Each destination is its own unit: one slow receiver's
+			// backlog does not hold up the tenant's calls elsewhere.
+			jr.FairnessKey = a.Host()
 		}
 	}
 	res, err := s.cfg.Jobs.EnqueueTx(r.Context(), tx, jr)
@@ -95,7 +103,14 @@ func (s *Server) enqueue(r *http.Request, p Principal, body []byte, tx pgx.Tx) (
 
 func (s *Server) listJobs(r *http.Request, p Principal, _ []byte) (int, any, error) {
 	q := r.URL.Query()
-	f := job.Filter{Tenant: p.tenantFilter(r), Queue: q.Get("queue"), Kind: q.Get("kind")}
+	f := job.Filter{Tenant: p.tenantFilter(r), Queue: q.Get("queue"), Kind: q.Get("kind"), CronEntry: q.Get("cron_entry")}
+	if v := q.Get("workflow_run"); v != "" {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || id <= 0 {
+			return 0, nil, paramProblem("workflow_run", "workflow_run must be a workflow run id (a positive integer), got "+strconv.Quote(v))
+		}
+		f.WorkflowRun = id
+	}
 	if v := q.Get("state"); v != "" {
 		for _, st := range strings.Split(v, ",") {
 			f.States = append(f.States, job.State(st))

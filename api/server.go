@@ -163,6 +163,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/cron", ScopeJobsWrite, s.createCron)
 	s.handle("GET /v1/cron", ScopeJobsRead, s.listCron)
 	s.handle("GET /v1/cron/{name}", ScopeJobsRead, s.getCron)
+	s.handle("PUT /v1/cron/{name}", ScopeJobsWrite, s.putCron)
 	s.handle("PATCH /v1/cron/{name}", ScopeJobsWrite, s.updateCron)
 	s.handle("DELETE /v1/cron/{name}", ScopeJobsWrite, s.deleteCron)
 	s.handle("GET /v1/cron/{name}/next", ScopeJobsRead, s.nextCron)
@@ -178,6 +179,13 @@ func (s *Server) routes() {
 	s.handle("POST /v1/webhook-secrets", ScopeJobsWrite, s.rotateWebhookSecret)
 	s.handle("GET /v1/webhook-secrets", ScopeJobsRead, s.listWebhookSecrets)
 	s.handle("DELETE /v1/webhook-secrets/{id}", ScopeJobsWrite, s.deleteWebhookSecret)
+
+	s.handle("GET /v1/limits", ScopeClusterRead, s.listLimits)
+	s.handle("GET /v1/limits/{name}", ScopeClusterRead, s.getLimit)
+	s.handle("PUT /v1/limits/{name}", ScopeAdmin, s.putLimit)
+	s.handle("DELETE /v1/limits/{name}", ScopeAdmin, s.deleteLimit)
+	s.handle("GET /v1/tenants", ScopeClusterRead, s.listTenantWeights)
+	s.handle("PUT /v1/tenants/{tenant}", ScopeAdmin, s.putTenantWeight)
 
 	s.handle("GET /v1/queues", ScopeJobsRead, s.listQueues)
 	s.handle("POST /v1/queues/{queue}/pause", ScopeAdmin, s.pauseQueue)
@@ -273,7 +281,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern, scope st
 		return
 	}
 	var body []byte
-	if r.ContentLength != 0 && (r.Method == http.MethodPost || r.Method == http.MethodPatch) {
+	if r.ContentLength != 0 && (r.Method == http.MethodPost || r.Method == http.MethodPatch || r.Method == http.MethodPut) {
 		var pr *Problem
 		if body, pr = readBody(r, s.cfg.MaxBodyBytes); pr != nil {
 			writeProblem(w, pr)

@@ -32,6 +32,34 @@
 // recent ones). While etcd is unreachable no leader can be proven, so cron
 // pauses; when it returns, the policy applies to what was missed.
 //
+// # Edits
+//
+// An edit (Update, Put) reads and writes the entry under its row lock.
+// A new schedule or zone starts from its first instant after the later
+// of now and the last occurrence that made a job: an instant with a job
+// is never fired again. An old-schedule occurrence due but not yet
+// fired when the edit commits is recorded as missed by the edit (no
+// epoch, no job): every instant is in the history once. Put is
+// idempotent: a definition that changes nothing writes nothing.
+//
+// # One-shot entries
+//
+// "@at <time>" fires once; the firing that handles its instant leaves
+// the entry done (no cursor, done_at set), and a done entry is never
+// due. A one-shot resumed after its time goes by its missed-fire policy
+// at once: skip is done without firing, once and all fire it.
+//
+// # Status and errors
+//
+// The firing transaction also writes the entry's status (last fired,
+// last occurrence, last job) and ends a run of failures. A firing that
+// fails for the entry's own reasons (its schedule or template no longer
+// valid, the job insert refused) rolls back; the scheduler then records
+// the error on the entry in a second fenced transaction, counts the
+// failure and holds the entry back (retry_at, 1s doubling to 5m), and
+// goes on with the other entries. Errors of leadership or of the
+// database end the pass and are recorded nowhere.
+//
 // # Time zones and DST
 //
 // Schedules are evaluated on the wall clock of the entry's time zone (IANA

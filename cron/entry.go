@@ -54,7 +54,8 @@ type JobTemplate struct {
 // page's last entry. The zero Cursor starts from the beginning.
 type Cursor struct{ Tenant, Name string }
 
-// Entry is a cron entry.
+// Entry is a cron entry: its definition (what Create and Put take) and
+// its status (what the scheduler wrote; Create and Put ignore it).
 type Entry struct {
 	Tenant    string      `json:"tenant"`
 	Name      string      `json:"name"`
@@ -65,11 +66,42 @@ type Entry struct {
 	MissedCap int         `json:"missed_cap"`
 	Overlap   string      `json:"overlap"`
 	Paused    bool        `json:"paused"`
-	// NextRunAt is the next scheduled instant not yet handled.
+	// NextRunAt is the next scheduled instant not yet handled; zero once
+	// the entry is done.
 	NextRunAt time.Time `json:"next_run_at"`
-	LastJobID int64     `json:"last_job_id,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	// Done: a one-shot ("@at") entry whose one occurrence was handled —
+	// fired, or missed under its policy — at DoneAt. It never fires
+	// again unless its schedule changes.
+	Done      bool       `json:"done"`
+	DoneAt    *time.Time `json:"done_at,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	Status
+}
+
+// Status is what the scheduler last did with an entry. Triggers (by hand)
+// do not change it.
+type Status struct {
+	// LastJobID is the job of the last occurrence that made one,
+	// LastOccurrenceAt the instant it was scheduled for and LastFiredAt
+	// when the leader made it (the database clock).
+	LastJobID        int64      `json:"last_job_id,omitempty"`
+	LastOccurrenceAt *time.Time `json:"last_occurrence_at,omitempty"`
+	LastFiredAt      *time.Time `json:"last_fired_at,omitempty"`
+	// LastJobState is that job's state now; empty once retention deleted
+	// the job.
+	LastJobState string `json:"last_job_state,omitempty"`
+	// LastError is the last error the scheduler met firing the entry (a
+	// template the job insert refuses, a schedule that no longer parses),
+	// at LastErrorAt. It stays after the entry recovers;
+	// ConsecutiveFailures, the firings that failed since the last one that
+	// worked, says whether it still fails.
+	LastError           string     `json:"last_error,omitempty"`
+	LastErrorAt         *time.Time `json:"last_error_at,omitempty"`
+	ConsecutiveFailures int        `json:"consecutive_failures"`
+	// RetryAt: a failing entry is tried again no sooner than this (a
+	// backoff from 1s to 5m); an edit clears it.
+	RetryAt *time.Time `json:"retry_at,omitempty"`
 }
 
 // Errors.
@@ -136,8 +168,12 @@ func (e *Entry) validate() (Schedule, store.CronJob, error) {
 }
 
 func (e Entry) row(tmpl store.CronJob) store.CronEntry {
-	return store.CronEntry{Tenant: e.Tenant, Name: e.Name, Schedule: e.Schedule, Timezone: e.Timezone, Job: tmpl,
+	r := store.CronEntry{Tenant: e.Tenant, Name: e.Name, Schedule: e.Schedule, Timezone: e.Timezone, Job: tmpl,
 		Missed: e.Missed, MissedCap: e.MissedCap, Overlap: e.Overlap, Paused: e.Paused, NextRunAt: e.NextRunAt}
+	if e.DoneAt != nil {
+		r.DoneAt = *e.DoneAt
+	}
+	return r
 }
 
 func fromRow(r store.CronEntry) Entry {
@@ -145,7 +181,17 @@ func fromRow(r store.CronEntry) Entry {
 		Job: JobTemplate{Kind: r.Job.Kind, Queue: r.Job.Queue, Args: r.Job.Args, Priority: r.Job.Priority,
 			MaxAttempts: r.Job.MaxAttempts, Timeout: time.Duration(r.Job.TimeoutMS) * time.Millisecond},
 		Missed: r.Missed, MissedCap: r.MissedCap, Overlap: r.Overlap, Paused: r.Paused, NextRunAt: r.NextRunAt,
-		LastJobID: r.LastJobID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+		Done: !r.DoneAt.IsZero(), DoneAt: timePtr(r.DoneAt), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		Status: Status{LastJobID: r.LastJobID, LastOccurrenceAt: timePtr(r.LastOccurrenceAt), LastFiredAt: timePtr(r.LastFiredAt),
+			LastJobState: r.LastJobState, LastError: r.LastError, LastErrorAt: timePtr(r.LastErrorAt),
+			ConsecutiveFailures: r.ConsecutiveFailures, RetryAt: timePtr(r.RetryAt)}}
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 // Client creates, changes and inspects cron entries. It needs only
@@ -158,7 +204,8 @@ type Client struct {
 func NewClient(st *store.Store) *Client { return &Client{store: st} }
 
 // Create validates e and stores it; its first occurrence is the first
-// fire time after now (by the database clock). Errors: a
+// fire time after now (by the database clock) — for a one-shot, its
+// instant, which must be in the future and within MaxAhead. Errors: a
 // *job.ValidationError or *ScheduleError naming the field, ErrExists.
 func (c *Client) Create(ctx context.Context, e Entry) (Entry, error) {
 	sched, tmpl, err := e.validate()
@@ -169,8 +216,11 @@ func (c *Client) Create(ctx context.Context, e Entry) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	e.NextRunAt = sched.Next(now)
-	if err := c.store.CreateCronEntry(ctx, e.row(tmpl)); err != nil {
+	if e.NextRunAt, err = firstRun(sched, e.Schedule, now); err != nil {
+		return Entry{}, err
+	}
+	e.DoneAt = nil
+	if err := c.store.CreateCronEntry(ctx, nil, e.row(tmpl)); err != nil {
 		if errors.Is(err, store.ErrExists) {
 			return Entry{}, fmt.Errorf("%w: %q", ErrExists, e.Name)
 		}
@@ -203,95 +253,6 @@ func (c *Client) List(ctx context.Context, tenant string, after Cursor, limit in
 		out[i] = fromRow(r)
 	}
 	return out, nil
-}
-
-// Update holds the fields to change; nil fields stay.
-type Update struct {
-	Schedule  *string
-	Timezone  *string
-	Job       *JobTemplate
-	Missed    *string
-	MissedCap *int
-	Overlap   *string
-	Paused    *bool
-}
-
-// Update changes an entry. A new schedule or time zone, or a resume,
-// restarts the entry from the first fire time after now: occurrences
-// that fell while it was paused are not caught up. Errors: validation
-// errors naming the field, ErrNotFound.
-func (c *Client) Update(ctx context.Context, tenant, name string, u Update) (Entry, error) {
-	// Read, change and write under the row's lock: a pause, another edit
-	// or a firing that lands between the read and the write is neither
-	// undone nor has its cursor written back stale.
-	tx, err := c.store.Begin(ctx)
-	if err != nil {
-		return Entry{}, err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	row, err := c.store.GetCronEntryForUpdate(ctx, tx, tenantOrDefault(tenant), name)
-	if errors.Is(err, store.ErrNotFound) {
-		return Entry{}, fmt.Errorf("%w: %q", ErrNotFound, name)
-	}
-	if err != nil {
-		return Entry{}, err
-	}
-	cur := fromRow(row)
-	next := cur
-	if u.Schedule != nil {
-		next.Schedule = *u.Schedule
-	}
-	if u.Timezone != nil {
-		next.Timezone = *u.Timezone
-	}
-	if u.Job != nil {
-		next.Job = *u.Job
-	}
-	if u.Missed != nil {
-		next.Missed = *u.Missed
-	}
-	if u.MissedCap != nil {
-		next.MissedCap = *u.MissedCap
-	}
-	if u.Overlap != nil {
-		next.Overlap = *u.Overlap
-	}
-	if u.Paused != nil {
-		next.Paused = *u.Paused
-	}
-	sched, tmpl, err := next.validate()
-	if err != nil {
-		return Entry{}, err
-	}
-	if next.Schedule != cur.Schedule || next.Timezone != cur.Timezone || (cur.Paused && !next.Paused) {
-		now, err := c.store.Now(ctx)
-		if err != nil {
-			return Entry{}, err
-		}
-		next.NextRunAt = sched.Next(now)
-	}
-	if err := c.store.UpdateCronEntry(ctx, tx, next.row(tmpl)); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return Entry{}, fmt.Errorf("%w: %q", ErrNotFound, name)
-		}
-		return Entry{}, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return Entry{}, err
-	}
-	return c.Get(ctx, next.Tenant, name)
-}
-
-// Pause stops an entry firing until Resume.
-func (c *Client) Pause(ctx context.Context, tenant, name string) (Entry, error) {
-	t := true
-	return c.Update(ctx, tenant, name, Update{Paused: &t})
-}
-
-// Resume restarts a paused entry from the first fire time after now.
-func (c *Client) Resume(ctx context.Context, tenant, name string) (Entry, error) {
-	f := false
-	return c.Update(ctx, tenant, name, Update{Paused: &f})
 }
 
 // Delete removes an entry; its history stays until retention. Errors:
@@ -352,7 +313,8 @@ func (c *Client) TriggerTx(ctx context.Context, tx pgx.Tx, tenant, name string) 
 }
 
 // NextTimes returns the entry's next n fire times: from its cursor, or
-// from now if it is paused (as it would resume).
+// from now if it is paused (as it would resume). A one-shot has one, its
+// instant, until it is done; a done entry none.
 func (c *Client) NextTimes(ctx context.Context, tenant, name string, n int) ([]time.Time, error) {
 	if n < 1 || n > 1000 {
 		return nil, &job.ValidationError{Field: "n", Message: fmt.Sprintf("must be between 1 and 1000, got %d", n)}
@@ -361,9 +323,15 @@ func (c *Client) NextTimes(ctx context.Context, tenant, name string, n int) ([]t
 	if err != nil {
 		return nil, err
 	}
+	if e.Done {
+		return []time.Time{}, nil
+	}
 	sched, err := Parse(e.Schedule, e.Timezone)
 	if err != nil {
 		return nil, err
+	}
+	if at, ok := oneShotAt(sched); ok {
+		return []time.Time{at}, nil
 	}
 	if e.Paused {
 		now, err := c.store.Now(ctx)

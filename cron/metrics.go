@@ -5,6 +5,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type metrics struct {
 	occurrences *prometheus.CounterVec
 	lateness    prometheus.Histogram
+	errors      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -14,9 +15,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "gaffer", Subsystem: "cron", Name: "lateness_seconds",
 			Help:    "From an occurrence's scheduled instant to its job's insert, by the database clock.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "gaffer", Subsystem: "cron", Name: "fire_errors_total",
+			Help: "Firings of a cron entry that failed (recorded on the entry as last_error)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.occurrences, m.lateness)
+		reg.MustRegister(m.occurrences, m.lateness, m.errors)
 	}
 	return m
 }

@@ -14,7 +14,8 @@ import (
 // Schedule computes fire times.
 type Schedule interface {
 	// Next returns the first fire time strictly after t, or the zero time
-	// if there is none within five years.
+	// if there is none within five years (a one-shot "@at": none after
+	// its instant, ever).
 	Next(t time.Time) time.Time
 }
 
@@ -30,9 +31,11 @@ func (e *ScheduleError) Error() string { return e.Field + ": " + e.Message }
 
 // Parse reads a schedule — 5 fields (minute hour day-of-month month
 // day-of-week), 6 with seconds first, a descriptor (@yearly, @monthly,
-// @weekly, @daily, @hourly) or "@every <duration>" — in the time zone tz
-// (an IANA name such as "Europe/London", a fixed offset such as "+05:30",
-// or "" for UTC). It rejects a schedule that never fires.
+// @weekly, @daily, @hourly), "@every <duration>", or "@at <time>" (one
+// instant: fires once; see parseAt) — in the time zone tz (an IANA name
+// such as "Europe/London", a fixed offset such as "+05:30", or "" for
+// UTC). It rejects a schedule that never fires. A one-shot in the past
+// parses (a done entry keeps its schedule); Client refuses to arm one.
 //
 // Wall-clock schedules follow one DST rule: a local time skipped by a
 // spring-forward transition fires once, at the transition instant; a
@@ -52,6 +55,9 @@ func Parse(spec, tz string) (Schedule, error) {
 	}
 	if rest, ok := strings.CutPrefix(spec, "@every"); ok {
 		return parseEvery(strings.TrimSpace(rest))
+	}
+	if isAt(spec) {
+		return parseAt(strings.TrimSpace(strings.TrimPrefix(spec, "@at")), loc)
 	}
 	if !strings.HasPrefix(spec, "@") {
 		if n := len(strings.Fields(spec)); n != 5 && n != 6 {

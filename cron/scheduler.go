@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gafferhq/gaffer/internal/service"
+	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
 )
 
@@ -43,7 +43,8 @@ type SchedulerConfig struct {
 // Scheduler is the leader-only service that turns cron entries into jobs.
 // It sleeps until the earliest cursor (by the database clock), woken early
 // by Wake when entries change, then fires every due entry in its own
-// fenced transaction.
+// fenced transaction. An entry it cannot fire gets the error recorded on
+// it and is held back by a backoff; the others fire regardless.
 type Scheduler struct {
 	cfg     SchedulerConfig
 	log     hclog.Logger
@@ -51,8 +52,6 @@ type Scheduler struct {
 	runner  service.Runner
 	wake    chan struct{}
 
-	mu          sync.Mutex
-	broken      map[string]time.Time // entries whose schedule fails to parse, by updated_at
 	lastCleanup time.Time
 }
 
@@ -79,7 +78,7 @@ func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	return &Scheduler{cfg: cfg, log: cfg.Logger.Named("cron"), metrics: newMetrics(cfg.Registerer),
-		wake: make(chan struct{}, 1), broken: map[string]time.Time{}}, nil
+		wake: make(chan struct{}, 1)}, nil
 }
 
 // Start begins evaluating in the background; non-blocking, idempotent.
@@ -162,22 +161,17 @@ func (s *Scheduler) RunOnce(ctx context.Context) (time.Duration, error) {
 const maxEnumerate = 2_000_000
 
 // fire decides what becomes of one entry's due occurrences and records it
-// in a fenced transaction. It reports whether anything was written.
+// in a fenced transaction. It reports whether anything was written. An
+// error of the entry's own (its schedule, its template, the job insert)
+// is recorded on the entry, not returned; an error returned is one of
+// leadership or of the database, which ends this pass.
 func (s *Scheduler) fire(ctx context.Context, e store.CronEntry, now time.Time) (bool, error) {
-	key := e.Tenant + "/" + e.Name
-	s.mu.Lock()
-	brokenAt, broken := s.broken[key]
-	s.mu.Unlock()
-	if broken && brokenAt.Equal(e.UpdatedAt) {
-		return false, nil
-	}
 	sched, err := Parse(e.Schedule, e.Timezone)
 	if err != nil {
-		s.log.Error("cron entry's schedule no longer parses; skipping it until it is updated", "entry", key, "error", err)
-		s.mu.Lock()
-		s.broken[key] = e.UpdatedAt
-		s.mu.Unlock()
-		return false, nil
+		return false, s.failed(ctx, e, fmt.Errorf("the schedule no longer parses: %w", err))
+	}
+	if err := checkTemplate(e); err != nil {
+		return false, s.failed(ctx, e, fmt.Errorf("the job template is invalid: %w", err))
 	}
 	plan := planOccurrences(sched, e, now, s.cfg.MisfireGrace)
 	firing := store.CronFiring{Tenant: e.Tenant, Name: e.Name, OldCursor: e.NextRunAt, NewCursor: plan.next,
@@ -188,12 +182,16 @@ func (s *Scheduler) fire(ctx context.Context, e store.CronEntry, now time.Time) 
 		recorded, err = s.cfg.Store.FireCron(ctx, q, firing)
 		return err
 	})
-	if errors.Is(err, store.ErrCursorMoved) {
+	switch {
+	case errors.Is(err, store.ErrCursorMoved):
 		return false, nil // edited or paused meanwhile: the next pass sees the new state
+	case err == nil:
+	case leadershipLost(ctx, err):
+		return false, err
+	default:
+		return false, s.failed(ctx, e, err)
 	}
-	if err != nil {
-		return false, fmt.Errorf("fire cron entry %s: %w", key, err)
-	}
+	key := e.Tenant + "/" + e.Name
 	for _, o := range recorded {
 		s.metrics.occurrences.WithLabelValues(o.Status).Add(float64(max(o.Count, 1)))
 		if o.Status == "fired" {
@@ -206,9 +204,60 @@ func (s *Scheduler) fire(ctx context.Context, e store.CronEntry, now time.Time) 
 	return true, nil
 }
 
+// leadershipLost: err says this node may not write as the leader (or is
+// stopping), not that the entry is at fault.
+func leadershipLost(ctx context.Context, err error) bool {
+	return ctx.Err() != nil || errors.Is(err, service.ErrNotLeader) || errors.Is(err, store.ErrFenced)
+}
+
+// failed records why entry e could not be fired, on the entry, in a
+// fenced transaction of its own: the firing's transaction has rolled back
+// (Postgres aborts it at the failed statement), and only the leader may
+// write the status, so a deposed leader cannot overwrite the current
+// one's. Best effort: if that write fails too, both errors are returned
+// and the pass ends; the entry is tried again next pass.
+func (s *Scheduler) failed(ctx context.Context, e store.CronEntry, cause error) error {
+	key := e.Tenant + "/" + e.Name
+	var n int
+	err := s.cfg.Fence.Do(ctx, func(q store.DB) error {
+		var err error
+		n, err = s.cfg.Store.RecordCronError(ctx, q, e.Tenant, e.Name, e.UpdatedAt, cause.Error())
+		return err
+	})
+	if err != nil {
+		if leadershipLost(ctx, err) {
+			return err
+		}
+		return fmt.Errorf("cron entry %s: %w (and recording that failed: %w)", key, cause, err)
+	}
+	s.metrics.errors.Inc()
+	if n == 0 {
+		// Changed or deleted since it was read: the error was about a
+		// version that no longer exists; the next pass sees the new one.
+		s.log.Warn("cannot fire cron entry, which changed meanwhile", "entry", key, "error", cause)
+		return nil
+	}
+	s.log.Error("cannot fire cron entry; recorded on the entry, retrying after a backoff", "entry", key, "consecutive_failures", n, "error", cause)
+	return nil
+}
+
+// checkTemplate checks an entry's stored job template as an enqueue
+// would, so that a template no longer valid (the rules changed, or the
+// row was edited by hand) is reported on the entry by field.
+func checkTemplate(e store.CronEntry) error {
+	j := e.Job
+	_, err := job.Request{Kind: j.Kind, Args: j.Args, Tenant: e.Tenant, Queue: j.Queue, Priority: j.Priority,
+		MaxAttempts: j.MaxAttempts, Timeout: time.Duration(j.TimeoutMS) * time.Millisecond}.Params()
+	var ve *job.ValidationError
+	if errors.As(err, &ve) {
+		return &job.ValidationError{Field: "job." + ve.Field, Message: ve.Message}
+	}
+	return err
+}
+
 type plan struct {
 	occurrences []store.CronOccurrence
-	next        time.Time
+	next        time.Time // zero: the entry is done
 }
 
 // planOccurrences lists the due instants from the entry's cursor up to
@@ -227,9 +276,11 @@ func planOccurrences(sched Schedule, e store.CronEntry, now time.Time, grace tim
 		t = sched.Next(t)
 	}
 	next := t
-	if next.IsZero() {
+	if _, oneShot := oneShotAt(sched); next.IsZero() && !oneShot {
 		next = now.Add(24 * time.Hour) // nothing within the horizon: look again tomorrow
 	}
+	// A one-shot's next is zero once its instant is among those handled:
+	// the entry is done.
 	// Instants later than grace are missed; the rest are on time.
 	firstOnTime := len(instants)
 	for i, at := range instants {

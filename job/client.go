@@ -129,17 +129,32 @@ func (c *Client) Get(ctx context.Context, tenant string, id int64) (*Job, error)
 
 // Filter selects jobs to list; zero fields do not filter.
 type Filter struct {
-	Tenant   string
-	States   []State
-	Queue    string
-	Kind     string
-	BeforeID int64 // pagination cursor: jobs with smaller ids
-	Limit    int   // default 100, at most 1000
+	Tenant string
+	States []State
+	Queue  string
+	Kind   string
+	// CronEntry keeps the jobs a cron entry of that name made (on its
+	// schedule or triggered); WorkflowRun the jobs of a workflow run's
+	// steps, replays included.
+	CronEntry   string
+	WorkflowRun int64
+	BeforeID    int64 // pagination cursor: jobs with smaller ids
+	Limit       int   // default 100, at most 1000
 }
 
-// Validate checks a filter's states, queue and kind, naming the field
-// that is wrong. List calls it.
+// maxCronEntryName is the longest cron entry name (the cron package's
+// rule).
+const maxCronEntryName = 128
+
+// Validate checks a filter's states, queue, kind, cron entry and
+// workflow run, naming the field that is wrong. List calls it.
 func (f Filter) Validate() error {
+	if len(f.CronEntry) > maxCronEntryName || !validText(f.CronEntry) {
+		return &ValidationError{Field: "cron_entry", Message: fmt.Sprintf("must be a cron entry name: at most %d bytes of UTF-8 text", maxCronEntryName)}
+	}
+	if f.WorkflowRun < 0 {
+		return &ValidationError{Field: "workflow_run", Message: fmt.Sprintf("must be a workflow run id, got %d", f.WorkflowRun)}
+	}
 	for _, s := range f.States {
 		if !s.Valid() {
 			return &ValidationError{Field: "state", Message: fmt.Sprintf("must be one or more of %s; got %q", stateNames(), s)}
@@ -166,7 +181,8 @@ func (c *Client) List(ctx context.Context, f Filter) ([]*Job, error) {
 	for i, s := range f.States {
 		states[i] = string(s)
 	}
-	rows, err := c.store.ListJobs(ctx, store.JobFilter{Tenant: f.Tenant, States: states, Queue: f.Queue, Kind: f.Kind, BeforeID: f.BeforeID, Limit: f.Limit})
+	rows, err := c.store.ListJobs(ctx, store.JobFilter{Tenant: f.Tenant, States: states, Queue: f.Queue, Kind: f.Kind,
+		CronEntry: f.CronEntry, WorkflowRun: f.WorkflowRun, BeforeID: f.BeforeID, Limit: f.Limit})
 	if err != nil {
 		return nil, err
 	}

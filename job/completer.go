@@ -18,6 +18,9 @@ type completer struct {
 	metrics  *Metrics
 	log      hclog.Logger
 	maxBatch int
+	// written is called with the queues of each batch written: their
+	// attempts are over, so limit slots they held are free now.
+	written func(queues map[string]bool)
 
 	mu     sync.Mutex
 	closed bool
@@ -31,8 +34,8 @@ type completion struct {
 	kind  string
 }
 
-func newCompleter(st *store.Store, m *Metrics, log hclog.Logger, maxBatch int) *completer {
-	c := &completer{store: st, metrics: m, log: log, maxBatch: maxBatch,
+func newCompleter(st *store.Store, m *Metrics, log hclog.Logger, maxBatch int, written func(map[string]bool)) *completer {
+	c := &completer{store: st, metrics: m, log: log, maxBatch: maxBatch, written: written,
 		in: make(chan completion, 4*maxBatch), done: make(chan struct{})}
 	go c.loop()
 	return c
@@ -105,6 +108,13 @@ func (c *completer) flush(batch []completion) {
 	ok := make(map[int64]bool, len(accepted))
 	for _, id := range accepted {
 		ok[id] = true
+	}
+	if c.written != nil {
+		queues := map[string]bool{}
+		for _, x := range batch {
+			queues[x.queue] = true
+		}
+		c.written(queues)
 	}
 	for _, x := range batch {
 		if ok[x.c.ID] {

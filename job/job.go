@@ -100,6 +100,9 @@ type Job struct {
 	Step        string `json:"step,omitempty"`
 	// Inputs are a workflow step's dependencies' results, {"step": result}.
 	Inputs json.RawMessage `json:"inputs,omitempty"`
+	// FairnessKey and LimitKey are as enqueued (see Request).
+	FairnessKey string `json:"fairness_key,omitempty"`
+	LimitKey    string `json:"limit_key,omitempty"`
 
 	result json.RawMessage
 	// lease is the running attempt's, for CompleteTx; completedInTx is set
@@ -154,7 +157,7 @@ func FromRow(r store.Job) *Job {
 		RunAt: r.RunAt, CreatedAt: r.CreatedAt, AttemptedAt: r.AttemptedAt, FinalizedAt: r.FinalizedAt,
 		Node: r.Node, UniqueKey: r.UniqueKey, ReplayOf: r.ReplayOf, Args: r.Args, Result: r.Result,
 		CancelRequested: r.CancelRequested, CronEntry: r.CronEntry, CronAt: r.CronAt,
-		WorkflowRun: r.WorkflowRun, Step: r.Step, Inputs: r.Inputs,
+		WorkflowRun: r.WorkflowRun, Step: r.Step, Inputs: r.Inputs, FairnessKey: r.FairnessKey, LimitKey: r.LimitKey,
 		lease: store.Lease{ID: r.ID, Attempt: r.Attempt, Token: r.LeaseToken},
 	}
 	if len(r.Errors) > 2 { // "[]" is by far the most common

@@ -22,6 +22,8 @@ type Metrics struct {
 	runDuration *prometheus.HistogramVec
 	depth       *prometheus.GaugeVec
 	oldestDue   *prometheus.GaugeVec
+	limitUsed   *prometheus.GaugeVec
+	limitDue    *prometheus.GaugeVec
 
 	// The per-job series, looked up once per (queue, kind) label pair: a
 	// vector's label lookup costs more than the observation itself.
@@ -138,10 +140,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Unfinished jobs per queue and state (cluster-wide)."}, []string{"queue", "state"}),
 		oldestDue: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "gaffer", Subsystem: "queue", Name: "oldest_due_age_seconds",
 			Help: "How long the oldest due, unclaimed job of each queue has waited: the falling-behind gauge."}, []string{"queue"}),
+		limitUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "gaffer", Subsystem: "limit", Name: "busiest_key_running",
+			Help: "Running attempts under each limit's busiest key (compare with its concurrency)."}, []string{"limit"}),
+		limitDue: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "gaffer", Subsystem: "limit", Name: "due_jobs",
+			Help: "Due, unclaimed jobs each limit matches (up to 10,000): waiting for a slot, a token or a worker."}, []string{"limit"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.enqueued, m.completed, m.retried, m.failed, m.cancelled, m.snoozed, m.rescued, m.stale,
-			m.queueWait, m.runDuration, m.depth, m.oldestDue)
+			m.queueWait, m.runDuration, m.depth, m.oldestDue, m.limitUsed, m.limitDue)
 	}
 	return m
 }

@@ -22,6 +22,9 @@ type QueueMonitorConfig struct {
 	Interval time.Duration
 }
 
+// maxLimitLabels bounds the limits the limit gauges name.
+const maxLimitLabels = 100
+
 // QueueMonitor refreshes the queue depth and oldest-due-age gauges from
 // PostgreSQL and records a throughput sample for the dashboard (in all and
 // per tenant). The counts are cluster-wide, so one node (the leader) runs
@@ -92,6 +95,21 @@ func (q *QueueMonitor) RunOnce(ctx context.Context) error {
 		g.retrying += x.Retrying
 		g.running += x.Running
 		g.oldest = max(g.oldest, x.OldestDueAge)
+	}
+	// Limits are the operator's, named by the operator: a bounded set of
+	// label values (the first maxLimitLabels by name).
+	limits, err := q.cfg.Store.LimitUsages(ctx, 1, DueCap)
+	if err != nil {
+		return err
+	}
+	m.limitUsed.Reset()
+	m.limitDue.Reset()
+	for i, l := range limits {
+		if i == maxLimitLabels {
+			break
+		}
+		m.limitUsed.WithLabelValues(l.Name).Set(float64(l.Busiest))
+		m.limitDue.WithLabelValues(l.Name).Set(float64(l.Due))
 	}
 	m.depth.Reset()
 	m.oldestDue.Reset()

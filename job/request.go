@@ -23,6 +23,7 @@ const (
 	MaxDelay           = 10 * 365 * 24 * time.Hour
 	MaxArgsBytes       = 1 << 20
 	MaxUniqueKeyLen    = 255
+	MaxKeyLen          = 255 // fairness and limit keys
 	MaxKindLen         = 128
 )
 
@@ -59,6 +60,14 @@ type Request struct {
 	// UniqueKey, when set, makes the enqueue a no-op that returns the
 	// existing job while an unfinished job of the same tenant holds the key.
 	UniqueKey string
+	// FairnessKey splits the tenant's jobs of the queue into units that
+	// claims serve in turn, as they serve tenants: jobs with different
+	// keys do not wait behind each other. Default "" (one unit per
+	// tenant). At most 255 bytes.
+	FairnessKey string
+	// LimitKey is the key limits with key "limit_key" count the job
+	// under (see Limit). At most 255 bytes.
+	LimitKey string
 }
 
 // ValidateName checks a queue or tenant name.
@@ -86,6 +95,7 @@ func (r Request) Params() (store.InsertParams, error) {
 	p := store.InsertParams{
 		Tenant: r.Tenant, Kind: r.Kind, Queue: r.Queue, Priority: r.Priority,
 		MaxAttempts: r.MaxAttempts, Timeout: r.Timeout, RunAt: r.RunAt, Delay: r.Delay, UniqueKey: r.UniqueKey,
+		FairnessKey: r.FairnessKey, LimitKey: r.LimitKey,
 	}
 	if p.Tenant == "" {
 		p.Tenant = DefaultTenant
@@ -126,6 +136,10 @@ func (r Request) Params() (store.InsertParams, error) {
 		return p, &ValidationError{Field: "unique_key", Message: fmt.Sprintf("must be at most %d bytes", MaxUniqueKeyLen)}
 	case !validText(p.UniqueKey):
 		return p, &ValidationError{Field: "unique_key", Message: "must be UTF-8 without NUL characters"}
+	case len(p.FairnessKey) > MaxKeyLen || !validText(p.FairnessKey):
+		return p, &ValidationError{Field: "fairness_key", Message: fmt.Sprintf("must be UTF-8 without NUL characters, at most %d bytes", MaxKeyLen)}
+	case len(p.LimitKey) > MaxKeyLen || !validText(p.LimitKey):
+		return p, &ValidationError{Field: "limit_key", Message: fmt.Sprintf("must be UTF-8 without NUL characters, at most %d bytes", MaxKeyLen)}
 	}
 	args, err := EncodeArgs(r.Args)
 	if err != nil {

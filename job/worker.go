@@ -177,7 +177,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		return errors.New("worker: cannot restart a stopped worker")
 	}
 	w.started = true
-	w.completer = newCompleter(w.store, w.metrics, w.log, w.cfg.ClaimBatch)
+	w.completer = newCompleter(w.store, w.metrics, w.log, w.cfg.ClaimBatch, w.wakeAfterWrite)
 	for _, p := range w.producers {
 		p.runner.Start(ctx, p.loop)
 	}
@@ -208,6 +208,18 @@ func (w *Worker) InFlight() int {
 func (w *Worker) Wake(queue string) {
 	if p := w.producers[queue]; p != nil {
 		p.wake()
+	}
+}
+
+// wakeAfterWrite wakes the claim loops of queues whose last claim came
+// back short once attempts of theirs are recorded over: the slots those
+// attempts held under limits are free only now, not when their handlers
+// returned.
+func (w *Worker) wakeAfterWrite(queues map[string]bool) {
+	for q := range queues {
+		if p := w.producers[q]; p != nil && p.capped.Load() {
+			p.wake()
+		}
 	}
 }
 
@@ -352,13 +364,21 @@ type producer struct {
 	work chan *execution
 	quit chan struct{}
 
-	active    atomic.Int64
-	more      atomic.Bool // the last claim was full: there may be more work
+	active atomic.Int64
+	more   atomic.Bool // the last claim took jobs: there may be more work
+	// claimCap bounds the next claim (0: ClaimBatch) after short claims:
+	// when limits let only a few of a claim's candidates start, asking
+	// for a whole batch locks and weighs many jobs for nothing.
+	claimCap  int
+	capped    atomic.Bool // claimCap > 0, for other goroutines
 	lastClaim time.Time
-	// cursor is where the last full claim ended, set since cursorSince;
-	// nil scans from the queue's start.
-	cursor      *store.ClaimPosition
+	// cursors are where the last claims of each fairness unit ended, kept
+	// since cursorSince; a unit without one is scanned from its start.
+	cursors     map[store.Unit]store.ClaimPosition
 	cursorSince time.Time
+	// below is where the next claim starts among the units, when the last
+	// one served as many units as it could (there may be more).
+	below *store.Unit
 }
 
 func (p *producer) wake() {
@@ -399,9 +419,12 @@ func (p *producer) fill(ctx context.Context) {
 			free = p.limit - int(p.active.Load())
 		}
 		n := min(free, w.cfg.ClaimBatch)
+		if p.claimCap > 0 {
+			n = min(n, p.claimCap)
+		}
 		p.lastClaim = time.Now()
-		if p.cursor != nil && p.lastClaim.Sub(p.cursorSince) > w.cfg.CursorReset {
-			p.cursor = nil
+		if len(p.cursors) > 0 && p.lastClaim.Sub(p.cursorSince) > w.cfg.CursorReset {
+			clear(p.cursors)
 		}
 		rows, err := p.claim(ctx, n)
 		if err != nil {
@@ -417,8 +440,12 @@ func (p *producer) fill(ctx context.Context) {
 			p.release(rows)
 			return
 		}
-		p.more.Store(len(rows) == n)
-		p.advanceCursor(rows, n)
+		// A full claim may have left work behind; so may a short one that
+		// limits cut (a slot freeing here may let the next one in). Only an
+		// empty claim says the queue has nothing for this node now.
+		p.more.Store(len(rows) > 0)
+		p.adaptCap(len(rows), n)
+		p.advanceCursors(rows, n)
 		for _, row := range rows {
 			p.active.Add(1)
 			w.launch(p, row, p.lastClaim)
@@ -440,8 +467,13 @@ func (p *producer) claim(ctx context.Context, n int) ([]store.Job, error) {
 	w := p.w
 	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.LeaseTTL)
 	defer cancel()
+	cursors := make([]store.UnitCursor, 0, len(p.cursors))
+	for u, pos := range p.cursors {
+		cursors = append(cursors, store.UnitCursor{Unit: u, ClaimPosition: pos})
+	}
 	return w.store.ClaimJobs(claimCtx, store.ClaimParams{
-		Queue: p.queue, Limit: n, Token: rand.Int64(), LeaseTTL: w.cfg.LeaseTTL, Node: w.cfg.NodeID, After: p.cursor,
+		Queue: p.queue, Limit: n, Token: rand.Int64(), LeaseTTL: w.cfg.LeaseTTL, Node: w.cfg.NodeID,
+		Cursors: cursors, Below: p.below,
 	})
 }
 
@@ -465,23 +497,77 @@ func (p *producer) release(rows []store.Job) {
 	}
 }
 
-// advanceCursor moves the cursor to the end of a full claim; a short
-// claim saw everything due after the cursor, so the next one starts over.
-func (p *producer) advanceCursor(rows []store.Job, asked int) {
+// adaptCap sizes the next claim from this one: a claim that got what it
+// asked for lets the next ask for twice as many (up to the batch); a
+// short one caps the next at twice what it got (at least minClaim). A
+// queue that ran dry pays nothing for it: the next claim, woken by an
+// insert, still asks for at least minClaim, and grows from there.
+func (p *producer) adaptCap(got, asked int) {
+	switch {
+	case got >= asked:
+		if p.claimCap > 0 {
+			p.claimCap *= 2
+			if p.claimCap >= p.w.cfg.ClaimBatch {
+				p.claimCap = 0
+			}
+		}
+	default:
+		p.claimCap = max(2*got, minClaim)
+	}
+	p.capped.Store(p.claimCap > 0)
+}
+
+// minClaim is the least a capped claim asks for.
+const minClaim = 16
+
+// advanceCursors moves each unit's cursor to the end of what this claim
+// took of it. A short claim saw everything due past the cursors, so the
+// next one starts over. A claim that served as many units as it took jobs
+// may have left units out: the next one starts below the last it served.
+func (p *producer) advanceCursors(rows []store.Job, asked int) {
+	p.below = nil
 	if len(rows) < asked {
-		p.cursor = nil
+		clear(p.cursors)
 		return
 	}
-	last := store.ClaimPosition{Priority: rows[0].Priority, RunAt: rows[0].RunAt, ID: rows[0].ID}
-	for _, r := range rows[1:] {
-		if pos := (store.ClaimPosition{Priority: r.Priority, RunAt: r.RunAt, ID: r.ID}); last.Less(pos) {
-			last = pos
-		}
-	}
-	if p.cursor == nil {
+	if len(p.cursors) == 0 {
 		p.cursorSince = p.lastClaim
 	}
-	p.cursor = &last
+	if p.cursors == nil {
+		p.cursors = map[store.Unit]store.ClaimPosition{}
+	}
+	var lowest *store.Unit
+	for _, r := range rows {
+		u := store.Unit{Tenant: r.Tenant, FairnessKey: r.FairnessKey}
+		pos := store.ClaimPosition{Priority: r.Priority, RunAt: r.RunAt, ID: r.ID}
+		if last, ok := p.cursors[u]; !ok || last.Less(pos) {
+			p.cursors[u] = pos
+		}
+		if lowest == nil || u.Tenant < lowest.Tenant || (u.Tenant == lowest.Tenant && u.FairnessKey < lowest.FairnessKey) {
+			lowest = &u
+		}
+	}
+	if len(p.cursors) > maxCursors {
+		clear(p.cursors)
+	}
+	// Units are served from the last in (tenant, fairness key) order down,
+	// at most as many as the claim takes jobs: one job per unit means the
+	// claim may have stopped for want of room, and the next starts below
+	// the last it served (wrapping around).
+	if countUnits(rows) == len(rows) {
+		p.below = lowest
+	}
+}
+
+// maxCursors bounds the cursors a producer keeps (and sends per claim).
+const maxCursors = 1000
+
+func countUnits(rows []store.Job) int {
+	seen := map[store.Unit]bool{}
+	for _, r := range rows {
+		seen[store.Unit{Tenant: r.Tenant, FairnessKey: r.FairnessKey}] = true
+	}
+	return len(seen)
 }
 
 // finished frees a slot; if the queue had more work, claim again.
@@ -660,8 +746,11 @@ func (w *Worker) write(e *execution, op string, fn func(ctx context.Context) err
 		w.stale(j, op)
 	case err != nil:
 		w.log.Error("record outcome; the job will run again after its lease expires", "job_id", j.ID, "op", op, "error", err)
-	case ok != nil:
-		w.metrics.counter(ok, j.Queue, j.Kind).Inc()
+	default:
+		if ok != nil {
+			w.metrics.counter(ok, j.Queue, j.Kind).Inc()
+		}
+		w.wakeAfterWrite(map[string]bool{j.Queue: true})
 	}
 }
 

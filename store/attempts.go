@@ -20,9 +20,27 @@ type ClaimParams struct {
 	Token    int64
 	LeaseTTL time.Duration
 	Node     string
-	// After, when set, starts the scan past this position (see
-	// ClaimPosition): jobs before it are not considered.
-	After *ClaimPosition
+	// Cursors start each listed unit's scan past its position: jobs
+	// before it are not considered (the dead index entries earlier claims
+	// left are not walked again).
+	Cursors []UnitCursor
+	// Below, when set, makes the claim serve the units below it first,
+	// then wrap around: a queue with more units than one claim serves is
+	// served in turn.
+	Below *Unit
+}
+
+// Unit is a fairness unit: jobs of one tenant with one fairness key.
+// Within a queue, each claim shares its slots among the units.
+type Unit struct {
+	Tenant      string
+	FairnessKey string
+}
+
+// UnitCursor is where a unit's previous claim ended.
+type UnitCursor struct {
+	Unit
+	ClaimPosition
 }
 
 // ClaimPosition is a place in claim order: (priority, run_at, id).
@@ -48,14 +66,17 @@ func (p ClaimPosition) Less(q ClaimPosition) bool {
 // incremented and its lease expires LeaseTTL after the database's now().
 // A paused queue yields nothing.
 func (s *Store) ClaimJobs(ctx context.Context, p ClaimParams) ([]Job, error) {
-	var rows pgx.Rows
-	var err error
-	if p.After == nil {
-		rows, err = s.pool.Query(ctx, sqlClaimJobs, p.Queue, p.Limit, p.Token, p.LeaseTTL.Milliseconds(), p.Node)
-	} else {
-		rows, err = s.pool.Query(ctx, sqlClaimJobsAfter, p.Queue, p.Limit, p.Token, p.LeaseTTL.Milliseconds(), p.Node,
-			int16(p.After.Priority), p.After.RunAt, p.After.ID)
+	n := len(p.Cursors)
+	tenants, fkeys, prios, runAts, ids := make([]string, n), make([]string, n), make([]int16, n), make([]time.Time, n), make([]int64, n)
+	for i, c := range p.Cursors {
+		tenants[i], fkeys[i], prios[i], runAts[i], ids[i] = c.Tenant, c.FairnessKey, int16(c.Priority), c.RunAt, c.ID
 	}
+	var belowTenant, belowKey *string
+	if p.Below != nil {
+		belowTenant, belowKey = &p.Below.Tenant, &p.Below.FairnessKey
+	}
+	rows, err := s.pool.Query(ctx, sqlClaimJobs, p.Queue, p.Limit, p.Token, p.LeaseTTL.Milliseconds(), p.Node,
+		tenants, fkeys, prios, runAts, ids, belowTenant, belowKey)
 	jobs, err := collectJobs(rows, err)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,6 +27,9 @@ var (
 	sqlAdvanceCronCursor     = query("advance_cron_cursor")
 	sqlCronHistory           = query("cron_history")
 	sqlDeleteOldCronOcc      = query("delete_old_cron_occurrences")
+	sqlRecordCronError       = query("record_cron_error")
+	sqlRecordCronEditOcc     = query("record_cron_edit_occurrences")
+	sqlJSONEqual             = query("json_equal")
 )
 
 // ErrExists is returned when creating something whose name is taken.
@@ -45,7 +49,7 @@ type CronJob struct {
 	TimeoutMS   int64           `json:"timeout_ms"`
 }
 
-// CronEntry is one row of gaffer.cron_entries.
+// CronEntry is one row of gaffer.cron_entries. Zero times are NULLs.
 type CronEntry struct {
 	Tenant    string
 	Name      string
@@ -56,18 +60,32 @@ type CronEntry struct {
 	MissedCap int
 	Overlap   string
 	Paused    bool
+	// NextRunAt is the cursor; zero once a one-shot entry is done, at
+	// DoneAt.
 	NextRunAt time.Time
-	LastJobID int64
+	DoneAt    time.Time
 	CreatedAt time.Time
 	UpdatedAt time.Time
+
+	// Status, written by the scheduler.
+	LastJobID           int64
+	LastJobState        string // "" when there is no last job, or retention deleted it
+	LastFiredAt         time.Time
+	LastOccurrenceAt    time.Time
+	LastError           string
+	LastErrorAt         time.Time
+	ConsecutiveFailures int
+	RetryAt             time.Time
 }
 
 func scanCronEntry(row pgx.Row, extra ...any) (CronEntry, error) {
 	var e CronEntry
 	var job []byte
 	var last *int64
+	var next, done, fired, occ, errAt, retry *time.Time
+	var lastErr, jobState *string
 	dest := []any{&e.Tenant, &e.Name, &e.Schedule, &e.Timezone, &job, &e.Missed, &e.MissedCap, &e.Overlap, &e.Paused,
-		&e.NextRunAt, &last, &e.CreatedAt, &e.UpdatedAt}
+		&next, &last, &e.CreatedAt, &e.UpdatedAt, &done, &fired, &occ, &lastErr, &errAt, &e.ConsecutiveFailures, &retry, &jobState}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return e, err
 	}
@@ -77,14 +95,29 @@ func scanCronEntry(row pgx.Row, extra ...any) (CronEntry, error) {
 	if last != nil {
 		e.LastJobID = *last
 	}
+	for _, t := range []struct {
+		from *time.Time
+		to   *time.Time
+	}{{next, &e.NextRunAt}, {done, &e.DoneAt}, {fired, &e.LastFiredAt}, {occ, &e.LastOccurrenceAt}, {errAt, &e.LastErrorAt}, {retry, &e.RetryAt}} {
+		if t.from != nil {
+			*t.to = *t.from
+		}
+	}
+	if lastErr != nil {
+		e.LastError = *lastErr
+	}
+	if jobState != nil {
+		e.LastJobState = *jobState
+	}
 	return e, nil
 }
 
-// CreateCronEntry inserts an entry. Errors: ErrExists.
-func (s *Store) CreateCronEntry(ctx context.Context, e CronEntry) error {
+// CreateCronEntry inserts an entry through q (nil: the pool). Errors:
+// ErrExists.
+func (s *Store) CreateCronEntry(ctx context.Context, q DB, e CronEntry) error {
 	job, _ := json.Marshal(e.Job)
 	var told int64
-	err := s.pool.QueryRow(ctx, sqlInsertCronEntry, e.Tenant, e.Name, e.Schedule, e.Timezone, job, e.Missed,
+	err := s.db(q).QueryRow(ctx, sqlInsertCronEntry, e.Tenant, e.Name, e.Schedule, e.Timezone, job, e.Missed,
 		e.MissedCap, e.Overlap, e.Paused, e.NextRunAt).Scan(&told)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrExists
@@ -95,13 +128,14 @@ func (s *Store) CreateCronEntry(ctx context.Context, e CronEntry) error {
 	return nil
 }
 
-// UpdateCronEntry replaces an entry's fields (its name and tenant stay).
-// Errors: ErrNotFound.
+// UpdateCronEntry replaces an entry's fields (its name and tenant stay):
+// its definition, its cursor, and DoneAt (a done entry has no cursor).
+// It clears a failing entry's backoff. Errors: ErrNotFound.
 func (s *Store) UpdateCronEntry(ctx context.Context, q DB, e CronEntry) error {
 	job, _ := json.Marshal(e.Job)
 	var told int64
 	err := s.db(q).QueryRow(ctx, sqlUpdateCronEntry, e.Tenant, e.Name, e.Schedule, e.Timezone, job, e.Missed,
-		e.MissedCap, e.Overlap, e.Paused, e.NextRunAt).Scan(&told)
+		e.MissedCap, e.Overlap, e.Paused, nullTime(e.NextRunAt), nullTime(e.DoneAt)).Scan(&told)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound
 	}
@@ -240,6 +274,8 @@ type CronFiring struct {
 	Tenant    string
 	Name      string
 	OldCursor time.Time
+	// NewCursor is the next instant to handle; zero when the entry is
+	// done (a one-shot's one occurrence handled).
 	NewCursor time.Time
 	// Occurrences in scheduled order; those with Status "fired" get a job.
 	Occurrences []CronOccurrence
@@ -279,6 +315,7 @@ func (s *Store) FireCron(ctx context.Context, q DB, f CronFiring) ([]CronOccurre
 	}
 	jobIDs := map[int64]int64{}
 	var lastJob *int64
+	var lastAt *time.Time
 	if len(instants) > 0 {
 		j := f.Job
 		rows, err := q.Query(ctx, sqlInsertCronJobs, f.Tenant, f.Name, instants, j.Kind, j.Queue, int16(j.Priority), j.MaxAttempts, j.TimeoutMS, []byte(j.Args))
@@ -294,7 +331,7 @@ func (s *Store) FireCron(ctx context.Context, q DB, f CronFiring) ([]CronOccurre
 			}
 			jobIDs[at.UnixNano()] = id
 			if lastJob == nil || id > *lastJob {
-				lastJob = &id
+				lastJob, lastAt = &id, &at
 			}
 		}
 		if err := rows.Err(); err != nil {
@@ -321,7 +358,7 @@ func (s *Store) FireCron(ctx context.Context, q DB, f CronFiring) ([]CronOccurre
 		return occ, nil // a manual trigger: no cursor to move
 	}
 	var got string
-	err := q.QueryRow(ctx, sqlAdvanceCronCursor, f.Tenant, f.Name, f.OldCursor, f.NewCursor, lastJob).Scan(&got)
+	err := q.QueryRow(ctx, sqlAdvanceCronCursor, f.Tenant, f.Name, f.OldCursor, nullTime(f.NewCursor), lastJob, lastAt).Scan(&got)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrCursorMoved
 	}
@@ -358,4 +395,52 @@ func (s *Store) DeleteOldCronOccurrences(ctx context.Context, q DB, age time.Dur
 		return 0, fmt.Errorf("delete old cron occurrences: %w", err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// MaxCronErrorLen bounds the scheduler error kept on an entry (bytes).
+const MaxCronErrorLen = 2048
+
+// RecordCronError keeps err as the entry's last scheduler error, counts a
+// failure, and holds the entry back for a backoff, through q (the
+// leader's fenced transaction). It is a no-op, returning 0, when the
+// entry was changed (updated_at moved) or deleted since it was read. It
+// returns the entry's consecutive failures.
+func (s *Store) RecordCronError(ctx context.Context, q DB, tenant, name string, updatedAt time.Time, msg string) (int, error) {
+	var n int
+	err := s.db(q).QueryRow(ctx, sqlRecordCronError, tenant, name, updatedAt, capText(strings.ToValidUTF8(strings.ReplaceAll(msg, "\x00", ""), "\uFFFD"), MaxCronErrorLen)).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("record cron error for %q: %w", name, err)
+	}
+	return n, nil
+}
+
+// RecordCronEditOccurrences records occurrences an edit decided (no job,
+// no leader epoch) through q, the edit's transaction. An instant already
+// recorded keeps its first record.
+func (s *Store) RecordCronEditOccurrences(ctx context.Context, q DB, tenant, name string, occ []CronOccurrence) error {
+	if len(occ) == 0 {
+		return nil
+	}
+	n := len(occ)
+	ats, statuses, reasons, counts := make([]time.Time, n), make([]string, n), make([]*string, n), make([]int32, n)
+	for i, o := range occ {
+		ats[i], statuses[i], reasons[i], counts[i] = o.ScheduledAt, o.Status, nullString(o.Reason), int32(max(o.Count, 1))
+	}
+	if _, err := s.db(q).Exec(ctx, sqlRecordCronEditOcc, tenant, name, ats, statuses, reasons, counts); err != nil {
+		return fmt.Errorf("record cron occurrences of %q: %w", name, err)
+	}
+	return nil
+}
+
+// JSONEqual reports whether a and b hold the same JSON value, as jsonb
+// compares them (key order, spacing and number spelling aside).
+func (s *Store) JSONEqual(ctx context.Context, q DB, a, b []byte) (bool, error) {
+	var eq bool
+	if err := s.db(q).QueryRow(ctx, sqlJSONEqual, string(a), string(b)).Scan(&eq); err != nil {
+		return false, fmt.Errorf("compare JSON: %w", err)
+	}
+	return eq, nil
 }

@@ -43,6 +43,10 @@ type Job struct {
 	WorkflowRun int64
 	Step        string
 	Inputs      json.RawMessage
+	// FairnessKey and Tenant are the job's fairness unit; LimitKey is the
+	// key limits with key_from "limit_key" count it under.
+	FairnessKey string
+	LimitKey    string
 }
 
 // Lease names one attempt of one job: the compare-and-set key of every
@@ -67,6 +71,11 @@ type InsertParams struct {
 	Delay     time.Duration
 	UniqueKey string
 	Args      json.RawMessage
+	// FairnessKey divides a tenant's jobs of a queue into units that
+	// claims serve in turn ("" for one unit per tenant).
+	FairnessKey string
+	// LimitKey is counted by limits keyed on it ("" for none).
+	LimitKey string
 }
 
 // InsertResult is the job an insert made, or the unfinished job that
@@ -82,7 +91,6 @@ var (
 	sqlNotifyQueues         = query("notify_queues")
 	sqlInsertJobsUnnest     = query("insert_jobs_unnest")
 	sqlClaimJobs            = query("claim_jobs")
-	sqlClaimJobsAfter       = query("claim_jobs_after")
 	sqlCompleteJobs         = query("complete_jobs")
 	sqlFailJob              = query("fail_job")
 	sqlSnoozeJob            = query("snooze_job")
@@ -103,11 +111,12 @@ func scanJob(row pgx.Row, extra ...any) (Job, error) {
 		timeoutMS                        int64
 		token, replayOf, run             *int64
 		node, uniqueKey, cronEntry, step *string
+		limitKey                         *string
 	)
 	dest := []any{&j.ID, &j.Tenant, &j.Kind, &j.Queue, &j.State, &priority, &j.Attempt, &j.MaxAttempts,
 		&timeoutMS, &j.RunAt, &j.CreatedAt, &j.AttemptedAt, &j.FinalizedAt, &token,
 		&j.LeaseExpiresAt, &j.CancelRequested, &node, &uniqueKey, &replayOf, &j.Args, &j.Result, &j.Errors,
-		&cronEntry, &j.CronAt, &run, &step, &j.Inputs}
+		&cronEntry, &j.CronAt, &run, &step, &j.Inputs, &j.FairnessKey, &limitKey}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return Job{}, err
 	}
@@ -133,6 +142,9 @@ func scanJob(row pgx.Row, extra ...any) (Job, error) {
 	}
 	if step != nil {
 		j.Step = *step
+	}
+	if limitKey != nil {
+		j.LimitKey = *limitKey
 	}
 	return j, nil
 }
@@ -177,7 +189,7 @@ func (s *Store) InsertJob(ctx context.Context, q DB, p InsertParams) (InsertResu
 		var woke int64
 		j, err := scanJob(db.QueryRow(ctx, sqlInsertJob, p.Tenant, p.Kind, p.Queue, int16(p.Priority),
 			p.MaxAttempts, p.Timeout.Milliseconds(), nullTime(p.RunAt), p.Delay.Milliseconds(),
-			nullString(p.UniqueKey), p.Args), &woke)
+			nullString(p.UniqueKey), p.Args, p.FairnessKey, nullString(p.LimitKey)), &woke)
 		if err == nil {
 			return InsertResult{Job: j}, nil
 		}
@@ -242,7 +254,7 @@ func (s *Store) InsertJobs(ctx context.Context, q DB, ps []InsertParams) ([]int6
 	return ids, nil
 }
 
-var copyColumns = []string{"tenant", "kind", "queue", "priority", "max_attempts", "timeout_ms", "run_at", "args"}
+var copyColumns = []string{"tenant", "kind", "queue", "priority", "max_attempts", "timeout_ms", "run_at", "args", "fairness_key", "limit_key"}
 
 // dueQueues lists the queues of the jobs in ps that are due at now, the
 // database's time of the inserting transaction.
@@ -271,8 +283,13 @@ func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams
 		if runAt.IsZero() {
 			runAt = now
 		}
+		// A run_at in the past is clamped to now: nobody jumps the line.
+		runAt = runAt.Add(p.Delay)
+		if runAt.Before(now) {
+			runAt = now
+		}
 		rows[i] = []any{p.Tenant, p.Kind, p.Queue, int16(p.Priority), p.MaxAttempts,
-			p.Timeout.Milliseconds(), runAt.Add(p.Delay), []byte(p.Args)}
+			p.Timeout.Milliseconds(), runAt, []byte(p.Args), p.FairnessKey, nullString(p.LimitKey)}
 	}
 	ids, err := reserveJobIDs(ctx, tx, len(ps))
 	if err != nil {
@@ -295,6 +312,7 @@ func (s *Store) insertJobsUnnest(ctx context.Context, tx pgx.Tx, ps []InsertPara
 	n := len(ps)
 	var (
 		tenants, kinds, queues, keys = make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
+		fkeys, lkeys                 = make([]string, n), make([]*string, n)
 		priorities                   = make([]int16, n)
 		maxAttempts                  = make([]int32, n)
 		timeouts, delays             = make([]int64, n), make([]int64, n)
@@ -306,8 +324,9 @@ func (s *Store) insertJobsUnnest(ctx context.Context, tx pgx.Tx, ps []InsertPara
 		priorities[i], maxAttempts[i] = int16(p.Priority), int32(p.MaxAttempts)
 		timeouts[i], delays[i] = p.Timeout.Milliseconds(), p.Delay.Milliseconds()
 		runAts[i], args[i] = nullTime(p.RunAt), p.Args
+		fkeys[i], lkeys[i] = p.FairnessKey, nullString(p.LimitKey)
 	}
-	rows, err := tx.Query(ctx, sqlInsertJobsUnnest, tenants, kinds, queues, priorities, maxAttempts, timeouts, runAts, delays, keys, args)
+	rows, err := tx.Query(ctx, sqlInsertJobsUnnest, tenants, kinds, queues, priorities, maxAttempts, timeouts, runAts, delays, keys, args, fkeys, lkeys)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}

@@ -18,6 +18,11 @@ type JobFilter struct {
 	States []string
 	Queue  string
 	Kind   string
+	// CronEntry keeps the jobs one cron entry made (scheduled and
+	// triggered); WorkflowRun the jobs of one workflow run's steps. Each
+	// has its own partial index in id order (migration cron_status).
+	CronEntry   string
+	WorkflowRun int64
 	// BeforeID is the pagination cursor: only jobs with a smaller id.
 	BeforeID int64
 	Limit    int
@@ -25,6 +30,19 @@ type JobFilter struct {
 
 // ListJobs returns jobs matching f, newest first.
 func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
+	sql, args, err := listJobsSQL(f)
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := collectJobs(s.pool.Query(ctx, sql, args...))
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// listJobsSQL is ListJobs' query and its arguments.
+func listJobsSQL(f JobFilter) (string, []any, error) {
 	var w where
 	if f.Tenant != "" {
 		w.add("tenant = ?", f.Tenant)
@@ -36,7 +54,7 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 		lits := make([]string, len(f.States))
 		for i, st := range f.States {
 			if !slices.Contains(jobStates, st) {
-				return nil, fmt.Errorf("list jobs: unknown state %q", st)
+				return "", nil, fmt.Errorf("list jobs: unknown state %q", st)
 			}
 			lits[i] = "'" + st + "'"
 		}
@@ -48,16 +66,18 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	if f.Kind != "" {
 		w.add("kind = ?", f.Kind)
 	}
+	if f.CronEntry != "" {
+		w.add("cron_entry = ?", f.CronEntry)
+	}
+	if f.WorkflowRun != 0 {
+		w.add("workflow_run = ?", f.WorkflowRun)
+	}
 	if f.BeforeID > 0 {
 		w.add("id < ?", f.BeforeID)
 	}
 	limit := w.next(clampLimit(f.Limit))
 	sql := "SELECT " + expandJobColumns("{{job}}") + " FROM gaffer.jobs WHERE " + w.sql() + " ORDER BY id DESC LIMIT " + limit
-	jobs, err := collectJobs(s.pool.Query(ctx, sql, w.args...))
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	return jobs, nil
+	return sql, w.args, nil
 }
 
 func clampLimit(n int) int {

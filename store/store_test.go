@@ -316,8 +316,9 @@ func TestClaimAfterCursor(t *testing.T) {
 	got, _ := st.GetJob(ctx, "", ids[0])
 	// A later release moved its run_at to now: put it back at the front.
 	st.Pool().Exec(ctx, `UPDATE gaffer.jobs SET run_at = (SELECT min(run_at) FROM gaffer.jobs) - interval '1 second' WHERE id = $1`, ids[0])
-	after := &store.ClaimPosition{Priority: first.Priority, RunAt: first.RunAt, ID: first.ID}
-	jobs, err := st.ClaimJobs(ctx, store.ClaimParams{Queue: "default", Limit: 10, Token: 2, LeaseTTL: time.Minute, Node: "n", After: after})
+	after := []store.UnitCursor{{Unit: store.Unit{Tenant: first.Tenant, FairnessKey: first.FairnessKey},
+		ClaimPosition: store.ClaimPosition{Priority: first.Priority, RunAt: first.RunAt, ID: first.ID}}}
+	jobs, err := st.ClaimJobs(ctx, store.ClaimParams{Queue: "default", Limit: 10, Token: 2, LeaseTTL: time.Minute, Node: "n", Cursors: after})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ var funcs = template.FuncMap{
 	"link":   link,
 	"join":   strings.Join,
 	"list":   func(s ...string) []string { return s },
+	"int64":  func(n int) int64 { return int64(n) },
 	"lastError": func(errs []job.AttemptError) string {
 		if len(errs) == 0 {
 			return ""

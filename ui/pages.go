@@ -100,8 +100,11 @@ func (h *Handler) overview(r *http.Request, v *view) error {
 type jobsData struct {
 	States             []job.State
 	State, Queue, Kind string
-	Before             int64
-	Jobs               []*job.Job
+	// CronEntry and WorkflowRun keep one entry's or one run's jobs.
+	CronEntry   string
+	WorkflowRun int64
+	Before      int64
+	Jobs        []*job.Job
 	// Older is the cursor of the next page; zero on the last.
 	Older int64
 	// Estimate is the planner's row estimate for the whole table, shown to
@@ -112,12 +115,15 @@ type jobsData struct {
 func (h *Handler) jobsPage(r *http.Request, v *view) error {
 	v.Title = "Jobs"
 	q := r.URL.Query()
-	d := jobsData{States: job.States, State: q.Get("state"), Queue: q.Get("queue"), Kind: q.Get("kind")}
-	f := job.Filter{Tenant: v.P.ReadTenant(v.Tenant), Queue: d.Queue, Kind: d.Kind, Limit: pageSize}
+	d := jobsData{States: job.States, State: q.Get("state"), Queue: q.Get("queue"), Kind: q.Get("kind"), CronEntry: q.Get("cron_entry")}
+	var err error
+	if d.WorkflowRun, err = idParam(r, "workflow_run"); err != nil {
+		return err
+	}
+	f := job.Filter{Tenant: v.P.ReadTenant(v.Tenant), Queue: d.Queue, Kind: d.Kind, CronEntry: d.CronEntry, WorkflowRun: d.WorkflowRun, Limit: pageSize}
 	if d.State != "" {
 		f.States = []job.State{job.State(d.State)}
 	}
-	var err error
 	if d.Before, err = idParam(r, "before"); err != nil {
 		return err
 	}
@@ -185,13 +191,25 @@ func (h *Handler) jobPage(r *http.Request, v *view) error {
 	return nil
 }
 
+type queuesData struct {
+	Queues []store.Queue
+	Limits []job.LimitUsage
+}
+
 func (h *Handler) queuesPage(r *http.Request, v *view) error {
 	v.Title = "Queues"
 	qs, err := h.cfg.Store.QueueDepthsCapped(r.Context(), v.P.ReadTenant(v.Tenant), depthCap)
 	if err != nil {
 		return err
 	}
-	v.Data = qs
+	d := queuesData{Queues: qs}
+	// Limits name queues, kinds and tenants: the operator's to see.
+	if v.Can(api.ScopeClusterRead) {
+		if d.Limits, err = h.cfg.Jobs.Limits(r.Context()); err != nil {
+			return err
+		}
+	}
+	v.Data = d
 	return nil
 }
 
@@ -230,7 +248,11 @@ func (h *Handler) cronPage(r *http.Request, v *view) error {
 	}
 	rows := make([]cronRow, len(entries))
 	for i, e := range entries {
-		rows[i] = cronRow{Entry: e, Next: []time.Time{e.NextRunAt}}
+		rows[i] = cronRow{Entry: e}
+		if e.Done {
+			continue
+		}
+		rows[i].Next = []time.Time{e.NextRunAt}
 		if s, err := cron.Parse(e.Schedule, e.Timezone); err == nil {
 			rows[i].Next = append(rows[i].Next, cron.NextN(s, e.NextRunAt, 2)...)
 		}

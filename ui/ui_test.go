@@ -555,3 +555,27 @@ func TestCronPages(t *testing.T) {
 		t.Fatalf("acme's cron page shows another tenant's entries or a next page (%d)", p.status)
 	}
 }
+
+// The queues page lists the limits, with their usage, to tokens that may
+// see the cluster's configuration; a tenant's token sees none.
+func TestQueuesPageShowsLimits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.jobs.SetLimit(ctx, job.Limit{Name: "mail-slow", Queue: "mail", Key: "tenant", Concurrency: 2}); err != nil {
+		t.Fatal(err)
+	}
+	ops := e.browser()
+	ops.login(e.token("default", api.ScopeJobsRead, api.ScopeClusterRead))
+	p := ops.get("/ui/queues")
+	for _, want := range []string{"mail-slow", "queue mail", "http-per-host", "host(args.url)"} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("queues page lacks %q", want)
+		}
+	}
+	tenant := e.browser()
+	tenant.login(e.token("acme", api.ScopeJobsRead))
+	if p := tenant.get("/ui/queues"); p.status != 200 || strings.Contains(p.body, "mail-slow") || strings.Contains(p.body, "http-per-host") {
+		t.Fatalf("a tenant's queues page (%d) shows the limits", p.status)
+	}
+}

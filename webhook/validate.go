@@ -48,7 +48,7 @@ func (h *Handler) Validate(raw json.RawMessage) (Args, time.Duration, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&a); err != nil {
-		return a, 0, &job.ValidationError{Field: "args", Message: "http job args must be an object with url, method, headers, body, timeout: " + err.Error()}
+		return a, 0, &job.ValidationError{Field: "args", Message: "http job args must be an object with url, method, headers, body, timeout, secret_headers: " + err.Error()}
 	}
 	if a.Method == "" {
 		a.Method = "POST"
@@ -88,6 +88,14 @@ func (h *Handler) Validate(raw json.RawMessage) (Args, time.Duration, error) {
 		}
 		if !httpguts.ValidHeaderFieldValue(v) || !utf8.ValidString(v) {
 			return a, 0, &job.ValidationError{Field: "args.headers", Message: fmt.Sprintf("the value of header %q has control characters or is not UTF-8", k)}
+		}
+	}
+	if len(a.SecretHeaders) > 32 {
+		return a, 0, &job.ValidationError{Field: "args.secret_headers", Message: fmt.Sprintf("at most 32 names, got %d", len(a.SecretHeaders))}
+	}
+	for _, n := range a.SecretHeaders {
+		if !httpguts.ValidHeaderFieldName(n) {
+			return a, 0, &job.ValidationError{Field: "args.secret_headers", Message: fmt.Sprintf("%q is not a header name", n)}
 		}
 	}
 	var timeout time.Duration

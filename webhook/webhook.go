@@ -38,6 +38,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,6 +46,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -93,6 +95,44 @@ type Args struct {
 	Body json.RawMessage `json:"body,omitempty"`
 	// Timeout of one call, e.g. "10s". Default Config.DefaultTimeout.
 	Timeout string `json:"timeout,omitempty"`
+	// SecretHeaders names headers (of Headers) whose values are secrets:
+	// if the receiver's answer repeats one, it is masked before the
+	// answer is stored as the job's result. Authorization,
+	// Proxy-Authorization, Cookie and X-Api-Key always are.
+	SecretHeaders []string `json:"secret_headers,omitempty"`
+}
+
+// Host is the destination's host, lower-cased: the http kind's fairness
+// key, and the key its default limit (http-per-host) counts calls under.
+func (a Args) Host() string {
+	u, err := url.Parse(a.URL)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Hostname())
+}
+
+// alwaysSecret are the headers whose values are masked in stored
+// results whether or not the job names them.
+var alwaysSecret = []string{"Authorization", "Proxy-Authorization", "Cookie", "X-Api-Key"}
+
+// secretValues are the values of a's secret headers worth masking.
+func (a Args) secretValues() []string {
+	names := append(slices.Clone(alwaysSecret), a.SecretHeaders...)
+	var out []string
+	for k, v := range a.Headers {
+		for _, n := range names {
+			if strings.EqualFold(k, n) && len(v) >= 4 {
+				out = append(out, v)
+				if _, cred, ok := strings.Cut(v, " "); ok && len(cred) >= 4 { // "Bearer <token>"
+					out = append(out, cred)
+				}
+			}
+		}
+	}
+	// Longest first, so that a value containing another is masked whole.
+	slices.SortFunc(out, func(x, y string) int { return len(y) - len(x) })
+	return out
 }
 
 // Handler runs "http" jobs and checks their args. Build it with New.
@@ -205,6 +245,10 @@ func (h *Handler) Work(ctx context.Context, j *job.Job) error {
 	res := Result{Status: resp.StatusCode}
 	if int64(len(raw)) > h.cfg.MaxResultBytes {
 		raw, res.Truncated = raw[:h.cfg.MaxResultBytes], true
+	}
+	// A receiver may echo the request: its secrets are not stored.
+	for _, v := range a.secretValues() {
+		raw = bytes.ReplaceAll(raw, []byte(v), []byte("[redacted]"))
 	}
 	switch {
 	case len(raw) == 0:

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -376,5 +377,104 @@ func TestDeliveriesAreSignedWithTheirTenantsSecret(t *testing.T) {
 	}
 	if _, _, err := secrets.Rotate(ctx, "busy", time.Hour); !errors.Is(err, webhook.ErrTooManySecrets) {
 		t.Fatalf("rotation past the limit: %v", err)
+	}
+}
+
+// Header values the job marks secret (and Authorization, Cookie,
+// X-Api-Key always) are not stored in its result when the receiver
+// echoes them back.
+func TestSecretHeadersAreNotStored(t *testing.T) {
+	t.Parallel()
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]string{"auth": r.Header.Get("Authorization"), "key": r.Header.Get("X-Signing-Key"), "plain": r.Header.Get("X-Plain")})
+	}))
+	defer echo.Close()
+	e := start(t, false, echo.Listener.Addr().String())
+	j := e.enqueue(map[string]any{"url": echo.URL, "headers": map[string]string{
+		"Authorization": "Bearer tok-very-secret-123", "X-Signing-Key": "k3y-material-xyz", "X-Plain": "visible-value"},
+		"secret_headers": []string{"X-Signing-Key"}})
+	done := e.wait(j.ID, func(x *job.Job) bool { return x.State == job.Completed })
+	res := string(done.Result)
+	for _, secret := range []string{"tok-very-secret-123", "k3y-material-xyz"} {
+		if strings.Contains(res, secret) {
+			t.Errorf("result stores %q: %s", secret, res)
+		}
+	}
+	if !strings.Contains(res, "visible-value") || !strings.Contains(res, "[redacted]") {
+		t.Fatalf("result %s", res)
+	}
+}
+
+// By default at most 10 http jobs run at once per destination host (the
+// http-per-host limit): a slow receiver holds at most 10 slots, and a job
+// for another host runs meanwhile.
+func TestHTTPPerHostLimitByDefault(t *testing.T) {
+	t.Parallel()
+	var inFlight, peak atomic.Int64
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		<-release
+		inFlight.Add(-1)
+	}))
+	defer slow.Close()
+	defer close(release)
+	var other atomic.Int64
+	fast := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { other.Add(1) }))
+	defer fast.Close()
+	_, fastPort, _ := strings.Cut(fast.Listener.Addr().String(), ":")
+	st := pgtest.NewStore(t)
+	reg := job.NewRegistry()
+	h, err := webhook.New(context.Background(), webhook.Config{DefaultTimeout: 30 * time.Second,
+		Allow: []string{slow.Listener.Addr().String(), "localhost:" + fastPort}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Register(reg)
+	w, err := job.NewWorker(job.WorkerConfig{Store: st, Registry: reg, NodeID: "n", PollInterval: 50 * time.Millisecond,
+		Queues: map[string]int{"default": 30}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := job.NewClient(st, nil)
+	ctx := context.Background()
+	for range 25 {
+		if _, err := client.Enqueue(ctx, job.Request{Kind: "http", Args: map[string]any{"url": slow.URL}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Start(ctx)
+	t.Cleanup(func() {
+		stop, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		w.Stop(stop)
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for inFlight.Load() < 10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d calls in flight to the slow host", inFlight.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	res, err := client.Enqueue(ctx, job.Request{Kind: "http", Args: map[string]any{"url": "http://localhost:" + fastPort + "/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		j, _ := client.Get(ctx, "", res.Job.ID)
+		if j.State == job.Completed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the other host's job is %s while the slow host holds its 10 slots", j.State)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // several claims more: none may pass the limit
+	if p := peak.Load(); p != 10 {
+		t.Fatalf("peak %d calls at once to one host, want 10 (the default limit)", p)
 	}
 }

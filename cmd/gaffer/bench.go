@@ -56,15 +56,17 @@ type benchResult struct {
 	ClaimBatch    int     `json:"claim_batch,omitempty"`
 	Nodes         int     `json:"nodes,omitempty"`
 	// Dashboard mode: each page's serving time.
-	Pages     []pageTiming `json:"pages,omitempty"`
-	GoVersion string       `json:"go_version"`
-	CPUs      int          `json:"cpus"`
+	Pages []pageTiming `json:"pages,omitempty"`
+	// Fairness and limits modes.
+	Fair      *fairResult `json:"fair,omitempty"`
+	GoVersion string      `json:"go_version"`
+	CPUs      int         `json:"cpus"`
 }
 
 type benchOpts struct {
-	jobs, batch, concurrency, claimBatch, nodes, rate, entries int
-	duration, warmup                                           time.Duration
-	url                                                        string
+	jobs, batch, concurrency, claimBatch, nodes, rate, entries, limit int
+	duration, warmup, hold                                            time.Duration
+	url                                                               string
 }
 
 func (m *Main) runBench(ctx context.Context, args []string) error {
@@ -79,6 +81,10 @@ Modes:
   enqueue     bulk enqueue (COPY) only
   dashboard   fill the job table with --jobs jobs in mixed states; time each
               dashboard page
+  fairness    tenant a has a --jobs backlog; tenant b enqueues --rate jobs/s
+              into the same queue: a's drain rate, b's enqueue→start latency
+  limits      work off --jobs with no limit, with a limit that does not bind,
+              and with one of --limit running at once (jobs holding --hold)
 
 Without --database-url a throwaway PostgreSQL is started (fsync on,
 shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
@@ -89,8 +95,10 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	concurrency := fs.Int("concurrency", "-", 2000, "jobs the node runs at once")
 	claimBatch := fs.Int("claim-batch", "-", 1000, "most jobs one claim takes")
 	nodes := fs.Int("nodes", "-", 3, "idle: nodes to run")
-	rate := fs.Int("rate", "-", 100, "latency: jobs per second")
+	rate := fs.Int("rate", "-", 0, "latency (default 100), fairness (default 20): jobs per second")
 	entries := fs.Int("entries", "-", 10, "cron: entries")
+	limit := fs.Int("limit", "-", 50, "limits: the binding limit's concurrency")
+	hold := fs.Duration("hold", "-", 100*time.Millisecond, "limits: how long each job runs under the binding limit")
 	duration := fs.Duration("duration", "-", 30*time.Second, "continuous, latency, cron, idle: how long to measure")
 	warmup := fs.Duration("warmup", "-", 5*time.Second, "continuous: time before measuring")
 	asJSON := fs.Bool("json", "-", false, "print the result as JSON")
@@ -101,15 +109,24 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	}
 	modes := map[string]func(context.Context, *store.Store, benchOpts, *benchResult) error{
 		"backlog": benchBacklog, "continuous": benchContinuous, "latency": benchLatency, "cron": benchCron, "idle": benchIdle, "enqueue": benchEnqueue,
-		"dashboard": benchDashboard,
+		"dashboard": benchDashboard, "fairness": benchFairness, "limits": benchLimits,
 	}
 	run, ok := modes[fs.Arg(0)]
 	if fs.NArg() != 1 || !ok {
 		fs.Usage()
-		return usageError("bench needs a mode: backlog, continuous, latency, cron, idle, enqueue or dashboard")
+		return usageError("bench needs a mode: backlog, continuous, latency, cron, idle, enqueue, dashboard, fairness or limits")
+	}
+	if *rate == 0 {
+		*rate = map[string]int{"fairness": 20}[fs.Arg(0)]
+		if *rate == 0 {
+			*rate = 100
+		}
 	}
 	o = benchOpts{jobs: *jobs, batch: *batch, concurrency: *concurrency, claimBatch: *claimBatch, nodes: *nodes, rate: *rate,
-		entries: *entries, duration: *duration, warmup: *warmup}
+		entries: *entries, duration: *duration, warmup: *warmup, limit: *limit, hold: *hold}
+	if o.limit < 1 || o.hold <= 0 {
+		return usageError("--limit and --hold must be positive")
+	}
 	for name, v := range map[string]int{"jobs": o.jobs, "batch": o.batch, "concurrency": o.concurrency, "claim-batch": o.claimBatch, "nodes": o.nodes, "rate": o.rate, "entries": o.entries} {
 		if v < 1 {
 			return usageError(fmt.Sprintf("--%s must be positive", name))
@@ -190,6 +207,8 @@ func printBench(m *Main, r benchResult) error {
 		fmt.Fprintf(w, "idle cluster of %d nodes: %.2f database transactions/s per node\n", r.Nodes, r.TxPerSecPerNode)
 	case "enqueue":
 		fmt.Fprintf(w, "bulk enqueue: %d jobs at %.0f jobs/s\n", r.Jobs, r.EnqueuePerSec)
+	case "fairness", "limits":
+		printFair(m, r)
 	case "dashboard":
 		fmt.Fprintf(w, "dashboard pages with %d jobs in the table (median and slowest of %d requests each):\n", r.Jobs, r.Pages[0].N)
 		for _, p := range r.Pages {

@@ -20,16 +20,51 @@ type cronRow struct {
 	Overlap   string     `json:"overlap"`
 	Paused    bool       `json:"paused"`
 	NextRunAt *time.Time `json:"next_run_at"`
+	Done      bool       `json:"done"`
+	DoneAt    *time.Time `json:"done_at"`
 	Job       struct {
 		Kind  string          `json:"kind"`
 		Queue string          `json:"queue"`
 		Args  json.RawMessage `json:"args"`
 	} `json:"job"`
+	LastJobID           int64      `json:"last_job_id"`
+	LastJobState        string     `json:"last_job_state"`
+	LastOccurrenceAt    *time.Time `json:"last_occurrence_at"`
+	LastFiredAt         *time.Time `json:"last_fired_at"`
+	LastError           string     `json:"last_error"`
+	LastErrorAt         *time.Time `json:"last_error_at"`
+	ConsecutiveFailures int        `json:"consecutive_failures"`
+	RetryAt             *time.Time `json:"retry_at"`
+}
+
+// state is an entry's state in a word: done, paused, failing or active.
+func (e cronRow) state() string {
+	switch {
+	case e.Done:
+		return "done"
+	case e.Paused:
+		return "paused"
+	case e.ConsecutiveFailures > 0:
+		return fmt.Sprintf("failing (%d)", e.ConsecutiveFailures)
+	}
+	return "active"
+}
+
+// lastJob is the last occurrence's job and its state, in a word.
+func (e cronRow) lastJob() string {
+	switch {
+	case e.LastJobID == 0:
+		return "-"
+	case e.LastJobState == "":
+		return fmt.Sprintf("%d (deleted)", e.LastJobID)
+	}
+	return fmt.Sprintf("%d (%s)", e.LastJobID, e.LastJobState)
 }
 
 func (m *Main) runCron(ctx context.Context, args []string) error {
 	return m.runGroup(ctx, "cron", []action{
 		{"add", "create an entry", (*Main).cronAdd},
+		{"apply", "make the tenant's entries what a YAML or JSON file says", (*Main).cronApply},
 		{"list", "list entries", (*Main).cronList},
 		{"get", "show an entry", (*Main).cronGet},
 		{"next", "show an entry's next fire times", (*Main).cronNext},
@@ -49,7 +84,7 @@ type cronFlags struct {
 
 func addCronFlags(fs *flagSet) *cronFlags {
 	return &cronFlags{
-		schedule:  fs.String("schedule", "-", "", "5 or 6 fields, @daily-style, or @every 5m"),
+		schedule:  fs.String("schedule", "-", "", "5 or 6 fields, @daily-style, @every 5m, or once: @at 2027-01-01T09:00:00Z (or a local time in --timezone)"),
 		timezone:  fs.String("timezone", "-", "", "IANA zone or offset (default UTC)"),
 		kind:      fs.String("kind", "-", "", "job kind"),
 		args:      fs.String("args", "-", "", "job args as JSON"),
@@ -103,8 +138,22 @@ func (f *cronFlags) body(fs *flagSet) (map[string]any, error) {
 }
 
 func printCron(tw *tabwriter.Writer, e cronRow) {
-	fmt.Fprintf(tw, "name\t%s\nschedule\t%s (%s)\njob\t%s on %s %s\nmissed\t%s\noverlap\t%s\npaused\t%v\nnext run\t%s\n",
-		e.Name, e.Schedule, e.Timezone, e.Job.Kind, e.Job.Queue, e.Job.Args, e.Missed, e.Overlap, e.Paused, fmtTime(e.NextRunAt))
+	fmt.Fprintf(tw, "name\t%s\nschedule\t%s (%s)\njob\t%s on %s %s\nmissed\t%s\noverlap\t%s\nstate\t%s\nnext run\t%s\n",
+		e.Name, e.Schedule, e.Timezone, e.Job.Kind, e.Job.Queue, e.Job.Args, e.Missed, e.Overlap, e.state(), fmtTime(e.NextRunAt))
+	if e.Done {
+		fmt.Fprintf(tw, "done at\t%s\n", fmtTime(e.DoneAt))
+	}
+	fmt.Fprintf(tw, "last fired\t%s", fmtTime(e.LastFiredAt))
+	if e.LastOccurrenceAt != nil {
+		fmt.Fprintf(tw, " (for %s)", fmtTime(e.LastOccurrenceAt))
+	}
+	fmt.Fprintf(tw, "\nlast job\t%s\n", e.lastJob())
+	if e.LastError != "" {
+		fmt.Fprintf(tw, "last error\t%s: %s\nfailures in a row\t%d\n", fmtTime(e.LastErrorAt), e.LastError, e.ConsecutiveFailures)
+		if e.RetryAt != nil {
+			fmt.Fprintf(tw, "retry at\t%s\n", fmtTime(e.RetryAt))
+		}
+	}
 }
 
 func (m *Main) cronAdd(ctx context.Context, args []string) error {
@@ -295,9 +344,10 @@ func (m *Main) cronList(ctx context.Context, args []string) error {
 	}
 	json.Unmarshal(raw, &page)
 	return m.output(cf, raw, func(tw *tabwriter.Writer) {
-		fmt.Fprintln(tw, "NAME\tSCHEDULE\tZONE\tKIND\tPAUSED\tNEXT RUN")
+		fmt.Fprintln(tw, "NAME\tSCHEDULE\tZONE\tKIND\tSTATE\tNEXT RUN\tLAST FIRED\tLAST JOB")
 		for _, e := range page.Data {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\n", e.Name, e.Schedule, e.Timezone, e.Job.Kind, e.Paused, fmtTime(e.NextRunAt))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.Schedule, e.Timezone, e.Job.Kind, e.state(),
+				fmtTime(e.NextRunAt), fmtTime(e.LastFiredAt), e.lastJob())
 		}
 	})
 }

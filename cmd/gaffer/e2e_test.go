@@ -339,8 +339,17 @@ func TestEndToEnd(t *testing.T) {
 	if out := e.ok("cron", "list"); !strings.Contains(out, "tick") {
 		t.Fatalf("cron list: %s", out)
 	}
-	if out := e.ok("cron", "get", "tick"); !strings.Contains(out, "Europe/London") {
+	if out := e.ok("cron", "get", "tick"); !strings.Contains(out, "Europe/London") || !strings.Contains(out, "last job") || !strings.Contains(out, "active") {
 		t.Fatalf("cron get: %s", out)
+	}
+	var tickJobs struct {
+		Data []struct {
+			CronEntry string `json:"cron_entry"`
+		} `json:"data"`
+	}
+	e.jsonOK(&tickJobs, "jobs", "list", "--cron-entry", "tick")
+	if len(tickJobs.Data) < 2 || tickJobs.Data[0].CronEntry != "tick" {
+		t.Fatalf("jobs list --cron-entry tick: %+v", tickJobs)
 	}
 	if out := e.ok("cron", "next", "tick", "--n", "3"); len(strings.Fields(out)) != 3 {
 		t.Fatalf("cron next: %s", out)
@@ -376,6 +385,15 @@ func TestEndToEnd(t *testing.T) {
 	e.waitSQL("run completed", `SELECT state FROM gaffer.workflow_runs WHERE id = $1`, "completed", run.ID)
 	if out := e.ok("workflows", "get", fmt.Sprint(run.ID)); !strings.Contains(out, "completed") || !strings.Contains(out, `{"by":"e2e"}`) && !strings.Contains(out, `{"by": "e2e"}`) {
 		t.Fatalf("workflows get: %s", out)
+	}
+	var runJobs struct {
+		Data []struct {
+			WorkflowRun int64 `json:"workflow_run"`
+		} `json:"data"`
+	}
+	e.jsonOK(&runJobs, "jobs", "list", "--workflow-run", fmt.Sprint(run.ID))
+	if len(runJobs.Data) < 2 || runJobs.Data[0].WorkflowRun != run.ID {
+		t.Fatalf("jobs list --workflow-run %d: %+v", run.ID, runJobs)
 	}
 	e.jsonOK(&run, "workflows", "submit", "--file", def)
 	e.ok("workflows", "cancel", fmt.Sprint(run.ID))

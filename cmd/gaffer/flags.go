@@ -89,6 +89,11 @@ func (fs *flagSet) Int(name, env string, def int, usage string) *int {
 	return fs.FlagSet.Int(name, def, usage)
 }
 
+func (fs *flagSet) Int64(name, env string, def int64, usage string) *int64 {
+	fs.bind(name, env)
+	return fs.FlagSet.Int64(name, def, usage)
+}
+
 func (fs *flagSet) Duration(name, env string, def time.Duration, usage string) *time.Duration {
 	fs.bind(name, env)
 	return fs.FlagSet.Duration(name, def, usage)

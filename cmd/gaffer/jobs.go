@@ -133,6 +133,8 @@ func (m *Main) jobsList(ctx context.Context, args []string) error {
 	state := fs.String("state", "-", "", "states, comma-separated")
 	queue := fs.String("queue", "-", "", "queue")
 	kind := fs.String("kind", "-", "", "kind")
+	cronEntry := fs.String("cron-entry", "-", "", "only the jobs this cron entry made")
+	workflowRun := fs.Int64("workflow-run", "-", 0, "only the jobs of this workflow run's steps")
 	limit := fs.Int("limit", "-", 50, "rows per page")
 	cursor := fs.String("cursor", "-", "", "next_cursor of the previous page")
 	c, err := cf.start(fs, args, 0, "no positional arguments")
@@ -140,7 +142,10 @@ func (m *Main) jobsList(ctx context.Context, args []string) error {
 		return err
 	}
 	q := url.Values{}
-	for k, v := range map[string]string{"state": *state, "queue": *queue, "kind": *kind, "cursor": *cursor} {
+	if *workflowRun != 0 {
+		q.Set("workflow_run", strconv.FormatInt(*workflowRun, 10))
+	}
+	for k, v := range map[string]string{"state": *state, "queue": *queue, "kind": *kind, "cron_entry": *cronEntry, "cursor": *cursor} {
 		if v != "" {
 			q.Set(k, v)
 		}

@@ -59,6 +59,8 @@ func commands() []command {
 		{"workflows", "submit and manage workflow runs", (*Main).runWorkflows},
 		{"queues", "list, pause and resume queues", (*Main).runQueues},
 		{"nodes", "list, drain and undrain nodes", (*Main).runNodes},
+		{"limits", "cluster-wide concurrency and rate limits", (*Main).runLimits},
+		{"tenants", "tenants' weights in fair claiming", (*Main).runTenants},
 		{"cluster", "show the leader and cluster health", (*Main).runCluster},
 		{"tokens", "create, list and revoke API tokens", (*Main).runTokens},
 		{"webhook-secrets", "rotate, list and delete a tenant's webhook signing secrets", (*Main).runWebhookSecrets},

@@ -13,11 +13,13 @@ WITH ins AS (
 SELECT (SELECT count(*) FROM tell) FROM ins;
 
 -- name: update_cron_entry
--- Replaces every field; $10 is the new cursor.
+-- Replaces every field; $10 is the new cursor, $11 when the entry was
+-- done (both set: one is NULL). An edit clears a failing entry's backoff:
+-- the scheduler tries the edited entry at once.
 WITH upd AS (
     UPDATE gaffer.cron_entries
     SET schedule = $3, timezone = $4, job = $5, missed = $6, missed_cap = $7, overlap = $8, paused = $9,
-        next_run_at = $10, updated_at = now()
+        next_run_at = $10, done_at = $11, retry_at = NULL, updated_at = now()
     WHERE tenant = $1 AND name = $2
     RETURNING tenant, name
 ), tell AS (
@@ -35,7 +37,8 @@ SELECT (SELECT count(*) FROM tell) FROM del;
 
 -- name: get_cron_entry
 SELECT tenant, name, schedule, timezone, job, missed, missed_cap, overlap, paused, next_run_at, last_job_id,
-       created_at, updated_at
+       created_at, updated_at, done_at, last_fired_at, last_occurrence_at, last_error, last_error_at,
+       consecutive_failures, retry_at, (SELECT state FROM gaffer.jobs WHERE id = last_job_id)
 FROM gaffer.cron_entries
 WHERE tenant = $1 AND name = $2;
 
@@ -43,7 +46,8 @@ WHERE tenant = $1 AND name = $2;
 -- The same, locking the row until the caller's transaction ends: an edit
 -- reads and writes the entry with no other edit or firing in between.
 SELECT tenant, name, schedule, timezone, job, missed, missed_cap, overlap, paused, next_run_at, last_job_id,
-       created_at, updated_at
+       created_at, updated_at, done_at, last_fired_at, last_occurrence_at, last_error, last_error_at,
+       consecutive_failures, retry_at, (SELECT state FROM gaffer.jobs WHERE id = last_job_id)
 FROM gaffer.cron_entries
 WHERE tenant = $1 AND name = $2
 FOR UPDATE;
@@ -52,26 +56,31 @@ FOR UPDATE;
 -- $1 tenant (NULL: all), $2 and $3 the cursor: the tenant and name of
 -- the previous page's last entry (NULL: from the start), $4 limit.
 SELECT tenant, name, schedule, timezone, job, missed, missed_cap, overlap, paused, next_run_at, last_job_id,
-       created_at, updated_at
+       created_at, updated_at, done_at, last_fired_at, last_occurrence_at, last_error, last_error_at,
+       consecutive_failures, retry_at, (SELECT state FROM gaffer.jobs WHERE id = last_job_id)
 FROM gaffer.cron_entries
 WHERE ($1::text IS NULL OR tenant = $1) AND ($3::text IS NULL OR (tenant, name) > ($2::text, $3::text))
 ORDER BY tenant, name
 LIMIT $4;
 
 -- name: due_cron_entries
--- Entries whose cursor has passed, by the database clock, and that clock.
+-- Entries whose cursor has passed, by the database clock, and that clock;
+-- not those a failure holds back until retry_at.
 SELECT tenant, name, schedule, timezone, job, missed, missed_cap, overlap, paused, next_run_at, last_job_id,
-       created_at, updated_at, now()
+       created_at, updated_at, done_at, last_fired_at, last_occurrence_at, last_error, last_error_at,
+       consecutive_failures, retry_at, (SELECT state FROM gaffer.jobs WHERE id = last_job_id), now()
 FROM gaffer.cron_entries
-WHERE NOT paused AND next_run_at <= now()
+WHERE NOT paused AND next_run_at <= now() AND (retry_at IS NULL OR retry_at <= now())
 ORDER BY next_run_at
 LIMIT $1;
 
 -- name: next_cron_due
--- Milliseconds until the earliest cursor (negative: overdue); NULL if none.
-SELECT (extract(epoch FROM min(next_run_at) - now()) * 1000)::bigint
+-- Milliseconds until the earliest cursor, or the end of a failing entry's
+-- backoff when later (negative: overdue); NULL if none. Done entries have
+-- no cursor and count for nothing.
+SELECT (extract(epoch FROM min(greatest(next_run_at, retry_at)) - now()) * 1000)::bigint
 FROM gaffer.cron_entries
-WHERE NOT paused;
+WHERE NOT paused AND next_run_at IS NOT NULL;
 
 -- name: db_now
 SELECT now();
@@ -108,10 +117,41 @@ ON CONFLICT (tenant, entry, scheduled_at) DO NOTHING;
 -- name: advance_cron_cursor
 -- Compare-and-set on the old cursor: a concurrent change (an edit, a
 -- pause, another evaluation) makes it a no-op and the firing rolls back.
+-- $4 the new cursor, NULL when a one-shot entry is done; $5 the last job
+-- made and $6 its occurrence's instant (NULL: no job made). A firing
+-- that commits ends a run of failures.
 UPDATE gaffer.cron_entries
-SET next_run_at = $4, last_job_id = coalesce($5, last_job_id), updated_at = now()
+SET next_run_at = $4, done_at = CASE WHEN $4::timestamptz IS NULL THEN now() END,
+    last_job_id = coalesce($5, last_job_id),
+    last_fired_at = CASE WHEN $5::bigint IS NULL THEN last_fired_at ELSE now() END,
+    last_occurrence_at = coalesce($6, last_occurrence_at),
+    consecutive_failures = 0, retry_at = NULL, updated_at = now()
 WHERE tenant = $1 AND name = $2 AND next_run_at = $3 AND NOT paused
 RETURNING name;
+
+-- name: record_cron_error
+-- The scheduler could not fire the entry: keep the error and hold the
+-- entry back, 1s after the first failure doubling to at most 5 minutes.
+-- A no-op if the entry changed since the scheduler read it ($3, its
+-- updated_at): the error was about a version that no longer exists.
+UPDATE gaffer.cron_entries
+SET last_error = $4, last_error_at = now(), consecutive_failures = consecutive_failures + 1,
+    retry_at = now() + least(interval '1 second' * power(2, least(consecutive_failures, 16)), interval '5 minutes')
+WHERE tenant = $1 AND name = $2 AND updated_at = $3
+RETURNING consecutive_failures;
+
+-- name: record_cron_edit_occurrences
+-- Occurrences an edit decided (an old schedule's due instants the edit
+-- replaced, a one-shot resumed past its time under skip): recorded with
+-- no epoch, for no leader made them. $3-$6 as in insert_cron_occurrences.
+INSERT INTO gaffer.cron_occurrences (tenant, entry, scheduled_at, status, reason, count)
+SELECT $1, $2, o.at, o.status, o.reason, o.count
+FROM unnest($3::timestamptz[], $4::text[], $5::text[], $6::integer[]) AS o(at, status, reason, count)
+ON CONFLICT (tenant, entry, scheduled_at) DO NOTHING;
+
+-- name: json_equal
+-- Whether two JSON texts hold the same value, as jsonb compares them.
+SELECT $1::jsonb = $2::jsonb;
 
 -- name: cron_history
 -- $1 tenant, $2 entry, $3 before (cursor, NULL: newest), $4 limit.

@@ -7,10 +7,12 @@
 
 -- name: insert_job
 -- $1 tenant, $2 kind, $3 queue, $4 priority, $5 max_attempts,
--- $6 timeout_ms, $7 run_at (NULL = now), $8 delay_ms, $9 unique_key, $10 args
+-- $6 timeout_ms, $7 run_at (NULL = now), $8 delay_ms, $9 unique_key, $10 args,
+-- $11 fairness_key, $12 limit_key. A run_at in the past is clamped to now:
+-- the claim orders by it, and nobody jumps the line.
 WITH ins AS (
-    INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, unique_key, args)
-    VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, now()) + $8 * interval '1 millisecond', $9, $10)
+    INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, unique_key, args, fairness_key, limit_key)
+    VALUES ($1, $2, $3, $4, $5, $6, greatest(coalesce($7, now()) + $8 * interval '1 millisecond', now()), $9, $10, $11, $12)
     ON CONFLICT (tenant, unique_key) WHERE unique_key IS NOT NULL AND state IN ('pending', 'running', 'retrying')
     DO NOTHING
     RETURNING {{job}}
@@ -29,56 +31,29 @@ SELECT pg_notify('gaffer_jobs', q) FROM unnest($1::text[]) AS q;
 -- name: insert_jobs_unnest
 -- Many jobs in one statement, for batches that carry unique keys (COPY
 -- cannot skip conflicts). Returns the ordinal of each inserted row.
-INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, unique_key, args)
-SELECT tenant, kind, queue, priority, max_attempts, timeout_ms, coalesce(run_at, now()) + delay_ms * interval '1 millisecond', unique_key, args
-FROM unnest($1::text[], $2::text[], $3::text[], $4::smallint[], $5::integer[], $6::bigint[], $7::timestamptz[], $8::bigint[], $9::text[], $10::jsonb[])
-    WITH ORDINALITY AS r(tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, delay_ms, unique_key, args, ord)
+INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, unique_key, args, fairness_key, limit_key)
+SELECT tenant, kind, queue, priority, max_attempts, timeout_ms, greatest(coalesce(run_at, now()) + delay_ms * interval '1 millisecond', now()),
+       unique_key, args, fairness_key, limit_key
+FROM unnest($1::text[], $2::text[], $3::text[], $4::smallint[], $5::integer[], $6::bigint[], $7::timestamptz[], $8::bigint[], $9::text[], $10::jsonb[],
+            $11::text[], $12::text[])
+    WITH ORDINALITY AS r(tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, delay_ms, unique_key, args, fairness_key, limit_key, ord)
 ORDER BY ord
 ON CONFLICT (tenant, unique_key) WHERE unique_key IS NOT NULL AND state IN ('pending', 'running', 'retrying')
 DO NOTHING
 RETURNING id, tenant, unique_key;
 
 -- name: claim_jobs
--- $1 queue, $2 limit, $3 lease token, $4 lease ms, $5 node. A paused
--- queue, or a draining node, claims nothing.
-WITH picked AS (
-    SELECT id FROM gaffer.jobs
-    WHERE state IN ('pending', 'retrying') AND queue = $1 AND run_at <= now()
-      AND NOT EXISTS (SELECT 1 FROM gaffer.queues q WHERE q.name = $1 AND q.paused)
-      -- A node asked to drain claims nothing, from the first claim whose
-      -- snapshot sees the request.
-      AND NOT EXISTS (SELECT 1 FROM gaffer.nodes n WHERE n.id = $5 AND n.drain_requested_at IS NOT NULL)
-    ORDER BY priority, run_at, id
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
-)
+-- The claim. gaffer.claim_pick (migration 0015) picks and locks the jobs:
+-- it shares the slots fairly among the queue's tenants and fairness keys
+-- and keeps only what the limits allow; a paused queue or a draining node
+-- gets none. Each picked job starts a new attempt under this lease.
+-- $1 queue, $2 limit, $3 lease token, $4 lease ms, $5 node, $6-$10 each
+-- unit's cursor (tenants, fairness keys, priorities, run_ats, ids),
+-- $11-$12 the unit to rotate below (NULL: from the top).
 UPDATE gaffer.jobs j
 SET state = 'running', attempt = j.attempt + 1, lease_token = $3,
     lease_expires_at = now() + $4 * interval '1 millisecond', node = $5, attempted_at = now()
-FROM picked
-WHERE j.id = picked.id
-RETURNING {{job:j}};
-
--- name: claim_jobs_after
--- The same, starting after the position ($6 priority, $7 run_at, $8 id)
--- where the previous full claim ended: the index scan then starts past the
--- dead entries that claim left behind instead of walking over them.
-WITH picked AS (
-    SELECT id FROM gaffer.jobs
-    WHERE state IN ('pending', 'retrying') AND queue = $1 AND run_at <= now()
-      AND (priority, run_at, id) > ($6::smallint, $7::timestamptz, $8::bigint)
-      AND NOT EXISTS (SELECT 1 FROM gaffer.queues q WHERE q.name = $1 AND q.paused)
-      -- A node asked to drain claims nothing, from the first claim whose
-      -- snapshot sees the request.
-      AND NOT EXISTS (SELECT 1 FROM gaffer.nodes n WHERE n.id = $5 AND n.drain_requested_at IS NOT NULL)
-    ORDER BY priority, run_at, id
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
-)
-UPDATE gaffer.jobs j
-SET state = 'running', attempt = j.attempt + 1, lease_token = $3,
-    lease_expires_at = now() + $4 * interval '1 millisecond', node = $5, attempted_at = now()
-FROM picked
+FROM unnest(gaffer.claim_pick($1, $2, $5, $6, $7, $8, $9, $10, $11, $12)) AS picked(id)
 WHERE j.id = picked.id
 RETURNING {{job:j}};
 

@@ -103,11 +103,14 @@ SELECT n.name, coalesce(q.paused, false),
                               WHERE j.state IN ('pending', 'retrying') AND j.queue = n.name AND j.state = 'pending' LIMIT $1) c),
        (SELECT count(*) FROM (SELECT 1 FROM gaffer.jobs j WHERE j.state = 'retrying' AND j.queue = n.name LIMIT $1) c),
        (SELECT count(*) FROM gaffer.jobs j WHERE j.queue = n.name AND j.state = 'running'),
-       -- The oldest due job: one probe of the claim index per priority.
+       -- The oldest due job: one probe of the claim index per unit and
+       -- priority.
        coalesce((SELECT extract(epoch FROM now() - min(o.run_at))
-                 FROM generate_series(0, 9) p,
+                 FROM gaffer.queue_units(n.name, 1000) u, generate_series(0, 9) p,
                       LATERAL (SELECT j.run_at FROM gaffer.jobs j
-                               WHERE j.state IN ('pending', 'retrying') AND j.queue = n.name AND j.priority = p
+                               WHERE j.state IN ('pending', 'retrying') AND j.queue = n.name
+                                 AND j.tenant COLLATE "C" = u.tenant AND j.fairness_key COLLATE "C" = u.fairness_key
+                                 AND j.priority = p
                                ORDER BY j.run_at LIMIT 1) o
                  WHERE o.run_at <= now()), 0)::float8
 FROM names n

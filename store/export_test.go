@@ -1,0 +1,4 @@
+package store
+
+// ListJobsSQL is listJobsSQL, for the plan tests.
+var ListJobsSQL = listJobsSQL

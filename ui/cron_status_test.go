@@ -1,0 +1,69 @@
+package ui_test
+
+import (
+	"context"
+	"html"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gafferhq/gaffer/api"
+	"github.com/gafferhq/gaffer/cron"
+	"github.com/gafferhq/gaffer/job"
+)
+
+// The cron pages show each entry's status: a done one-shot (no next
+// times), a failing entry's error, failures in a row and retry time, the
+// last job and its state, and a link to all the entry's jobs, which the
+// jobs page filters.
+func TestCronPagesShowStatus(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	c := cron.NewClient(e.st)
+	at := time.Now().Add(time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)
+	for _, en := range []cron.Entry{
+		{Name: "once", Schedule: "@at " + at, Job: cron.JobTemplate{Kind: "k"}},
+		{Name: "broken", Schedule: "@every 1h", Job: cron.JobTemplate{Kind: "k"}},
+	} {
+		if _, err := c.Create(ctx, en); err != nil {
+			t.Fatal(err)
+		}
+	}
+	due := time.Now().Add(-time.Second).UTC().Truncate(time.Second)
+	e.st.Pool().Exec(ctx, `UPDATE gaffer.cron_entries SET schedule = $1, next_run_at = $2 WHERE name = 'once'`, "@at "+due.Format(time.RFC3339), due)
+	e.st.Pool().Exec(ctx, `UPDATE gaffer.cron_entries SET next_run_at = now() - interval '1 second', job = jsonb_set(job, '{queue}', '"No Queue!"') WHERE name = 'broken'`)
+	s, _ := cron.NewScheduler(cron.SchedulerConfig{Store: e.st, Fence: job.Unfenced{Store: e.st}})
+	if _, err := s.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	once, _ := c.Get(ctx, "", "once")
+	b := e.browser()
+	b.login(e.token("default", api.ScopeJobsRead))
+	list := b.get("/ui/cron")
+	if list.status != 200 || !strings.Contains(list.body, ">done<") || !strings.Contains(list.body, "failing ×1") || !strings.Contains(list.body, "st-pending") {
+		t.Fatalf("cron list: %d\n%s", list.status, list.body)
+	}
+	p := b.get("/ui/cron/default/once")
+	if p.status != 200 || !strings.Contains(p.body, ">done<") || !strings.Contains(p.body, "since") || strings.Contains(p.body, "<li>") ||
+		!strings.Contains(p.body, `href="/ui/jobs/`) || !strings.Contains(p.body, "all its jobs") {
+		t.Fatalf("done one-shot's page: %d\n%s", p.status, p.body)
+	}
+	p = b.get("/ui/cron/default/broken")
+	if p.status != 200 || !strings.Contains(html.UnescapeString(p.body), "job.queue") || !strings.Contains(p.body, "1 failed firing in a row") || !strings.Contains(p.body, "next try") {
+		t.Fatalf("failing entry's page: %d\n%s", p.status, p.body)
+	}
+	jobs := b.get("/ui/jobs?cron_entry=once")
+	if jobs.status != 200 || strings.Count(jobs.body, `<a href="/ui/jobs/`) != 1 || !strings.Contains(jobs.body, `/ui/jobs/`+itoa(once.LastJobID)) {
+		t.Fatalf("jobs of one entry: %d\n%s", jobs.status, jobs.body)
+	}
+	if none := b.get("/ui/jobs?cron_entry=broken"); strings.Contains(none.body, `<a href="/ui/jobs/`) {
+		t.Fatal("the broken entry lists jobs")
+	}
+	if bad := b.get("/ui/jobs?workflow_run=x"); bad.status != 400 {
+		t.Fatalf("a bad workflow_run: %d", bad.status)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
