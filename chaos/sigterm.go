@@ -20,19 +20,15 @@ const stopGrace = 30 * time.Second
 // its PostgreSQL traffic slowed, the signal timed (aim) to land while a
 // claim the server has committed is on its way back to the node (a claim
 // committed while the node stops must be given back, not left running on
-// a node that is gone). Once the node
-// has exited it must hold no job: every job it had claimed either
-// finished or was released. Its later checks (checkSigterms) look for
-// attempts it held that were lost all the same.
+// a node that is gone). Once the node has exited it must hold no job:
+// every job it had claimed either finished or was released. Its later
+// checks (checkSigterms) look for attempts it held that were lost all the
+// same.
 func (h *harness) sigterm() {
 	ctx := context.Background()
 	s := h.pick(nil)
-	// What the node holds from here to its exit: its attempts with a live
-	// lease (an expired one is an earlier fault's, being rescued), and
-	// whatever it claims until it exits.
 	w := stopWindow{node: s.id}
-	if err := h.pool.QueryRow(ctx, `SELECT now(), coalesce(array_agg(id), '{}'), coalesce(array_agg(attempt), '{}')
-		FROM gaffer.jobs WHERE state = 'running' AND node = $1 AND lease_expires_at > now()`, s.id).Scan(&w.from, &w.ids, &w.attempts); err != nil {
+	if err := h.pool.QueryRow(ctx, `SELECT now()`).Scan(&w.from); err != nil {
 		h.logf("SIGTERM %s skipped: %v", s.id, err)
 		return
 	}
@@ -40,6 +36,21 @@ func (h *harness) sigterm() {
 	s.pg.SetLatency(lat)
 	time.Sleep(h.between(500*time.Millisecond, 1500*time.Millisecond))
 	claimed, waited := h.aim(s)
+	// What the node holds as the signal lands, in one snapshot: its
+	// attempts with a live lease (the aimed claim's among them), and the
+	// claims it made since from that are already visible, so that the
+	// check can tell the claims committed after the signal from them. An
+	// attempt whose lease ran out before the signal (its heartbeats held
+	// up by the latency: the suite's lease is 3 s) was not lost by the
+	// stop, and is not counted.
+	if err := h.pool.QueryRow(ctx, `SELECT now(),
+			coalesce((SELECT array_agg(id) FROM gaffer.jobs WHERE state = 'running' AND node = $1 AND lease_expires_at > now()), '{}'),
+			coalesce((SELECT array_agg(attempt) FROM gaffer.jobs WHERE state = 'running' AND node = $1 AND lease_expires_at > now()), '{}'),
+			coalesce((SELECT array_agg(job_id) FROM test_claims WHERE node = $1 AND at >= $2), '{}'),
+			coalesce((SELECT array_agg(attempt) FROM test_claims WHERE node = $1 AND at >= $2), '{}')`,
+		s.id, w.from).Scan(&w.signal, &w.ids, &w.attempts, &w.seenIDs, &w.seenAttempts); err != nil {
+		h.logf("snapshot of %s at its SIGTERM: %v", s.id, err)
+	}
 	s.child.Signal(syscall.SIGTERM)
 	if claimed > 0 {
 		h.mu.Lock()
@@ -129,19 +140,22 @@ func (h *harness) aim(s *slot) (int, time.Duration) {
 	return 0, aimWait
 }
 
-// stopWindow is one SIGTERM: the node, the times (by the database clock)
-// from just before its claims were slowed down to its exit, and the
-// attempts it held at the start.
+// stopWindow is one SIGTERM: the node; the times, by the database clock,
+// from just before its claims were slowed down (from), of the snapshot
+// taken as the signal was sent (signal), and of its exit (to); the
+// attempts it held with a live lease at the signal (ids, attempts); and
+// the claims it had made since from that the snapshot saw (seen*).
 type stopWindow struct {
-	node     string
-	from, to time.Time
-	ids      []int64
-	attempts []int32
+	node                   string
+	from, signal, to       time.Time
+	ids, seenIDs           []int64
+	attempts, seenAttempts []int32
 }
 
-// checkSigterms requires that no attempt a SIGTERMed node held — at the
-// signal, or claimed before it exited — was ended as lost (its lease
-// left to expire: an attempt burnt, a last attempt dead-lettered unrun).
+// checkSigterms requires that no attempt a SIGTERMed node held — with a
+// live lease when the signal was sent, or claimed in a claim committed
+// after it, before the node exited — was ended as lost (its lease left to
+// expire: an attempt burnt, a last attempt dead-lettered unrun).
 // Finishing or releasing it (which keeps the attempt) is what a clean
 // stop does; the count of jobs given back because their claim was in
 // flight is reported.
@@ -156,16 +170,18 @@ func (h *harness) checkSigterms(ctx context.Context, r *Report, v func(string, .
 			WITH held AS (
 				SELECT * FROM unnest($4::bigint[], $5::int[]) AS h(job_id, attempt)
 				UNION
-				SELECT job_id, attempt FROM test_claims WHERE node = $1 AND at >= $2 AND at <= $3)
+				(SELECT job_id, attempt FROM test_claims WHERE node = $1 AND at >= $2 AND at <= $3
+				 EXCEPT
+				 SELECT * FROM unnest($6::bigint[], $7::int[])))
 			SELECT count(*), coalesce(min(format('job %s attempt %s lost at %s (%s), job now %s', j.id, e->>'attempt', e->>'at', e->>'error', j.state)), '')
 			FROM held JOIN gaffer.jobs j ON j.id = held.job_id, jsonb_array_elements(j.errors) e
 			WHERE e->>'kind' = 'lost' AND e->>'node' = $1 AND (e->>'attempt')::int = held.attempt`,
-			w.node, w.from, w.to, w.ids, w.attempts).Scan(&n, &example); err != nil {
+			w.node, w.from, w.to, w.ids, w.attempts, w.seenIDs, w.seenAttempts).Scan(&n, &example); err != nil {
 			h.t.Fatalf("lost attempts of a stopped node: %v", err)
 		}
 		if n > 0 {
-			v("%d attempts %s held around its SIGTERM (%s to %s) were lost, not finished or released (e.g. %s)",
-				n, w.node, w.from.Format("15:04:05.000"), w.to.Format("15:04:05.000"), example)
+			v("%d attempts %s held at its SIGTERM (%s) or claimed before it exited (%s) were lost, not finished or released (e.g. %s)",
+				n, w.node, w.signal.Format("15:04:05.000"), w.to.Format("15:04:05.000"), example)
 		}
 	}
 	if err := h.pool.QueryRow(ctx, `SELECT count(*) FROM gaffer.jobs j, jsonb_array_elements(j.errors) e
