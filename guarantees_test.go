@@ -133,7 +133,7 @@ func testStaleWorker(t *testing.T, mode string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.State != job.Completed || j.Attempt != 2 || j.Node != "node-b" || string(j.Result) != `{"node": "node-b"}` {
+	if j.State != job.Completed || j.Attempt != 2 || j.Node != "node-b" || string(j.Result) != `{"node":"node-b"}` {
 		t.Fatalf("job after stale worker resumed: state %s attempt %d node %s result %s", j.State, j.Attempt, j.Node, j.Result)
 	}
 	if len(j.Errors) != 1 || j.Errors[0].Kind != "lost" {

@@ -165,7 +165,7 @@ func TestCronStatusOnTheWire(t *testing.T) {
 	}
 	// A scheduler error, in the list too.
 	e.do(e.writer, "PUT", "/v1/cron/broken", `{"schedule":"@every 1h","job":{"kind":"k"}}`)
-	e.st.Pool().Exec(ctx, `UPDATE gaffer.cron_entries SET next_run_at = now() - interval '1 second', job = jsonb_set(job, '{queue}', '"No Queue!"') WHERE name = 'broken'`)
+	e.st.Pool().Exec(ctx, `UPDATE gaffer.cron_entries SET next_run_at = now() - interval '1 second', job = jsonb_set(job::jsonb, '{queue}', '"No Queue!"')::json WHERE name = 'broken'`)
 	s.RunOnce(ctx)
 	var list struct {
 		Data []struct {

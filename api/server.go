@@ -343,7 +343,10 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, v a
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+	// Not HTML-escaped: args and results are returned as they were sent.
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
 }
 
 // idempotent runs a POST once per (tenant, key): the same key with the

@@ -82,7 +82,7 @@ func TestEntryLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	j, _ := job.NewClient(st, nil).Get(ctx, "", id)
-	if j.Kind != "report.build" || j.Queue != "reports" || string(j.Args) != `{"full": true}` {
+	if j.Kind != "report.build" || j.Queue != "reports" || string(j.Args) != `{"full":true}` {
 		t.Fatalf("triggered job %+v", j)
 	}
 	hist, _ := c.History(ctx, "", "nightly-report", time.Time{}, 10)

@@ -152,7 +152,7 @@ func TestBrokenEntryIsReportedByField(t *testing.T) {
 		}
 		moveCursor(t, st, n, time.Second)
 	}
-	st.Pool().Exec(ctx, `UPDATE gaffer.cron_entries SET job = jsonb_set(job, '{queue}', '"Not A Queue!"') WHERE name = 'badqueue'`)
+	st.Pool().Exec(ctx, `UPDATE gaffer.cron_entries SET job = jsonb_set(job::jsonb, '{queue}', '"Not A Queue!"')::json WHERE name = 'badqueue'`)
 	st.Pool().Exec(ctx, `UPDATE gaffer.cron_entries SET schedule = '0 0 30 2 *' WHERE name = 'badschedule'`)
 	if _, err := newScheduler(t, st, time.Minute).RunOnce(ctx); err != nil {
 		t.Fatal(err)

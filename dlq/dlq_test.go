@@ -79,7 +79,7 @@ func TestConcurrentReplaysMakeOneJob(t *testing.T) {
 	}
 	e, _ := c.Get(ctx, "", id)
 	nj, _ := job.NewClient(st, nil).Get(ctx, "", ok[0].JobID)
-	if e.ReplayJobID != nj.ID || nj.ReplayOf != id || nj.Queue != "mail" || nj.Priority != 3 || string(nj.Args) != `{"n": 1}` || nj.State != job.Pending {
+	if e.ReplayJobID != nj.ID || nj.ReplayOf != id || nj.Queue != "mail" || nj.Priority != 3 || string(nj.Args) != `{"n":1}` || nj.State != job.Pending {
 		t.Fatalf("entry %+v, job %+v", e, nj)
 	}
 }

@@ -158,7 +158,7 @@ func TestStaleWritesAreRejected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != "completed" || string(got.Result) != `{"by": "second"}` {
+	if got.State != "completed" || string(got.Result) != `{"by":"second"}` {
 		t.Fatalf("final job %s %s", got.State, got.Result)
 	}
 }

@@ -33,7 +33,7 @@ func TestCronPagesShowStatus(t *testing.T) {
 	}
 	due := time.Now().Add(-time.Second).UTC().Truncate(time.Second)
 	e.st.Pool().Exec(ctx, `UPDATE gaffer.cron_entries SET schedule = $1, next_run_at = $2 WHERE name = 'once'`, "@at "+due.Format(time.RFC3339), due)
-	e.st.Pool().Exec(ctx, `UPDATE gaffer.cron_entries SET next_run_at = now() - interval '1 second', job = jsonb_set(job, '{queue}', '"No Queue!"') WHERE name = 'broken'`)
+	e.st.Pool().Exec(ctx, `UPDATE gaffer.cron_entries SET next_run_at = now() - interval '1 second', job = jsonb_set(job::jsonb, '{queue}', '"No Queue!"')::json WHERE name = 'broken'`)
 	s, _ := cron.NewScheduler(cron.SchedulerConfig{Store: e.st, Fence: job.Unfenced{Store: e.st}})
 	if _, err := s.RunOnce(ctx); err != nil {
 		t.Fatal(err)

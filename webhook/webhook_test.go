@@ -137,7 +137,7 @@ func TestSuccessSignsAndRecords(t *testing.T) {
 	j := e.enqueue(map[string]any{"url": srv.URL + "/hook", "body": map[string]int{"order": 7}, "headers": map[string]string{"X-Tenant": "acme"}})
 	done := e.wait(j.ID, func(x *job.Job) bool { return x.State == job.Completed })
 	c := rc.get(0)
-	if c.method != "POST" || string(c.body) != `{"order": 7}` || c.header.Get("Content-Type") != "application/json" || c.header.Get("X-Tenant") != "acme" {
+	if c.method != "POST" || string(c.body) != `{"order":7}` || c.header.Get("Content-Type") != "application/json" || c.header.Get("X-Tenant") != "acme" {
 		t.Fatalf("request %s %s %v", c.method, c.body, c.header)
 	}
 	if c.header.Get("Idempotency-Key") != c.header.Get("Gaffer-Job-Id") || c.header.Get("Gaffer-Attempt") != "1" {
@@ -148,7 +148,7 @@ func TestSuccessSignsAndRecords(t *testing.T) {
 	}
 	var res webhook.Result
 	json.Unmarshal(done.Result, &res)
-	if res.Status != 200 || string(res.Body) != `{"ok": true}` {
+	if res.Status != 200 || string(res.Body) != `{"ok":true}` {
 		t.Fatalf("result %s", done.Result)
 	}
 }

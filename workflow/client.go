@@ -178,8 +178,8 @@ func (c *Client) Signal(ctx context.Context, tenant string, id int64, step strin
 	if len(payload) == 0 {
 		payload = json.RawMessage("null")
 	}
-	if !json.Valid(payload) {
-		return &job.ValidationError{Field: "payload", Message: "is not valid JSON"}
+	if err := job.CheckPayload("payload", payload); err != nil {
+		return err
 	}
 	err := c.store.SignalWorkflowStep(ctx, tenant, id, step, payload)
 	switch {

@@ -129,7 +129,7 @@ func TestDiamond(t *testing.T) {
 		Job("c", "echo", nil, workflow.After("a")).
 		Job("d", "sum", nil, workflow.After("b", "c")))
 	done := e.wait(run.ID, workflow.Completed)
-	if string(done.Output) != `{"d": "b+c"}` {
+	if string(done.Output) != `{"d":"b+c"}` {
 		t.Fatalf("output %s", done.Output)
 	}
 	mu.Lock()
@@ -171,7 +171,7 @@ func TestFanOutFanIn(t *testing.T) {
 	b.Job("join", "join", nil, workflow.After(all...))
 	run := e.submit(b)
 	done := e.wait(run.ID, workflow.Completed)
-	if string(done.Output) != `{"join": 100}` || len(done.Steps) != 102 {
+	if string(done.Output) != `{"join":100}` || len(done.Steps) != 102 {
 		t.Fatalf("output %s, %d steps", done.Output, len(done.Steps))
 	}
 	var n int
@@ -223,7 +223,7 @@ func TestAllowFailure(t *testing.T) {
 		Job("optional", "boom", nil, workflow.AllowFailure()).
 		Job("after", "after", nil, workflow.After("optional")))
 	done := e.wait(run.ID, workflow.Completed)
-	if step(done, "optional").State != "failed" || string(done.Output) != `{"after": {"optional": null}}` {
+	if step(done, "optional").State != "failed" || string(done.Output) != `{"after":{"optional":null}}` {
 		t.Fatalf("run %+v output %s", done.Steps, done.Output)
 	}
 }
@@ -317,7 +317,7 @@ func TestDLQReplayResumesRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := e.wait(run.ID, workflow.Completed)
-	if string(done.Output) != `{"c": "after fixed"}` || step(done, "b").Attempt != 1 || step(done, "b").JobID == entries[0].JobID {
+	if string(done.Output) != `{"c":"after fixed"}` || step(done, "b").Attempt != 1 || step(done, "b").JobID == entries[0].JobID {
 		t.Fatalf("resumed run: %s %+v", done.Output, done.Steps)
 	}
 }
@@ -352,7 +352,7 @@ func TestSleepAndSignal(t *testing.T) {
 	}
 	start := time.Now()
 	done := e.wait(run.ID, workflow.Completed)
-	if string(done.Output) != `{"after": "ada"}` {
+	if string(done.Output) != `{"after":"ada"}` {
 		t.Fatalf("output %s", done.Output)
 	}
 	if s := step(done, "cool-off"); s.FinishedAt.Sub(*s.StartedAt) < time.Second {

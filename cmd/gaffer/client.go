@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/gafferhq/gaffer/job"
 	"io"
 	"net/http"
 	"net/url"
@@ -41,7 +42,7 @@ func (e *problemError) Error() string {
 func (c *apiClient) do(ctx context.Context, method, path string, body any, out any, headers ...string) error {
 	var rd io.Reader
 	if body != nil {
-		b, err := json.Marshal(body)
+		b, err := job.EncodeJSON(body) // args as typed, < > & included
 		if err != nil {
 			return err
 		}
