@@ -125,6 +125,31 @@ func (e *env) retryNow(id int64) {
 	e.st.Pool().Exec(context.Background(), `UPDATE gaffer.jobs SET run_at = now() WHERE id = $1`, id)
 }
 
+// The body is sent as it was enqueued, byte for byte, and the signature
+// covers those bytes: a receiver that hashes or verifies it sees what the
+// sender wrote.
+func TestBodySentAsEnqueued(t *testing.T) {
+	t.Parallel()
+	rc := &receiver{reply: func(n int, w http.ResponseWriter) { w.WriteHeader(204) }}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	e := start(t, true, srv.Listener.Addr().String())
+	const body = `{"z":1.50, "a" : [1e3,"<&>"],"u":"\u00e9"}`
+	res, err := e.client.Enqueue(context.Background(), job.Request{Kind: "http",
+		Args: json.RawMessage(`{"url":"` + srv.URL + `/hook","body":` + body + `}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.wait(res.Job.ID, func(x *job.Job) bool { return x.State == job.Completed })
+	c := rc.get(0)
+	if string(c.body) != body {
+		t.Fatalf("sent %s, want %s", c.body, body)
+	}
+	if _, err := (webhook.Verifier{Secrets: []string{e.secret}}).Verify(c.header, []byte(body)); err != nil {
+		t.Fatalf("the signature does not cover the body as enqueued: %v", err)
+	}
+}
+
 func TestSuccessSignsAndRecords(t *testing.T) {
 	t.Parallel()
 	rc := &receiver{reply: func(n int, w http.ResponseWriter) {
