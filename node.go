@@ -165,7 +165,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	n.metrics = job.NewMetrics(cfg.Registerer)
 	workflow.RegisterBuiltins(n.registry)
 	pool := n.store.Pool()
-	n.client = job.NewClient(pool, n.metrics)
+	n.client = job.NewClient(pool, n.metrics).WithKinds(n.registry)
 	n.dlq = dlq.NewClient(pool)
 	var err error
 	n.worker, err = job.NewWorker(job.WorkerConfig{
@@ -325,10 +325,12 @@ func (n *Node) Client() *job.Client { return n.client }
 func (n *Node) DLQ() *dlq.Client { return n.dlq }
 
 // Workflows submits and manages workflow runs through the node's pool.
-func (n *Node) Workflows() *workflow.Client { return workflow.NewClient(n.store.Pool()) }
+func (n *Node) Workflows() *workflow.Client {
+	return workflow.NewClient(n.store.Pool()).WithKinds(n.registry)
+}
 
 // Cron manages cron entries through the node's pool.
-func (n *Node) Cron() *cron.Client { return cron.NewClient(n.store.Pool()) }
+func (n *Node) Cron() *cron.Client { return cron.NewClient(n.store.Pool()).WithKinds(n.registry) }
 
 // Pool is the node's connection pool: Config.Pool, or the one it opened
 // from Config.DatabaseURL (closed by Stop).

@@ -22,6 +22,7 @@ import (
 	"github.com/gafferhq/gaffer/internal/pgtest"
 	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/webhook"
 	"github.com/gafferhq/gaffer/workflow"
 )
 
@@ -60,6 +61,12 @@ func newEnv(t *testing.T, mut ...func(*api.Config)) *env {
 	st := pgtest.NewStore(t)
 	tokens := auth.NewTokens(st.Pool())
 	cfg := api.Config{Pool: st.Pool(), Tokens: tokens, Jobs: job.NewClient(st.Pool(), nil), DLQ: dlq.NewClient(st.Pool()), Cron: cron.NewClient(st.Pool()), Workflows: workflow.NewClient(st.Pool())}
+	// As on a node: the http kind's checks run where its jobs enter.
+	hooks, err := webhook.New(context.Background(), webhook.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withHooks(hooks)(&cfg)
 	for _, m := range mut {
 		m(&cfg)
 	}
@@ -89,6 +96,16 @@ func newEnv(t *testing.T, mut ...func(*api.Config)) *env {
 	e.acme = mk("acme", "jobs:read", "jobs:write")
 	e.ops = mk("default", "jobs:read", "cluster:read")
 	return e
+}
+
+// withHooks makes the env's clients check http jobs with hooks' policy,
+// as a node whose registry holds hooks does.
+func withHooks(hooks *webhook.Handler) func(*api.Config) {
+	return func(c *api.Config) {
+		reg := job.NewRegistry()
+		hooks.Register(reg)
+		c.Jobs, c.Cron, c.Workflows = c.Jobs.WithKinds(reg), c.Cron.WithKinds(reg), c.Workflows.WithKinds(reg)
+	}
 }
 
 type response struct {

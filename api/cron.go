@@ -13,7 +13,6 @@ import (
 
 	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/cron"
-	"github.com/gafferhq/gaffer/webhook"
 )
 
 type cronJobBody struct {
@@ -25,15 +24,10 @@ type cronJobBody struct {
 	Timeout     *string         `json:"timeout"`
 }
 
-func (b cronJobBody) template(field string, hooks *webhook.Handler) (cron.JobTemplate, *Problem) {
+func (b cronJobBody) template(field string) (cron.JobTemplate, *Problem) {
 	timeout, pr := parseDuration(field+".timeout", b.Timeout)
 	if pr != nil {
 		return cron.JobTemplate{}, pr
-	}
-	if b.Kind == webhook.Kind {
-		if _, _, err := hooks.Validate(b.Args); err != nil {
-			return cron.JobTemplate{}, httpArgsProblem(field+".", err)
-		}
 	}
 	return cron.JobTemplate{Kind: b.Kind, Queue: b.Queue, Args: b.Args, Priority: b.Priority, MaxAttempts: b.MaxAttempts, Timeout: timeout}, nil
 }
@@ -124,7 +118,7 @@ func (s *Server) createCron(r *http.Request, p auth.Principal, body []byte) (int
 	if pr != nil {
 		return 0, nil, pr
 	}
-	tmpl, pr := b.Job.template("job", s.cfg.Webhook)
+	tmpl, pr := b.Job.template("job")
 	if pr != nil {
 		return 0, nil, pr
 	}
@@ -197,7 +191,7 @@ func (s *Server) updateCron(r *http.Request, p auth.Principal, body []byte) (int
 	}
 	u := cron.Update{Schedule: b.Schedule, Timezone: b.Timezone, Missed: b.Missed, MissedCap: b.MissedCap, Overlap: b.Overlap, Paused: b.Paused}
 	if b.Job != nil {
-		tmpl, pr := b.Job.template("job", s.cfg.Webhook)
+		tmpl, pr := b.Job.template("job")
 		if pr != nil {
 			return 0, nil, pr
 		}
@@ -233,7 +227,7 @@ func (s *Server) putCron(r *http.Request, p auth.Principal, body []byte) (int, a
 			return 0, nil, paramProblem("dry_run", "dry_run must be true or false, got "+strconv.Quote(v))
 		}
 	}
-	tmpl, pr := b.Job.template("job", s.cfg.Webhook)
+	tmpl, pr := b.Job.template("job")
 	if pr != nil {
 		return 0, nil, pr
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/job"
-	"github.com/gafferhq/gaffer/webhook"
 )
 
 type enqueueRequest struct {
@@ -79,17 +78,6 @@ func (s *Server) enqueue(r *http.Request, p auth.Principal, body []byte, tx pgx.
 			return 0, nil, fieldProblem("max_attempts", "max_attempts: must be between 1 and 1000, got 0")
 		}
 		jr.MaxAttempts = *req.MaxAttempts
-	}
-	if req.Kind == webhook.Kind {
-		a, _, err := s.cfg.Webhook.Validate(req.Args)
-		if err != nil {
-			return 0, nil, httpArgsProblem("", err)
-		}
-		if jr.FairnessKey == "" {
-			// Each destination is its own unit: one slow receiver's
-			// backlog does not hold up the tenant's calls elsewhere.
-			jr.FairnessKey = a.Host()
-		}
 	}
 	res, err := s.cfg.Jobs.EnqueueTx(r.Context(), tx, jr)
 	if err != nil {

@@ -29,7 +29,11 @@ import (
 	"github.com/gafferhq/gaffer/workflow"
 )
 
-// Config configures the API. Zero values take the defaults shown.
+// Config configures the API. Zero values take the defaults shown. Give it
+// the node's clients (Node.Client, Node.Cron, Node.Workflows): they run
+// each kind's own checks (job.KindOptions.Check) on what the API
+// enqueues, schedules and submits — the http kind's destination check
+// among them.
 type Config struct {
 	Pool   *pgxpool.Pool // required
 	Tokens *auth.Tokens  // required
@@ -42,11 +46,6 @@ type Config struct {
 	// Cluster is this node's cluster membership, for GET /v1/cluster; nil
 	// when the node runs without etcd.
 	Cluster *cluster.Cluster
-	// Webhook checks the args of http jobs, cron templates and workflow
-	// steps where they enter, against the node's outbound policy (so the
-	// node's own --webhook-allow entries are honoured). Default: a handler
-	// with nothing internal allowed.
-	Webhook *webhook.Handler
 	// WebhookSecrets manages the tenants' signing secrets. Default: those
 	// in Pool's database.
 	WebhookSecrets *webhook.Secrets
@@ -88,13 +87,6 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	if cfg.Pool == nil || cfg.Tokens == nil || cfg.Jobs == nil || cfg.DLQ == nil || cfg.Cron == nil || cfg.Workflows == nil {
 		return nil, errors.New("api: Config.Pool, Tokens, Jobs, DLQ, Cron and Workflows are required")
-	}
-	if cfg.Webhook == nil {
-		h, err := webhook.New(context.Background(), webhook.Config{})
-		if err != nil {
-			return nil, err
-		}
-		cfg.Webhook = h
 	}
 	if cfg.WebhookSecrets == nil {
 		cfg.WebhookSecrets = webhook.NewSecrets(cfg.Pool)

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gafferhq/gaffer/auth"
-	"github.com/gafferhq/gaffer/webhook"
 	"github.com/gafferhq/gaffer/workflow"
 )
 
@@ -34,7 +33,7 @@ type workflowBody struct {
 	Steps  []workflowStepBody `json:"steps"`
 }
 
-func (b workflowBody) definition(p auth.Principal, hooks *webhook.Handler) (workflow.Definition, *Problem) {
+func (b workflowBody) definition(p auth.Principal) (workflow.Definition, *Problem) {
 	tenant, pr := writeTenant(p, b.Tenant)
 	if pr != nil {
 		return workflow.Definition{}, pr
@@ -53,11 +52,6 @@ func (b workflowBody) definition(p auth.Principal, hooks *webhook.Handler) (work
 		signal, pr := parseDuration(field+"signal", s.Signal)
 		if pr != nil {
 			return def, pr
-		}
-		if s.Kind == webhook.Kind {
-			if _, _, err := hooks.Validate(s.Args); err != nil {
-				return def, httpArgsProblem(field, err)
-			}
 		}
 		def.Steps[i] = workflow.Step{Name: s.Name, Kind: s.Kind, Args: s.Args, Queue: s.Queue, Priority: s.Priority, MaxAttempts: s.MaxAttempts,
 			Timeout: timeout, DependsOn: s.DependsOn, AllowFailure: s.AllowFailure, Sleep: sleep, Signal: signal}
@@ -82,7 +76,7 @@ func (s *Server) submitWorkflow(r *http.Request, p auth.Principal, body []byte, 
 	if pr := decodeStrict(body, &b); pr != nil {
 		return 0, nil, pr
 	}
-	def, pr := b.definition(p, s.cfg.Webhook)
+	def, pr := b.definition(p)
 	if pr != nil {
 		return 0, nil, pr
 	}

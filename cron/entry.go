@@ -115,7 +115,7 @@ var entryName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
 
 // validate fills defaults and checks every field; the error names the
 // field. It returns the parsed schedule.
-func (e *Entry) validate() (Schedule, store.CronJob, error) {
+func (e *Entry) validate(kinds *job.Registry) (Schedule, store.CronJob, error) {
 	if e.Tenant == "" {
 		e.Tenant = job.DefaultTenant
 	}
@@ -156,10 +156,13 @@ func (e *Entry) validate() (Schedule, store.CronJob, error) {
 	}
 	p, err := job.Request{Kind: e.Job.Kind, Args: e.Job.Args, Tenant: e.Tenant, Queue: e.Job.Queue, Priority: e.Job.Priority,
 		MaxAttempts: e.Job.MaxAttempts, Timeout: e.Job.Timeout}.Check()
+	if err == nil {
+		err = kinds.CheckRequest(&p)
+	}
 	if err != nil {
 		var ve *job.ValidationError
 		if errors.As(err, &ve) {
-			return nil, store.CronJob{}, &job.ValidationError{Field: "job." + ve.Field, Message: ve.Message}
+			return nil, store.CronJob{}, &job.ValidationError{Field: "job." + ve.Field, Message: ve.Message, Code: ve.Code}
 		}
 		return nil, store.CronJob{}, err
 	}
@@ -200,6 +203,15 @@ func timePtr(t time.Time) *time.Time {
 // PostgreSQL; the leader's Scheduler is woken by every change.
 type Client struct {
 	store *store.Store
+	kinds *job.Registry // nil: no kind-specific checks
+}
+
+// WithKinds returns a client that also checks each entry's job template
+// with the Check its kind has in r (see job.KindOptions.Check).
+func (c *Client) WithKinds(r *job.Registry) *Client {
+	cp := *c
+	cp.kinds = r
+	return &cp
 }
 
 // NewClient returns a client on st.
@@ -210,7 +222,7 @@ func NewClient(pool *pgxpool.Pool) *Client { return &Client{store: store.New(poo
 // instant, which must be in the future and within MaxAhead. Errors: a
 // *job.ValidationError or *ScheduleError naming the field, ErrExists.
 func (c *Client) Create(ctx context.Context, e Entry) (Entry, error) {
-	sched, tmpl, err := e.validate()
+	sched, tmpl, err := e.validate(c.kinds)
 	if err != nil {
 		return Entry{}, err
 	}

@@ -17,6 +17,7 @@ import (
 type Client struct {
 	store   *store.Store
 	metrics *Metrics
+	kinds   *Registry // nil: no kind-specific checks
 }
 
 // NewClient returns a client of the jobs in pool's database. m may be
@@ -26,6 +27,30 @@ func NewClient(pool *pgxpool.Pool, m *Metrics) *Client {
 		m = NewMetrics(nil)
 	}
 	return &Client{store: store.New(pool), metrics: m}
+}
+
+// WithKinds returns a client that also runs, on every request, the Check
+// its kind has in r (see KindOptions.Check). A node's Client has the
+// node's registry.
+func (c *Client) WithKinds(r *Registry) *Client {
+	cp := *c
+	cp.kinds = r
+	return &cp
+}
+
+// prepare validates r, runs its kind's check, and returns what the store
+// inserts.
+func (c *Client) prepare(r Request) (store.InsertParams, error) {
+	p, err := r.params()
+	if err != nil || c.kinds == nil {
+		return p, err
+	}
+	checked := requestOf(p)
+	if err := c.kinds.CheckRequest(&checked); err != nil {
+		return p, err
+	}
+	p.FairnessKey, p.LimitKey = checked.FairnessKey, checked.LimitKey
+	return p, nil
 }
 
 // Result is the outcome of an enqueue.
@@ -52,7 +77,7 @@ func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, r Request) (Result, e
 }
 
 func (c *Client) enqueue(ctx context.Context, tx pgx.Tx, r Request) (Result, error) {
-	p, err := r.params()
+	p, err := c.prepare(r)
 	if err != nil {
 		return Result{}, err
 	}
@@ -89,11 +114,11 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, rs []Request) ([]
 func (c *Client) enqueueMany(ctx context.Context, tx pgx.Tx, rs []Request) ([]int64, error) {
 	ps := make([]store.InsertParams, len(rs))
 	for i, r := range rs {
-		p, err := r.params()
+		p, err := c.prepare(r)
 		if err != nil {
 			var ve *ValidationError
 			if errors.As(err, &ve) {
-				return nil, &ValidationError{Field: fmt.Sprintf("jobs[%d].%s", i, ve.Field), Message: ve.Message}
+				return nil, &ValidationError{Field: fmt.Sprintf("jobs[%d].%s", i, ve.Field), Message: ve.Message, Code: ve.Code}
 			}
 			return nil, err
 		}

@@ -98,9 +98,13 @@ func (r Request) Check() (Request, error) {
 	if err != nil {
 		return r, err
 	}
+	return requestOf(p), nil
+}
+
+func requestOf(p store.InsertParams) Request {
 	return Request{Kind: p.Kind, Args: p.Args, Tenant: p.Tenant, Queue: p.Queue, Priority: p.Priority,
 		MaxAttempts: p.MaxAttempts, Timeout: p.Timeout, RunAt: p.RunAt, Delay: p.Delay, UniqueKey: p.UniqueKey,
-		FairnessKey: p.FairnessKey, LimitKey: p.LimitKey}, nil
+		FairnessKey: p.FairnessKey, LimitKey: p.LimitKey}
 }
 
 // params validates r, fills in defaults, and returns what the store

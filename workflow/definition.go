@@ -73,12 +73,13 @@ func stepErr(i int, field, format string, args ...any) error {
 // the field: a missing or duplicate name, an unknown dependency, a cycle
 // (with its path), size limits, and every job field of every step.
 func (d Definition) Validate() error {
-	_, err := d.steps()
+	_, err := d.steps(nil)
 	return err
 }
 
-// steps checks the definition and returns the steps to store.
-func (d Definition) steps() ([]store.WorkflowStepParams, error) {
+// steps checks the definition, each step's job also with its kind's check
+// in kinds, and returns the steps to store.
+func (d Definition) steps(kinds *job.Registry) ([]store.WorkflowStepParams, error) {
 	if !runName.MatchString(d.Name) {
 		return nil, &job.ValidationError{Field: "name", Message: fmt.Sprintf("%q is not a valid workflow name: 1-128 letters, digits, '_', '.', ':', '/' or '-'", d.Name)}
 	}
@@ -116,7 +117,7 @@ func (d Definition) steps() ([]store.WorkflowStepParams, error) {
 			}
 			seen[dep] = true
 		}
-		p, err := s.params(i)
+		p, err := s.params(i, kinds)
 		if err != nil {
 			return nil, err
 		}
@@ -128,7 +129,7 @@ func (d Definition) steps() ([]store.WorkflowStepParams, error) {
 	return out, nil
 }
 
-func (s Step) params(i int) (store.WorkflowStepParams, error) {
+func (s Step) params(i int, kinds *job.Registry) (store.WorkflowStepParams, error) {
 	p := store.WorkflowStepParams{Name: s.Name, Type: TypeJob, DependsOn: s.DependsOn, AllowFailure: s.AllowFailure}
 	kind, args := s.Kind, s.Args
 	switch {
@@ -158,10 +159,13 @@ func (s Step) params(i int) (store.WorkflowStepParams, error) {
 		maxAttempts = 1 // a timer that fires fails at once: a signal that never came
 	}
 	params, err := job.Request{Kind: kind, Args: args, Queue: s.Queue, Priority: s.Priority, MaxAttempts: maxAttempts, Timeout: s.Timeout}.Check()
+	if err == nil {
+		err = kinds.CheckRequest(&params)
+	}
 	if err != nil {
 		var ve *job.ValidationError
 		if errors.As(err, &ve) {
-			return p, stepErr(i, ve.Field, "%s", ve.Message)
+			return p, &job.ValidationError{Field: fmt.Sprintf("steps[%d].%s", i, ve.Field), Message: ve.Message, Code: ve.Code}
 		}
 		return p, err
 	}

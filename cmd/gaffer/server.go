@@ -308,7 +308,7 @@ func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, hook
 	// API and the dashboard's sign-in alike.
 	failures := auth.NewFailureLimiter(auth.FailureLimiterConfig{})
 	a, err := api.New(api.Config{Pool: n.Pool(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
-		Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Webhook: hooks, WebhookSecrets: secrets, Logger: log, Registerer: reg,
+		Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), WebhookSecrets: secrets, Logger: log, Registerer: reg,
 		RateLimit: float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit, IdempotencyRetention: *nf.idemRetention,
 		TrustedProxies: hs.proxies, Failures: failures})
 	if err != nil {
