@@ -103,7 +103,7 @@ func TestChecksumsBackfilledOnFirstRun(t *testing.T) {
 	ctx := context.Background()
 	st := pgtest.NewStore(t)
 	pool := st.Pool()
-	if _, err := pool.Exec(ctx, `ALTER TABLE gaffer.schema_migrations DROP COLUMN checksum`); err != nil {
+	if _, err := pool.Exec(ctx, `ALTER TABLE gaffer.schema_migrations DROP COLUMN IF EXISTS checksum`); err != nil {
 		t.Fatal(err)
 	}
 	if done, err := st.MigrateUp(ctx); err != nil || len(done) != 0 {
