@@ -12,7 +12,7 @@ import (
 	"github.com/gafferhq/gaffer"
 	"github.com/gafferhq/gaffer/internal/pgtest"
 	"github.com/gafferhq/gaffer/job"
-	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/internal/store"
 )
 
 // withIndexMigration is Gaffer's migration set plus one more, numbered

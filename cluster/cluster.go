@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gafferhq/gaffer/internal/service"
-	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/internal/store"
 )
 
 // Cluster is one node's membership in the cluster: its etcd session and

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/internal/store"
 )
 
 // reportLoop reports this node to the nodes table every ReportInterval,
