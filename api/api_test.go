@@ -16,6 +16,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/gafferhq/gaffer/api"
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/dlq"
 	"github.com/gafferhq/gaffer/internal/pgtest"
@@ -32,7 +33,7 @@ type env struct {
 	t      *testing.T
 	st     *store.Store
 	srv    *httptest.Server
-	tokens *api.Tokens
+	tokens *auth.Tokens
 	router routers.Router
 	admin  string // a token spanning tenants, all scopes
 	writer string // tenant default: jobs:read, jobs:write
@@ -57,8 +58,8 @@ func loadDoc(t testing.TB) *openapi3.T {
 func newEnv(t *testing.T, mut ...func(*api.Config)) *env {
 	t.Helper()
 	st := pgtest.NewStore(t)
-	tokens := api.NewTokens(st)
-	cfg := api.Config{Store: st, Tokens: tokens, Jobs: job.NewClient(st, nil), DLQ: dlq.NewClient(st), Cron: cron.NewClient(st), Workflows: workflow.NewClient(st)}
+	tokens := auth.NewTokens(st.Pool())
+	cfg := api.Config{Pool: st.Pool(), Tokens: tokens, Jobs: job.NewClient(st.Pool(), nil), DLQ: dlq.NewClient(st.Pool()), Cron: cron.NewClient(st.Pool()), Workflows: workflow.NewClient(st.Pool())}
 	for _, m := range mut {
 		m(&cfg)
 	}
@@ -76,7 +77,7 @@ func newEnv(t *testing.T, mut ...func(*api.Config)) *env {
 	}
 	e := &env{t: t, st: st, srv: srv, tokens: tokens, router: router}
 	mk := func(tenant string, scopes ...string) string {
-		text, _, err := tokens.Create(context.Background(), api.NewTokenRequest{Name: "test", Tenant: tenant, Scopes: scopes})
+		text, _, err := tokens.Create(context.Background(), auth.NewTokenRequest{Name: "test", Tenant: tenant, Scopes: scopes})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
@@ -70,7 +71,7 @@ var (
 type Client struct{ store *store.Store }
 
 // NewClient returns a client on st.
-func NewClient(st *store.Store) *Client { return &Client{store: st} }
+func NewClient(pool *pgxpool.Pool) *Client { return &Client{store: store.New(pool)} }
 
 // Submit validates def and starts a run: its steps without dependencies
 // are enqueued in the same transaction. Errors: *job.ValidationError
@@ -94,7 +95,7 @@ func (c *Client) submit(ctx context.Context, tx pgx.Tx, def Definition) (Run, er
 	if tx != nil {
 		q = tx
 	}
-	steps, err := def.Validate()
+	steps, err := def.steps()
 	if err != nil {
 		return Run{}, err
 	}

@@ -69,11 +69,16 @@ func stepErr(i int, field, format string, args ...any) error {
 	return &job.ValidationError{Field: fmt.Sprintf("steps[%d].%s", i, field), Message: fmt.Sprintf(format, args...)}
 }
 
-// Validate checks the definition and returns the steps to store. Errors
-// are *job.ValidationError naming the field: a missing or duplicate name,
-// an unknown dependency, a cycle (with its path), size limits, and every
-// job field of every step.
-func (d Definition) Validate() ([]store.WorkflowStepParams, error) {
+// Validate checks the definition. Errors are *job.ValidationError naming
+// the field: a missing or duplicate name, an unknown dependency, a cycle
+// (with its path), size limits, and every job field of every step.
+func (d Definition) Validate() error {
+	_, err := d.steps()
+	return err
+}
+
+// steps checks the definition and returns the steps to store.
+func (d Definition) steps() ([]store.WorkflowStepParams, error) {
 	if !runName.MatchString(d.Name) {
 		return nil, &job.ValidationError{Field: "name", Message: fmt.Sprintf("%q is not a valid workflow name: 1-128 letters, digits, '_', '.', ':', '/' or '-'", d.Name)}
 	}
@@ -152,7 +157,7 @@ func (s Step) params(i int) (store.WorkflowStepParams, error) {
 	if p.Type != TypeJob {
 		maxAttempts = 1 // a timer that fires fails at once: a signal that never came
 	}
-	params, err := job.Request{Kind: kind, Args: args, Queue: s.Queue, Priority: s.Priority, MaxAttempts: maxAttempts, Timeout: s.Timeout}.Params()
+	params, err := job.Request{Kind: kind, Args: args, Queue: s.Queue, Priority: s.Priority, MaxAttempts: maxAttempts, Timeout: s.Timeout}.Check()
 	if err != nil {
 		var ve *job.ValidationError
 		if errors.As(err, &ve) {
@@ -160,7 +165,7 @@ func (s Step) params(i int) (store.WorkflowStepParams, error) {
 		}
 		return p, err
 	}
-	p.Kind, p.Queue, p.Args, p.Priority, p.MaxAttempts, p.Timeout = params.Kind, params.Queue, params.Args, params.Priority, params.MaxAttempts, params.Timeout
+	p.Kind, p.Queue, p.Args, p.Priority, p.MaxAttempts, p.Timeout = params.Kind, params.Queue, params.Args.(json.RawMessage), params.Priority, params.MaxAttempts, params.Timeout
 	return p, nil
 }
 
