@@ -69,7 +69,7 @@ func testStaleWorker(t *testing.T, mode string) {
 		req = job.Request{Kind: "work", Args: map[string]any{"ms": 60000}}
 	}
 	a := startChild(t, url, "node-a", lease)
-	client := job.NewClient(gafferStore(pool), nil)
+	client := job.NewClient(pool, nil)
 
 	res, err := client.Enqueue(ctx, req)
 	if err != nil {
@@ -133,7 +133,7 @@ func testStaleWorker(t *testing.T, mode string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.State != job.Completed || j.Attempt != 2 || j.Node != "node-b" || string(j.Result) != `{"node": "node-b"}` {
+	if j.State != job.Completed || j.Attempt != 2 || j.Node != "node-b" || string(j.Result) != `{"node":"node-b"}` {
 		t.Fatalf("job after stale worker resumed: state %s attempt %d node %s result %s", j.State, j.Attempt, j.Node, j.Result)
 	}
 	if len(j.Errors) != 1 || j.Errors[0].Kind != "lost" {
@@ -166,7 +166,7 @@ func TestG3NodeKilledMidRunLosesNothing(t *testing.T) {
 		startChild(t, url, "node-2", lease),
 		startChild(t, url, "node-3", lease),
 	}
-	client := job.NewClient(gafferStore(pool), nil)
+	client := job.NewClient(pool, nil)
 	const total = 5000
 	reqs := make([]job.Request, total)
 	for i := range reqs {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/workflow"
 )
 
@@ -35,7 +34,7 @@ func TestWorkflowSurvivesNodeKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := workflow.NewClient(store.New(e.pool)).Submit(ctx, def)
+	run, err := workflow.NewClient(e.pool).Submit(ctx, def)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +61,7 @@ func TestWorkflowSurvivesNodeKill(t *testing.T) {
 		t.Fatal("no step was re-run: the kill did not land mid-step")
 	}
 	var joined int
-	e.pool.QueryRow(ctx, `SELECT count(*) FROM jsonb_object_keys((SELECT inputs FROM gaffer.jobs WHERE workflow_run = $1 AND step = 'join'))`, run.ID).Scan(&joined)
+	e.pool.QueryRow(ctx, `SELECT count(*) FROM json_object_keys((SELECT inputs FROM gaffer.jobs WHERE workflow_run = $1 AND step = 'join'))`, run.ID).Scan(&joined)
 	if joined != 40 {
 		t.Fatalf("join saw %d inputs, want 40", joined)
 	}

@@ -20,9 +20,9 @@ import (
 	"github.com/gafferhq/gaffer/internal/etcdserver"
 	"github.com/gafferhq/gaffer/internal/faultproxy"
 	"github.com/gafferhq/gaffer/internal/pgserver"
+	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/internal/testnode"
 	"github.com/gafferhq/gaffer/job"
-	"github.com/gafferhq/gaffer/store"
 )
 
 // Fault kinds.
@@ -281,7 +281,7 @@ func (h *harness) setUp() {
 		t.Fatal(err)
 	}
 	auditSteps(t, h.pool)
-	h.admin = cluster.NewAdmin(st)
+	h.admin = cluster.NewAdmin(h.pool)
 	if h.etcd, err = etcdserver.StartCluster(3); err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func (h *harness) setUp() {
 		f, _ := h.admin.Fence(ctx)
 		return f.Leader != ""
 	})
-	crons := cron.NewClient(st)
+	crons := cron.NewClient(h.pool)
 	for i := range h.o.Profile.CronEntries {
 		name := fmt.Sprintf("tick-%d", i)
 		if _, err := crons.Create(ctx, cron.Entry{Name: name, Schedule: "@every 1s", Missed: cron.MissedAll,
@@ -493,7 +493,7 @@ func (h *harness) measureRecovery(node string, killedAt time.Time) {
 
 func (h *harness) jobLoad(ctx context.Context) {
 	rng := rand.New(rand.NewPCG(uint64(h.o.Seed), 2))
-	client := job.NewClient(store.New(h.pool), nil)
+	client := job.NewClient(h.pool, nil)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	per := max(1, h.o.Profile.JobsPerSec/10)
@@ -520,7 +520,7 @@ func (h *harness) jobLoad(ctx context.Context) {
 }
 
 func (h *harness) replayLoad(ctx context.Context) {
-	c := dlq.NewClient(store.New(h.pool))
+	c := dlq.NewClient(h.pool)
 	no := false
 	for {
 		select {

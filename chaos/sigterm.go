@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/job"
-	"github.com/gafferhq/gaffer/store"
 )
 
 // stopGrace is how long a SIGTERMed node may take to exit: the node
@@ -121,7 +120,7 @@ func (h *harness) aim(s *slot) (int, time.Duration) {
 	for i := range reqs {
 		reqs[i] = job.Request{Kind: "chaos.work", Args: json.RawMessage(fmt.Sprintf(`{"ms": %d}`, aimBurstMS)), MaxAttempts: 100}
 	}
-	if ids, err := job.NewClient(store.New(h.pool), nil).EnqueueMany(ctx, reqs); err == nil {
+	if ids, err := job.NewClient(h.pool, nil).EnqueueMany(ctx, reqs); err == nil {
 		h.mu.Lock()
 		h.accepted = append(h.accepted, ids...)
 		h.mu.Unlock()

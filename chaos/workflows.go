@@ -13,7 +13,6 @@ import (
 
 	"github.com/gafferhq/gaffer/dlq"
 	"github.com/gafferhq/gaffer/job"
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/workflow"
 )
 
@@ -83,7 +82,7 @@ func work(ms int) map[string]any { return map[string]any{"ms": ms} }
 
 // workflowLoad submits a 6-step DAG every WorkflowEvery.
 func (h *harness) workflowLoad(ctx context.Context) {
-	c := workflow.NewClient(store.New(h.pool))
+	c := workflow.NewClient(h.pool)
 	for {
 		select {
 		case <-ctx.Done():
@@ -125,7 +124,7 @@ func (h *harness) scriptedLoad(ctx context.Context) {
 		return
 	}
 	rng := rand.New(rand.NewPCG(uint64(h.o.Seed), 3))
-	c := workflow.NewClient(store.New(h.pool))
+	c := workflow.NewClient(h.pool)
 	plans := []string{planReplay, planResume, planCancel}
 	for i := rng.IntN(len(plans)); ; i++ {
 		select {
@@ -178,8 +177,7 @@ func (h *harness) scriptedLoad(ctx context.Context) {
 func (h *harness) drive(tr *trackedRun) {
 	ctx, cancel := context.WithTimeout(context.Background(), scriptDeadline)
 	defer cancel()
-	st := store.New(h.pool)
-	wf, jobs := workflow.NewClient(st), job.NewClient(st, nil)
+	wf, jobs := workflow.NewClient(h.pool), job.NewClient(h.pool, nil)
 	replayed := map[string]bool{}
 	cancelled := false
 	for ctx.Err() == nil {
@@ -259,7 +257,7 @@ func (h *harness) count(n *int) {
 // whether the entry is now replayed (by this call or an earlier one whose
 // answer was lost).
 func (h *harness) replayStep(ctx context.Context, jobID int64) bool {
-	c := dlq.NewClient(store.New(h.pool))
+	c := dlq.NewClient(h.pool)
 	entries, err := c.List(ctx, dlq.Filter{JobID: jobID})
 	if err != nil || len(entries) != 1 {
 		return false
@@ -384,7 +382,7 @@ func (h *harness) checkWorkflows(ctx context.Context, r *Report, v func(string, 
 	var example string
 	if err := h.pool.QueryRow(ctx, `
 		WITH pairs AS (
-			SELECT s.run_id, s.name, d.name AS dep, j.inputs -> d.name AS got, coalesce(d.result, 'null'::jsonb) AS want
+			SELECT s.run_id, s.name, d.name AS dep, (j.inputs -> d.name)::jsonb AS got, coalesce(d.result::jsonb, 'null'::jsonb) AS want
 			FROM gaffer.workflow_steps s
 			JOIN gaffer.jobs j ON j.id = s.job_id
 			JOIN gaffer.workflow_steps d ON d.run_id = s.run_id AND d.name = ANY (s.depends_on)

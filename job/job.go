@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/internal/store"
 )
 
 // State is where a job is in its life. See the package documentation for
@@ -138,19 +138,36 @@ func (j *Job) Input(step string, v any) error {
 	return nil
 }
 
-// SetResult records v, encoded as JSON, as the job's result. It is saved
-// when the attempt completes; a later call replaces an earlier one.
+// SetResult records v as the job's result. It is saved when the attempt
+// completes; a later call replaces an earlier one. JSON text
+// (json.RawMessage or []byte) is kept byte for byte, and must be valid
+// JSON that CheckJSONText accepts; other values are encoded with
+// EncodeJSON. A result is at most MaxResultBytes.
 func (j *Job) SetResult(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("job %d: encode result: %w", j.ID, err)
+	var b []byte
+	switch r := v.(type) {
+	case json.RawMessage:
+		b = r
+	case []byte:
+		b = r
+	default:
+		var err error
+		if b, err = EncodeJSON(v); err != nil {
+			return fmt.Errorf("job %d: encode result: %w", j.ID, err)
+		}
+	}
+	if b = trimSpace(b); len(b) == 0 {
+		b = []byte("null")
+	}
+	if err := checkPayload("result", b, MaxResultBytes); err != nil {
+		return fmt.Errorf("job %d: %w", j.ID, err)
 	}
 	j.result = b
 	return nil
 }
 
-// FromRow converts a stored row.
-func FromRow(r store.Job) *Job {
+// fromRow converts a stored row.
+func fromRow(r store.Job) *Job {
 	j := &Job{
 		ID: r.ID, Tenant: r.Tenant, Kind: r.Kind, Queue: r.Queue, State: State(r.State),
 		Priority: r.Priority, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Timeout: r.Timeout,

@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/internal/store"
 )
 
 // Limits and defaults for a Request.
@@ -22,6 +22,7 @@ const (
 	MaxTimeout         = 7 * 24 * time.Hour
 	MaxDelay           = 10 * 365 * 24 * time.Hour
 	MaxArgsBytes       = 1 << 20
+	MaxResultBytes     = 1 << 20
 	MaxUniqueKeyLen    = 255
 	MaxKeyLen          = 255 // fairness and limit keys
 	MaxKindLen         = 128
@@ -89,9 +90,26 @@ func ValidateKind(kind string) error {
 	return nil
 }
 
-// Params validates r, fills in defaults, and returns what the store
+// Check validates r as Enqueue does and returns it with its defaults
+// filled in (tenant, queue, max attempts) and its args encoded as
+// json.RawMessage. The error is a *ValidationError naming the field.
+func (r Request) Check() (Request, error) {
+	p, err := r.params()
+	if err != nil {
+		return r, err
+	}
+	return requestOf(p), nil
+}
+
+func requestOf(p store.InsertParams) Request {
+	return Request{Kind: p.Kind, Args: p.Args, Tenant: p.Tenant, Queue: p.Queue, Priority: p.Priority,
+		MaxAttempts: p.MaxAttempts, Timeout: p.Timeout, RunAt: p.RunAt, Delay: p.Delay, UniqueKey: p.UniqueKey,
+		FairnessKey: p.FairnessKey, LimitKey: p.LimitKey}
+}
+
+// params validates r, fills in defaults, and returns what the store
 // inserts. The error is a *ValidationError naming the field.
-func (r Request) Params() (store.InsertParams, error) {
+func (r Request) params() (store.InsertParams, error) {
 	p := store.InsertParams{
 		Tenant: r.Tenant, Kind: r.Kind, Queue: r.Queue, Priority: r.Priority,
 		MaxAttempts: r.MaxAttempts, Timeout: r.Timeout, RunAt: r.RunAt, Delay: r.Delay, UniqueKey: r.UniqueKey,
@@ -150,36 +168,29 @@ func (r Request) Params() (store.InsertParams, error) {
 }
 
 // EncodeArgs encodes and checks job args: valid JSON, at most
-// MaxArgsBytes, and text jsonb can hold (see CheckJSONText).
+// MaxArgsBytes, and text CheckJSONText accepts. JSON text (json.RawMessage
+// or []byte) is kept byte for byte; other values are encoded with
+// EncodeJSON.
 func EncodeArgs(v any) (json.RawMessage, error) {
 	var b []byte
 	switch a := v.(type) {
 	case nil:
 		return json.RawMessage(`{}`), nil
 	case json.RawMessage:
-		if len(a) == 0 {
-			return json.RawMessage(`{}`), nil
-		}
 		b = a
 	case []byte:
-		if len(a) == 0 {
-			return json.RawMessage(`{}`), nil
-		}
 		b = a
 	default:
 		var err error
-		if b, err = json.Marshal(v); err != nil {
+		if b, err = EncodeJSON(v); err != nil {
 			return nil, &ValidationError{Field: "args", Message: "cannot be encoded as JSON: " + err.Error()}
 		}
 	}
-	if len(b) > MaxArgsBytes {
-		return nil, &ValidationError{Field: "args", Message: fmt.Sprintf("must be at most %d bytes of JSON, got %d", MaxArgsBytes, len(b))}
+	if b = trimSpace(b); len(b) == 0 {
+		return json.RawMessage(`{}`), nil
 	}
-	if !json.Valid(b) {
-		return nil, &ValidationError{Field: "args", Message: "is not valid JSON"}
-	}
-	if err := CheckJSONText(b); err != nil {
-		return nil, &ValidationError{Field: "args", Message: err.Error()}
+	if err := checkPayload("args", b, MaxArgsBytes); err != nil {
+		return nil, err
 	}
 	return json.RawMessage(b), nil
 }

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
-	"github.com/gafferhq/gaffer/store"
 )
 
 // claimAndFail claims the one due job of queue q and fails its attempt.
@@ -49,7 +49,7 @@ func TestRetry(t *testing.T) {
 		t.Fatalf("retry of a failed job = %d, %v", replay, err)
 	}
 	nj, err := e.client.Get(ctx, "", replay)
-	if err != nil || nj.State != job.Pending || string(nj.Args) != `{"n": 7}` || nj.ReplayOf == 0 {
+	if err != nil || nj.State != job.Pending || string(nj.Args) != `{"n":7}` || nj.ReplayOf == 0 {
 		t.Fatalf("replayed job %+v, %v", nj, err)
 	}
 	if _, err := e.client.Retry(ctx, "", dead.ID); !errors.Is(err, job.ErrNotRetryable) {

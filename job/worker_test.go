@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
-	"github.com/gafferhq/gaffer/store"
 )
 
 func TestEnqueueInTransaction(t *testing.T) {
@@ -75,7 +75,7 @@ func TestResultAndArgs(t *testing.T) {
 	e.startWorker(job.WorkerConfig{})
 	j := e.enqueue(job.Request{Kind: "add", Args: add{2, 3}})
 	done := e.waitState(j.ID, job.Completed)
-	if string(done.Result) != `{"sum": 5, "attempt": 1}` {
+	if string(done.Result) != `{"attempt":1,"sum":5}` {
 		t.Fatalf("result %s", done.Result)
 	}
 	if done.Node != "node-a" || done.Attempt != 1 {

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/internal/pgtest"
+	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/webhook"
 )
 
@@ -74,7 +74,7 @@ func start(t *testing.T, signed bool, allow ...string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	secrets := webhook.NewSecrets(st)
+	secrets := webhook.NewSecrets(st.Pool())
 	h.SetSecrets(secrets)
 	var secret string
 	if signed {
@@ -83,7 +83,7 @@ func start(t *testing.T, signed bool, allow ...string) *env {
 		}
 	}
 	h.Register(reg)
-	w, err := job.NewWorker(job.WorkerConfig{Store: st, Registry: reg, NodeID: "n", PollInterval: 50 * time.Millisecond})
+	w, err := job.NewWorker(job.WorkerConfig{Pool: st.Pool(), Registry: reg, NodeID: "n", PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func start(t *testing.T, signed bool, allow ...string) *env {
 		defer cancel()
 		w.Stop(ctx)
 	})
-	return &env{t: t, st: st, client: job.NewClient(st, nil), secret: secret}
+	return &env{t: t, st: st, client: job.NewClient(st.Pool(), nil), secret: secret}
 }
 
 func (e *env) enqueue(args map[string]any) *job.Job {
@@ -125,6 +125,31 @@ func (e *env) retryNow(id int64) {
 	e.st.Pool().Exec(context.Background(), `UPDATE gaffer.jobs SET run_at = now() WHERE id = $1`, id)
 }
 
+// The body is sent as it was enqueued, byte for byte, and the signature
+// covers those bytes: a receiver that hashes or verifies it sees what the
+// sender wrote.
+func TestBodySentAsEnqueued(t *testing.T) {
+	t.Parallel()
+	rc := &receiver{reply: func(n int, w http.ResponseWriter) { w.WriteHeader(204) }}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	e := start(t, true, srv.Listener.Addr().String())
+	const body = `{"z":1.50, "a" : [1e3,"<&>"],"u":"\u00e9"}`
+	res, err := e.client.Enqueue(context.Background(), job.Request{Kind: "http",
+		Args: json.RawMessage(`{"url":"` + srv.URL + `/hook","body":` + body + `}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.wait(res.Job.ID, func(x *job.Job) bool { return x.State == job.Completed })
+	c := rc.get(0)
+	if string(c.body) != body {
+		t.Fatalf("sent %s, want %s", c.body, body)
+	}
+	if _, err := (webhook.Verifier{Secrets: []string{e.secret}}).Verify(c.header, []byte(body)); err != nil {
+		t.Fatalf("the signature does not cover the body as enqueued: %v", err)
+	}
+}
+
 func TestSuccessSignsAndRecords(t *testing.T) {
 	t.Parallel()
 	rc := &receiver{reply: func(n int, w http.ResponseWriter) {
@@ -137,7 +162,7 @@ func TestSuccessSignsAndRecords(t *testing.T) {
 	j := e.enqueue(map[string]any{"url": srv.URL + "/hook", "body": map[string]int{"order": 7}, "headers": map[string]string{"X-Tenant": "acme"}})
 	done := e.wait(j.ID, func(x *job.Job) bool { return x.State == job.Completed })
 	c := rc.get(0)
-	if c.method != "POST" || string(c.body) != `{"order": 7}` || c.header.Get("Content-Type") != "application/json" || c.header.Get("X-Tenant") != "acme" {
+	if c.method != "POST" || string(c.body) != `{"order":7}` || c.header.Get("Content-Type") != "application/json" || c.header.Get("X-Tenant") != "acme" {
 		t.Fatalf("request %s %s %v", c.method, c.body, c.header)
 	}
 	if c.header.Get("Idempotency-Key") != c.header.Get("Gaffer-Job-Id") || c.header.Get("Gaffer-Attempt") != "1" {
@@ -148,7 +173,7 @@ func TestSuccessSignsAndRecords(t *testing.T) {
 	}
 	var res webhook.Result
 	json.Unmarshal(done.Result, &res)
-	if res.Status != 200 || string(res.Body) != `{"ok": true}` {
+	if res.Status != 200 || string(res.Body) != `{"ok":true}` {
 		t.Fatalf("result %s", done.Result)
 	}
 }
@@ -297,7 +322,7 @@ func TestDeliveriesAreSignedWithTheirTenantsSecret(t *testing.T) {
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
 	e := start(t, false, srv.Listener.Addr().String())
-	secrets := webhook.NewSecrets(e.st)
+	secrets := webhook.NewSecrets(e.st.Pool())
 	_, acme, err := secrets.Rotate(ctx, "acme", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -434,12 +459,12 @@ func TestHTTPPerHostLimitByDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Register(reg)
-	w, err := job.NewWorker(job.WorkerConfig{Store: st, Registry: reg, NodeID: "n", PollInterval: 50 * time.Millisecond,
+	w, err := job.NewWorker(job.WorkerConfig{Pool: st.Pool(), Registry: reg, NodeID: "n", PollInterval: 50 * time.Millisecond,
 		Queues: map[string]int{"default": 30}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := job.NewClient(st, nil)
+	client := job.NewClient(st.Pool(), nil)
 	ctx := context.Background()
 	for range 25 {
 		if _, err := client.Enqueue(ctx, job.Request{Kind: "http", Args: map[string]any{"url": slow.URL}}); err != nil {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/gafferhq/gaffer/dlq"
 	"github.com/gafferhq/gaffer/internal/pgtest"
+	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/workflow"
 )
 
@@ -31,11 +31,11 @@ func newEnv(t *testing.T) *env {
 	st := pgtest.NewStore(t)
 	reg := job.NewRegistry()
 	workflow.RegisterBuiltins(reg)
-	return &env{t: t, st: st, reg: reg, wf: workflow.NewClient(st)}
+	return &env{t: t, st: st, reg: reg, wf: workflow.NewClient(st.Pool())}
 }
 
 func (e *env) start() *job.Worker {
-	w, err := job.NewWorker(job.WorkerConfig{Store: e.st, Registry: e.reg, NodeID: "n", Queues: map[string]int{"default": 20},
+	w, err := job.NewWorker(job.WorkerConfig{Pool: e.st.Pool(), Registry: e.reg, NodeID: "n", Queues: map[string]int{"default": 20},
 		PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		e.t.Fatal(err)
@@ -129,7 +129,7 @@ func TestDiamond(t *testing.T) {
 		Job("c", "echo", nil, workflow.After("a")).
 		Job("d", "sum", nil, workflow.After("b", "c")))
 	done := e.wait(run.ID, workflow.Completed)
-	if string(done.Output) != `{"d": "b+c"}` {
+	if string(done.Output) != `{"d":"b+c"}` {
 		t.Fatalf("output %s", done.Output)
 	}
 	mu.Lock()
@@ -171,7 +171,7 @@ func TestFanOutFanIn(t *testing.T) {
 	b.Job("join", "join", nil, workflow.After(all...))
 	run := e.submit(b)
 	done := e.wait(run.ID, workflow.Completed)
-	if string(done.Output) != `{"join": 100}` || len(done.Steps) != 102 {
+	if string(done.Output) != `{"join":100}` || len(done.Steps) != 102 {
 		t.Fatalf("output %s, %d steps", done.Output, len(done.Steps))
 	}
 	var n int
@@ -223,7 +223,7 @@ func TestAllowFailure(t *testing.T) {
 		Job("optional", "boom", nil, workflow.AllowFailure()).
 		Job("after", "after", nil, workflow.After("optional")))
 	done := e.wait(run.ID, workflow.Completed)
-	if step(done, "optional").State != "failed" || string(done.Output) != `{"after": {"optional": null}}` {
+	if step(done, "optional").State != "failed" || string(done.Output) != `{"after":{"optional":null}}` {
 		t.Fatalf("run %+v output %s", done.Steps, done.Output)
 	}
 }
@@ -308,16 +308,16 @@ func TestDLQReplayResumesRun(t *testing.T) {
 	if step(failed, "c").State != "cancelled" {
 		t.Fatalf("c %+v", step(failed, "c"))
 	}
-	entries, err := dlq.NewClient(e.st).List(context.Background(), dlq.Filter{Kind: "flaky"})
+	entries, err := dlq.NewClient(e.st.Pool()).List(context.Background(), dlq.Filter{Kind: "flaky"})
 	if err != nil || len(entries) != 1 || entries[0].WorkflowRun != run.ID || entries[0].Step != "b" {
 		t.Fatalf("DLQ %+v %v", entries, err)
 	}
 	fixed.Store(true)
-	if _, err := dlq.NewClient(e.st).Replay(context.Background(), "", entries[0].ID); err != nil {
+	if _, err := dlq.NewClient(e.st.Pool()).Replay(context.Background(), "", entries[0].ID); err != nil {
 		t.Fatal(err)
 	}
 	done := e.wait(run.ID, workflow.Completed)
-	if string(done.Output) != `{"c": "after fixed"}` || step(done, "b").Attempt != 1 || step(done, "b").JobID == entries[0].JobID {
+	if string(done.Output) != `{"c":"after fixed"}` || step(done, "b").Attempt != 1 || step(done, "b").JobID == entries[0].JobID {
 		t.Fatalf("resumed run: %s %+v", done.Output, done.Steps)
 	}
 }
@@ -352,7 +352,7 @@ func TestSleepAndSignal(t *testing.T) {
 	}
 	start := time.Now()
 	done := e.wait(run.ID, workflow.Completed)
-	if string(done.Output) != `{"after": "ada"}` {
+	if string(done.Output) != `{"after":"ada"}` {
 		t.Fatalf("output %s", done.Output)
 	}
 	if s := step(done, "cool-off"); s.FinishedAt.Sub(*s.StartedAt) < time.Second {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/gafferhq/gaffer/job"
 )
 
 // apiClient talks to a Gaffer node's HTTP API.
@@ -41,7 +43,7 @@ func (e *problemError) Error() string {
 func (c *apiClient) do(ctx context.Context, method, path string, body any, out any, headers ...string) error {
 	var rd io.Reader
 	if body != nil {
-		b, err := json.Marshal(body)
+		b, err := job.EncodeJSON(body) // args as typed, < > & included
 		if err != nil {
 			return err
 		}

@@ -34,7 +34,7 @@ SELECT pg_notify('gaffer_jobs', q) FROM unnest($1::text[]) AS q;
 INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, unique_key, args, fairness_key, limit_key)
 SELECT tenant, kind, queue, priority, max_attempts, timeout_ms, greatest(coalesce(run_at, now()) + delay_ms * interval '1 millisecond', now()),
        unique_key, args, fairness_key, limit_key
-FROM unnest($1::text[], $2::text[], $3::text[], $4::smallint[], $5::integer[], $6::bigint[], $7::timestamptz[], $8::bigint[], $9::text[], $10::jsonb[],
+FROM unnest($1::text[], $2::text[], $3::text[], $4::smallint[], $5::integer[], $6::bigint[], $7::timestamptz[], $8::bigint[], $9::text[], $10::json[],
             $11::text[], $12::text[])
     WITH ORDINALITY AS r(tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, delay_ms, unique_key, args, fairness_key, limit_key, ord)
 ORDER BY ord
@@ -61,7 +61,7 @@ RETURNING {{job:j}};
 -- $1 ids, $2 attempts, $3 tokens, $4 results (NULL for none)
 UPDATE gaffer.jobs j
 SET state = 'completed', finalized_at = now(), result = c.result, lease_expires_at = NULL
-FROM unnest($1::bigint[], $2::integer[], $3::bigint[], $4::jsonb[]) AS c(id, attempt, token, result)
+FROM unnest($1::bigint[], $2::integer[], $3::bigint[], $4::json[]) AS c(id, attempt, token, result)
 WHERE j.id = c.id AND j.attempt = c.attempt AND j.lease_token = c.token
   AND j.lease_expires_at IS NOT NULL -- running (jobs_lease_state_check); see migration 0006
 RETURNING j.id;

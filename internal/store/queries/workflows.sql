@@ -11,7 +11,7 @@ INSERT INTO gaffer.workflow_steps (run_id, name, type, kind, queue, args, priori
 SELECT $1, s.name, s.type, s.kind, s.queue, s.args, s.priority, s.max_attempts, s.timeout_ms, s.wait_ms,
        coalesce((SELECT array_agg(d) FROM jsonb_array_elements_text(s.deps) d), '{}'), s.allow_failure,
        jsonb_array_length(s.deps)
-FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::smallint[], $8::integer[], $9::bigint[],
+FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::json[], $7::smallint[], $8::integer[], $9::bigint[],
             $10::bigint[], $11::jsonb[], $12::boolean[])
     AS s(name, type, kind, queue, args, priority, max_attempts, timeout_ms, wait_ms, deps, allow_failure);
 

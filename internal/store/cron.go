@@ -41,12 +41,27 @@ var ErrCursorMoved = errors.New("cron cursor moved")
 
 // CronJob is the job template of a cron entry.
 type CronJob struct {
-	Kind        string          `json:"kind"`
-	Queue       string          `json:"queue"`
-	Args        json.RawMessage `json:"args"`
-	Priority    int             `json:"priority"`
-	MaxAttempts int             `json:"max_attempts"`
-	TimeoutMS   int64           `json:"timeout_ms"`
+	Kind        string `json:"kind"`
+	Queue       string `json:"queue"`
+	Priority    int    `json:"priority"`
+	MaxAttempts int    `json:"max_attempts"`
+	TimeoutMS   int64  `json:"timeout_ms"`
+	// Args last: encode writes them as given.
+	Args json.RawMessage `json:"args"`
+}
+
+// encode is the template as stored. json.Marshal would compact the args
+// and escape <, > and & in them; they are written byte for byte instead,
+// so that every job the entry fires gets the args as they were sent.
+func (j CronJob) encode() []byte {
+	args := j.Args
+	if len(args) == 0 {
+		args = json.RawMessage("null")
+	}
+	j.Args = nil
+	b, _ := json.Marshal(j) // ends in "args":null}
+	b = b[:len(b)-len("null}")]
+	return append(append(b, args...), '}')
 }
 
 // CronEntry is one row of gaffer.cron_entries. Zero times are NULLs.
@@ -115,7 +130,7 @@ func scanCronEntry(row pgx.Row, extra ...any) (CronEntry, error) {
 // CreateCronEntry inserts an entry through q (nil: the pool). Errors:
 // ErrExists.
 func (s *Store) CreateCronEntry(ctx context.Context, q DB, e CronEntry) error {
-	job, _ := json.Marshal(e.Job)
+	job := e.Job.encode()
 	var told int64
 	err := s.db(q).QueryRow(ctx, sqlInsertCronEntry, e.Tenant, e.Name, e.Schedule, e.Timezone, job, e.Missed,
 		e.MissedCap, e.Overlap, e.Paused, e.NextRunAt).Scan(&told)
@@ -132,7 +147,7 @@ func (s *Store) CreateCronEntry(ctx context.Context, q DB, e CronEntry) error {
 // its definition, its cursor, and DoneAt (a done entry has no cursor).
 // It clears a failing entry's backoff. Errors: ErrNotFound.
 func (s *Store) UpdateCronEntry(ctx context.Context, q DB, e CronEntry) error {
-	job, _ := json.Marshal(e.Job)
+	job := e.Job.encode()
 	var told int64
 	err := s.db(q).QueryRow(ctx, sqlUpdateCronEntry, e.Tenant, e.Name, e.Schedule, e.Timezone, job, e.Missed,
 		e.MissedCap, e.Overlap, e.Paused, nullTime(e.NextRunAt), nullTime(e.DoneAt)).Scan(&told)
