@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/store"
 )
 
@@ -268,7 +269,7 @@ func TestCronEndpoints(t *testing.T) {
 	e.expectProblem(e.do(e.admin, "GET", "/v1/cron?cursor=bm9wZQ", nil), 400, "invalid_parameter")
 	var next struct{ Times []time.Time }
 	e.do(e.reader, "GET", "/v1/cron/nightly/next?n=3", nil).decode(t, &next)
-	london, _ := time.LoadLocation("Europe/London")
+	london, _ := cron.LoadLocation("Europe/London")
 	if len(next.Times) != 3 || !next.Times[0].Equal(entry.NextRunAt) || next.Times[1].In(london).Hour() != 2 {
 		t.Fatalf("next %+v", next)
 	}
