@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/cluster"
+	"github.com/gafferhq/gaffer/internal/tzdata"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
 )
@@ -69,6 +70,7 @@ type nodeView struct {
 	ID               string         `json:"id"`
 	Hostname         string         `json:"hostname"`
 	Version          string         `json:"version"`
+	TZData           string         `json:"tzdata"`
 	Queues           map[string]int `json:"queues"`
 	State            string         `json:"state"`
 	InFlight         int            `json:"in_flight"`
@@ -94,7 +96,7 @@ func (s *Server) nodes(ctx context.Context) ([]nodeView, store.Fence, error) {
 	}
 	views := make([]nodeView, len(rows))
 	for i, n := range rows {
-		views[i] = nodeView{ID: n.ID, Hostname: n.Hostname, Version: n.Version, Queues: n.Queues, State: n.State, InFlight: n.InFlight,
+		views[i] = nodeView{ID: n.ID, Hostname: n.Hostname, Version: n.Version, TZData: n.TZData, Queues: n.Queues, State: n.State, InFlight: n.InFlight,
 			Leader: n.ID == fence.Leader && n.State != "dead", StartedAt: n.StartedAt, LastSeen: n.LastSeen, SecondsSinceSeen: n.SinceSeen.Seconds(),
 			DrainRequestedAt: n.DrainRequestedAt, DrainDeadline: n.DrainDeadline, DrainedAt: n.DrainedAt, LeftAt: n.LeftAt, LeftReason: n.LeftReason}
 		if views[i].Queues == nil {
@@ -184,8 +186,15 @@ func (s *Server) clusterStatus(r *http.Request, _ Principal, _ []byte) (int, any
 		return 0, nil, err
 	}
 	out := clusterView{Leader: fence.Leader, Epoch: fence.Epoch, LeaderSince: fence.RaisedAt, Nodes: map[string]int{"active": 0, "draining": 0, "dead": 0}, Degraded: []string{}}
+	tz := map[string]string{}
 	for _, v := range views {
 		out.Nodes[v.State]++
+		if v.State != "dead" {
+			tz[v.ID] = v.TZData
+		}
+	}
+	if d := tzdata.Disagreement(tz); d != "" {
+		out.Degraded = append(out.Degraded, d)
 	}
 	if s.cfg.Cluster != nil {
 		st := s.cfg.Cluster.Status()

@@ -335,7 +335,7 @@ func TestQueueNodeClusterEndpoints(t *testing.T) {
 		t.Fatal("still paused")
 	}
 	// A node to drain.
-	if err := e.st.RegisterNode(ctx, "node-1", "host", "v1", map[string]int{"default": 10}, nil); err != nil {
+	if err := e.st.RegisterNode(ctx, "node-1", "host", "v1", "2025c", map[string]int{"default": 10}, nil); err != nil {
 		t.Fatal(err)
 	}
 	type nodeOut struct {
@@ -388,7 +388,7 @@ func TestNoCrossTenantMetadata(t *testing.T) {
 	for _, b := range []string{`{"kind":"k","queue":"shared"}`, `{"kind":"k","queue":"acme-secret"}`, `{"kind":"k","queue":"acme-secret"}`} {
 		e.do(e.acme, "POST", "/v1/jobs", b)
 	}
-	if err := e.st.RegisterNode(ctx, "node-1", "host", "v1", map[string]int{"ops-queue": 10}, nil); err != nil {
+	if err := e.st.RegisterNode(ctx, "node-1", "host", "v1", "2025c", map[string]int{"ops-queue": 10}, nil); err != nil {
 		t.Fatal(err)
 	}
 	type queue struct {

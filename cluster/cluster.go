@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gafferhq/gaffer/internal/service"
+	"github.com/gafferhq/gaffer/internal/tzdata"
 	"github.com/gafferhq/gaffer/store"
 )
 
@@ -124,7 +125,7 @@ func (c *Cluster) SetKinds(kinds []string) { c.cfg.Node.Kinds = kinds }
 // block: etcd being unreachable is not an error, the loops keep trying.
 func (c *Cluster) Start(ctx context.Context) error {
 	n := c.cfg.Node
-	if err := c.store.RegisterNode(ctx, n.ID, n.Hostname, n.Version, n.Queues, n.Kinds); err != nil {
+	if err := c.store.RegisterNode(ctx, n.ID, n.Hostname, n.Version, tzdata.Version, n.Queues, n.Kinds); err != nil {
 		return err
 	}
 	c.runner.Start(ctx, c.sessionLoop)

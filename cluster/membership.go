@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/gafferhq/gaffer/internal/tzdata"
 	"github.com/gafferhq/gaffer/store"
 )
 
@@ -42,7 +43,7 @@ func (c *Cluster) report(ctx context.Context) {
 	order, err := c.store.TouchNode(ctx, c.cfg.Node.ID, inFlight, state)
 	if errors.Is(err, store.ErrNotFound) {
 		n := c.cfg.Node
-		err = c.store.RegisterNode(ctx, n.ID, n.Hostname, n.Version, n.Queues, n.Kinds)
+		err = c.store.RegisterNode(ctx, n.ID, n.Hostname, n.Version, tzdata.Version, n.Queues, n.Kinds)
 	}
 	if err != nil {
 		if ctx.Err() == nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/dlq"
+	"github.com/gafferhq/gaffer/internal/tzdata"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/workflow"
@@ -45,6 +46,18 @@ func (h *Handler) nodes(r *http.Request) ([]nodeView, store.Fence, error) {
 	return out, fence, nil
 }
 
+// zoneRulesDisagreement words how the live nodes' zone rules differ, or
+// is "" when they agree.
+func zoneRulesDisagreement(nodes []nodeView) string {
+	tz := map[string]string{}
+	for _, n := range nodes {
+		if n.State != "dead" {
+			tz[n.ID] = n.TZData
+		}
+	}
+	return tzdata.Disagreement(tz)
+}
+
 type overviewData struct {
 	// Cluster is whether the token may see the cluster's own state
 	// (cluster:read): leader, nodes, etcd. Without it those stay empty.
@@ -54,9 +67,11 @@ type overviewData struct {
 	Chart   chart
 	Queues  []store.Queue
 	// Nodes are the live nodes and those that left within the hour.
-	Nodes  []nodeView
-	Counts map[string]int
-	DLQ    int64
+	Nodes []nodeView
+	// ZoneRules says how live nodes' time zone rules differ; "" if not.
+	ZoneRules string
+	Counts    map[string]int
+	DLQ       int64
 }
 
 func (h *Handler) overview(r *http.Request, v *view) error {
@@ -68,7 +83,7 @@ func (h *Handler) overview(r *http.Request, v *view) error {
 		if err != nil {
 			return err
 		}
-		d.Fence = fence
+		d.Fence, d.ZoneRules = fence, zoneRulesDisagreement(nodes)
 		for _, n := range nodes {
 			d.Counts[n.State]++
 			if n.State != "dead" || n.SinceSeen < time.Hour {
@@ -223,9 +238,10 @@ func (h *Handler) nodesPage(r *http.Request, v *view) error {
 		return err
 	}
 	v.Data = struct {
-		Nodes []nodeView
-		Fence store.Fence
-	}{nodes, fence}
+		Nodes     []nodeView
+		Fence     store.Fence
+		ZoneRules string
+	}{nodes, fence, zoneRulesDisagreement(nodes)}
 	return nil
 }
 
