@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/cron"
-	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/internal/store"
 )
 
 // G4: an "@every 1s" entry under policy "all", for 60 seconds, through two

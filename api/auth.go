@@ -15,8 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
-	"github.com/gafferhq/gaffer/store"
 )
 
 // Scopes a token can hold. admin implies the others. cluster:read sees

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/cluster"
+	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/internal/tzdata"
 	"github.com/gafferhq/gaffer/job"
-	"github.com/gafferhq/gaffer/store"
 )
 
 type queueView struct {

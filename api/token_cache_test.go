@@ -12,7 +12,7 @@ import (
 
 	"github.com/gafferhq/gaffer/api"
 	"github.com/gafferhq/gaffer/internal/pgtest"
-	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/internal/store"
 )
 
 // tokenLookups counts the token lookups a pool sends to PostgreSQL.

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/cron"
-	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/internal/store"
 )
 
 // settleAndCheck stops the cron entries, waits for the healed cluster to

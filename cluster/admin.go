@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/internal/store"
 )
 
 // ErrUnknownNode: no live node has that id.

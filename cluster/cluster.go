@@ -16,8 +16,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gafferhq/gaffer/internal/service"
+	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/internal/tzdata"
-	"github.com/gafferhq/gaffer/store"
 )
 
 // Cluster is one node's membership in the cluster: its etcd session and

@@ -3,7 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
-	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/internal/store"
 	"strings"
 	"time"
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/internal/pgtest"
-	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/internal/store"
 )
 
 // atIn is an "@at" schedule d from the database's now, in whole seconds.

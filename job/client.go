@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/internal/store"
 )
 
 // Client enqueues, inspects and cancels jobs. It needs only PostgreSQL and

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
-	"github.com/gafferhq/gaffer/store"
 )
 
 // claimN claims up to n jobs of queue as node n1 and counts them by

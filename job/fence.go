@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/gafferhq/gaffer/internal/service"
-	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/internal/store"
 )
 
 // Fence runs leader-only writes. Do runs fn in a transaction that commits

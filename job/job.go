@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/internal/store"
 )
 
 // State is where a job is in its life. See the package documentation for

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
-	"github.com/gafferhq/gaffer/store"
 )
 
 // claimAs claims the job directly, as a node that then goes silent.

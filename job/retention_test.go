@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
-	"github.com/gafferhq/gaffer/store"
 )
 
 func TestRetentionDeletesOnlyExpiredFinishedRows(t *testing.T) {

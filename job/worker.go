@@ -17,7 +17,7 @@ import (
 
 	"github.com/gafferhq/gaffer/internal/redact"
 	"github.com/gafferhq/gaffer/internal/service"
-	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/internal/store"
 )
 
 // WorkerConfig configures a Worker. Zero values take the defaults shown.

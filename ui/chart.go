@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/internal/store"
 )
 
 // chart is the overview's throughput plot, drawn as SVG by the server.

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/api"
-	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/internal/store"
 )
 
 // sessionIDBytes is a session id's length: 256 random bits.

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/internal/pgtest"
+	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/webhook"
 )
 

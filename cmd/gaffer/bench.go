@@ -25,8 +25,8 @@ import (
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/internal/etcdserver"
 	"github.com/gafferhq/gaffer/internal/pgserver"
+	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
-	"github.com/gafferhq/gaffer/store"
 )
 
 const benchQueue = "bench"

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/gafferhq/gaffer/internal/pgtest"
-	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/internal/store"
 )
 
 func TestMain(m *testing.M) {

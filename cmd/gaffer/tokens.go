@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/api"
-	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/internal/store"
 )
 
 // Tokens are managed against the database directly: the first token

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/internal/pgtest"
-	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/internal/store"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

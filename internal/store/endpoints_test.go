@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/internal/store"
 )
 
 func TestEndpoints(t *testing.T) {
