@@ -186,14 +186,10 @@ func (s *Server) clusterStatus(r *http.Request, _ Principal, _ []byte) (int, any
 		return 0, nil, err
 	}
 	out := clusterView{Leader: fence.Leader, Epoch: fence.Epoch, LeaderSince: fence.RaisedAt, Nodes: map[string]int{"active": 0, "draining": 0, "dead": 0}, Degraded: []string{}}
-	tz := map[string]string{}
 	for _, v := range views {
 		out.Nodes[v.State]++
-		if v.State != "dead" {
-			tz[v.ID] = v.TZData
-		}
 	}
-	if d := tzdata.Disagreement(tz); d != "" {
+	if d := tzdata.Disagreement(views, func(v nodeView) (string, string, bool) { return v.ID, v.TZData, v.State != "dead" }); d != "" {
 		out.Degraded = append(out.Degraded, d)
 	}
 	if s.cfg.Cluster != nil {

@@ -49,13 +49,7 @@ func (h *Handler) nodes(r *http.Request) ([]nodeView, store.Fence, error) {
 // zoneRulesDisagreement words how the live nodes' zone rules differ, or
 // is "" when they agree.
 func zoneRulesDisagreement(nodes []nodeView) string {
-	tz := map[string]string{}
-	for _, n := range nodes {
-		if n.State != "dead" {
-			tz[n.ID] = n.TZData
-		}
-	}
-	return tzdata.Disagreement(tz)
+	return tzdata.Disagreement(nodes, func(n nodeView) (string, string, bool) { return n.ID, n.TZData, n.State != "dead" })
 }
 
 type overviewData struct {

@@ -100,13 +100,7 @@ func (m *Main) nodesList(ctx context.Context, args []string) error {
 			return []any{n.ID, state, leader, n.InFlight, queueList(n.Queues), fmt.Sprintf("%.0fs ago", n.Since), n.Hostname, n.Version, orDash(n.TZData)}
 		},
 		footer: func(nodes []nodeRow) string {
-			tz := map[string]string{}
-			for _, n := range nodes {
-				if n.State != "dead" {
-					tz[n.ID] = n.TZData
-				}
-			}
-			if d := tzdata.Disagreement(tz); d != "" {
+			if d := tzdata.Disagreement(nodes, func(n nodeRow) (string, string, bool) { return n.ID, n.TZData, n.State != "dead" }); d != "" {
 				return "warning: " + d
 			}
 			return ""

@@ -84,14 +84,16 @@ func LoadLocation(name string) (*time.Location, error) {
 }
 
 // Disagreement says, in a sentence for operators, which zone rules the
-// given nodes use when they do not all use the same: versions maps a node
-// id to the tzdata version it reports ("" for a node too old to report
-// one). It returns "" when every node reports the same version. Pass only
-// live nodes: a node that has left fires nothing.
-func Disagreement(versions map[string]string) string {
+// live nodes use when they do not all use the same, and "" when they do.
+// describe gives a node's id, the tzdata version it reports ("" for a
+// node too old to report one), and whether it is live: a node that has
+// left fires nothing, so only live ones count.
+func Disagreement[N any](nodes []N, describe func(N) (id, version string, live bool)) string {
 	byVersion := map[string][]string{}
-	for node, v := range versions {
-		byVersion[v] = append(byVersion[v], node)
+	for _, n := range nodes {
+		if id, v, live := describe(n); live {
+			byVersion[v] = append(byVersion[v], id)
+		}
 	}
 	if len(byVersion) < 2 {
 		return ""

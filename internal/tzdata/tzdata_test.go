@@ -82,13 +82,21 @@ func TestLoadLocationConcurrently(t *testing.T) {
 }
 
 func TestDisagreement(t *testing.T) {
-	if got := Disagreement(map[string]string{"a": "2025c", "b": "2025c"}); got != "" {
-		t.Errorf("agreeing nodes: %q", got)
+	type node struct {
+		id, version string
+		live        bool
 	}
-	if got := Disagreement(nil); got != "" {
+	describe := func(n node) (string, string, bool) { return n.id, n.version, n.live }
+	if got := Disagreement([]node{{"a", "2025c", true}, {"b", "2025c", true}, {"gone", "2024a", false}}, describe); got != "" {
+		t.Errorf("agreeing live nodes: %q", got)
+	}
+	if got := Disagreement(nil, describe); got != "" {
 		t.Errorf("no nodes: %q", got)
 	}
-	got := Disagreement(map[string]string{"b": "2025c", "a": "2025c", "c": "2024a", "d": ""})
+	got := Disagreement([]node{{"b", "2025c", true}, {"a", "2025c", true}, {"c", "2024a", true}, {"d", "", true}, {"gone", "2023c", false}}, describe)
+	if strings.Contains(got, "gone") {
+		t.Errorf("a node that left counts: %q", got)
+	}
 	for _, want := range []string{"tzdata 2024a on c; tzdata 2025c on a, b", "unknown (an older gaffer: its OS's rules) on d", "different time zone rules"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("Disagreement = %q, want it to contain %q", got, want)
