@@ -41,7 +41,7 @@ func newClusterEnv(t *testing.T, ttl time.Duration) *clusterEnv {
 	pool := openPool(t, url)
 	auditCompletions(t, pool)
 	st := store.New(pool)
-	return &clusterEnv{t: t, url: url, pool: pool, etcd: etcd, ttl: ttl, client: job.NewClient(st, nil), admin: cluster.NewAdmin(st)}
+	return &clusterEnv{t: t, url: url, pool: pool, etcd: etcd, ttl: ttl, client: job.NewClient(st.Pool(), nil), admin: cluster.NewAdmin(st.Pool())}
 }
 
 func (e *clusterEnv) node(id string, env ...string) *child {
@@ -51,7 +51,7 @@ func (e *clusterEnv) node(id string, env ...string) *child {
 	return startChild(e.t, e.url, id, 30*time.Second, env...)
 }
 
-func (e *clusterEnv) fence() store.Fence {
+func (e *clusterEnv) fence() cluster.FenceState {
 	e.t.Helper()
 	f, err := e.admin.Fence(context.Background())
 	if err != nil {
@@ -60,7 +60,7 @@ func (e *clusterEnv) fence() store.Fence {
 	return f
 }
 
-func (e *clusterEnv) waitLeader(id string) store.Fence {
+func (e *clusterEnv) waitLeader(id string) cluster.FenceState {
 	e.t.Helper()
 	waitUntil(e.t, 15*time.Second, id+" to lead", func() bool { return e.fence().Leader == id })
 	return e.fence()

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/cron"
-	"github.com/gafferhq/gaffer/internal/store"
 )
 
 // G4: an "@every 1s" entry under policy "all", for 60 seconds, through two
@@ -23,7 +22,7 @@ func TestCronExactlyOnceThroughFailovers(t *testing.T) {
 		nodes[id] = e.node(id)
 	}
 	waitUntil(t, 15*time.Second, "a leader", func() bool { return e.fence().Leader != "" })
-	crons := cron.NewClient(store.New(e.pool))
+	crons := cron.NewClient(e.pool)
 	entry, err := crons.Create(ctx, cron.Entry{Name: "tick", Schedule: "@every 1s", Missed: cron.MissedAll,
 		Job: cron.JobTemplate{Kind: "work", Args: []byte(`{"ms": 1}`)}})
 	if err != nil {

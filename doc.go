@@ -8,7 +8,7 @@
 //
 //	node, err := gaffer.NewNode(ctx, gaffer.Config{DatabaseURL: url, Queues: map[string]int{"default": 20}})
 //	job.HandleArgs(node.Registry(), "email.send", func(ctx context.Context, j *job.Job, a EmailArgs) error {
-//		return send(ctx, a)
+//		return send(ctx, a.To)
 //	})
 //	node.Start(ctx)
 //	defer node.Stop(drainCtx)
@@ -17,6 +17,30 @@
 //	node.Client().EnqueueTx(ctx, tx, job.Request{Kind: "email.send", Args: EmailArgs{To: "a@example.com"}})
 //	tx.Commit(ctx)
 //
-// The packages beneath hold the parts: job (life cycle, worker, client),
-// dlq (dead letters), store (all SQL).
+// Before a node starts, Migrate (or `gaffer migrate up`) brings the
+// database's schema up to date.
+//
+// The packages beneath hold the parts, each usable on its own with a
+// *pgxpool.Pool:
+//
+//   - job: requests, handlers, the worker that claims and runs jobs, the
+//     client that enqueues and manages them, lease rescue, retention,
+//     limits and tenant weights.
+//   - dlq: the dead-letter queue — list, replay, purge.
+//   - workflow: DAG runs of jobs, sleeps and signals.
+//   - cron: schedules, time zones, the leader's scheduler.
+//   - cluster: etcd membership, leader election and the fence that keeps
+//     a deposed leader's writes out, drain.
+//   - webhook: the built-in "http" job kind, its outbound guard and its
+//     Standard Webhooks signatures.
+//   - auth: API tokens, scopes and principals, dashboard sessions.
+//   - api: the HTTP API; ui: the dashboard.
+//
+// Under internal/ sit what users never import: store (all SQL,
+// migrations, the LISTEN connection), egress (the outbound address
+// policy), redact (secrets out of errors and logs), service (background
+// loop plumbing), tzdata (the zone rules compiled into the binary, the
+// only zone loader), knobs (testing aids), and the test harnesses pgserver,
+// pgtest, etcdserver, faultproxy and testnode. chaos is the chaos suite;
+// cmd/gaffer is the command-line tool.
 package gaffer

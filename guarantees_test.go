@@ -69,7 +69,7 @@ func testStaleWorker(t *testing.T, mode string) {
 		req = job.Request{Kind: "work", Args: map[string]any{"ms": 60000}}
 	}
 	a := startChild(t, url, "node-a", lease)
-	client := job.NewClient(gafferStore(pool), nil)
+	client := job.NewClient(pool, nil)
 
 	res, err := client.Enqueue(ctx, req)
 	if err != nil {
@@ -166,7 +166,7 @@ func TestG3NodeKilledMidRunLosesNothing(t *testing.T) {
 		startChild(t, url, "node-2", lease),
 		startChild(t, url, "node-3", lease),
 	}
-	client := job.NewClient(gafferStore(pool), nil)
+	client := job.NewClient(pool, nil)
 	const total = 5000
 	reqs := make([]job.Request, total)
 	for i := range reqs {

@@ -89,8 +89,6 @@ type Config struct {
 	ReportInterval time.Duration
 	// Version is reported to the cluster. Default "dev".
 	Version string
-	// TrustFenceOnly is a testing aid; see cluster.Config.
-	TrustFenceOnly bool
 	// CronMisfireGrace: how late an occurrence may be handled and still
 	// fire regardless of its entry's missed-fire policy. Default 1m.
 	CronMisfireGrace time.Duration
@@ -166,44 +164,45 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.metrics = job.NewMetrics(cfg.Registerer)
 	workflow.RegisterBuiltins(n.registry)
-	n.client = job.NewClient(n.store, n.metrics)
-	n.dlq = dlq.NewClient(n.store)
+	pool := n.store.Pool()
+	n.client = job.NewClient(pool, n.metrics).WithKinds(n.registry)
+	n.dlq = dlq.NewClient(pool)
 	var err error
 	n.worker, err = job.NewWorker(job.WorkerConfig{
-		Store: n.store, Registry: n.registry, NodeID: n.id, Metrics: n.metrics, Logger: n.log,
+		Pool: pool, Registry: n.registry, NodeID: n.id, Metrics: n.metrics, Logger: n.log,
 		Queues: cfg.Queues, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 		ClaimBatch: cfg.ClaimBatch, FetchCooldown: cfg.FetchCooldown,
 	})
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
-	var fence job.Fence = job.Unfenced{Store: n.store}
-	if len(cfg.EtcdEndpoints) > 0 {
-		if err := n.newCluster(); err != nil {
-			return nil, n.closeOnError(err)
-		}
-		fence = n.cluster
-	}
 	// The lease rescuer runs on every node, unfenced: it is the backstop
 	// for a node that died while no leader can be proven (etcd down), and
 	// its writes are compare-and-set on expired leases, so several nodes
 	// sweeping at once only waste a query.
-	rescuer, err := job.NewLeaseRescuer(job.LeaseRescuerConfig{Store: n.store, Metrics: n.metrics, Logger: n.log,
-		Interval: cfg.RescueInterval, Fence: job.Unfenced{Store: n.store}})
+	rescuer, err := job.NewLeaseRescuer(job.LeaseRescuerConfig{Pool: pool, Metrics: n.metrics, Logger: n.log,
+		Interval: cfg.RescueInterval, Fence: job.Unfenced{Pool: pool}})
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
-	cleaner, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Store: n.store, Logger: n.log,
+	var fence job.Fence = job.Unfenced{Pool: pool}
+	if len(cfg.EtcdEndpoints) > 0 {
+		if err := n.newCluster(rescuer); err != nil {
+			return nil, n.closeOnError(err)
+		}
+		fence = n.cluster
+	}
+	cleaner, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Pool: pool, Logger: n.log,
 		JobRetention: cfg.JobRetention, DLQRetention: cfg.DLQRetention, IdempotencyRetention: cfg.IdempotencyRetention, Fence: fence})
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
-	monitor, err := job.NewQueueMonitor(job.QueueMonitorConfig{Store: n.store, Metrics: n.metrics, Logger: n.log, Fence: fence,
+	monitor, err := job.NewQueueMonitor(job.QueueMonitorConfig{Pool: pool, Metrics: n.metrics, Logger: n.log, Fence: fence,
 		Interval: cfg.QueueMonitorInterval})
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
-	n.scheduler, err = cron.NewScheduler(cron.SchedulerConfig{Store: n.store, Fence: fence, Logger: n.log,
+	n.scheduler, err = cron.NewScheduler(cron.SchedulerConfig{Pool: pool, Fence: fence, Logger: n.log,
 		Registerer: cfg.Registerer, MisfireGrace: cfg.CronMisfireGrace})
 	if err != nil {
 		return nil, n.closeOnError(err)
@@ -212,7 +211,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	for q := range n.worker.Queues() {
 		queues = append(queues, q)
 	}
-	labels, err := job.NewLabelRefresher(job.LabelRefresherConfig{Store: n.store, Metrics: n.metrics, Registry: n.registry,
+	labels, err := job.NewLabelRefresher(job.LabelRefresherConfig{Pool: pool, Metrics: n.metrics, Registry: n.registry,
 		Queues: queues, Logger: n.log})
 	if err != nil {
 		return nil, n.closeOnError(err)
@@ -233,7 +232,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
-func (n *Node) newCluster() error {
+func (n *Node) newCluster(rescuer *job.LeaseRescuer) error {
 	host, _ := os.Hostname()
 	version := n.cfg.Version
 	if version == "" {
@@ -242,15 +241,14 @@ func (n *Node) newCluster() error {
 	c, err := cluster.New(cluster.Config{
 		Endpoints: n.cfg.EtcdEndpoints, TLS: n.cfg.EtcdTLS, Username: n.cfg.EtcdUsername, Password: n.cfg.EtcdPassword,
 		Prefix: n.cfg.ClusterPrefix, SessionTTL: n.cfg.SessionTTL,
-		ReportInterval: n.cfg.ReportInterval, Store: n.store, Worker: n.worker,
+		ReportInterval: n.cfg.ReportInterval, Pool: n.store.Pool(), Worker: n.worker,
 		Node: cluster.NodeInfo{ID: n.id, Hostname: host, Version: version, Queues: n.worker.Queues()},
 		RescueNode: func(ctx context.Context, fence cluster.Fence, node string) (int, error) {
-			return job.RescueNode(ctx, n.store, fence, n.metrics, n.log, node, 1000)
+			return rescuer.RescueNode(ctx, fence, node)
 		},
-		OnLeave:        n.onLeave,
-		Logger:         n.log,
-		Registerer:     n.cfg.Registerer,
-		TrustFenceOnly: n.cfg.TrustFenceOnly,
+		OnLeave:    n.onLeave,
+		Logger:     n.log,
+		Registerer: n.cfg.Registerer,
 	})
 	if err != nil {
 		return err
@@ -259,14 +257,14 @@ func (n *Node) newCluster() error {
 	return nil
 }
 
-func (n *Node) handleNotification(note store.Notification) {
-	if note.Channel == store.ChannelCron {
+func (n *Node) handleNotification(channel, payload string) {
+	if channel == store.ChannelCron {
 		n.scheduler.Wake()
 		return
 	}
-	n.worker.HandleNotification(note)
+	n.worker.HandleNotification(channel, payload)
 	if n.cluster != nil {
-		n.cluster.HandleNotification(note)
+		n.cluster.HandleNotification(channel, payload)
 	}
 }
 
@@ -327,21 +325,25 @@ func (n *Node) Client() *job.Client { return n.client }
 func (n *Node) DLQ() *dlq.Client { return n.dlq }
 
 // Workflows submits and manages workflow runs through the node's pool.
-func (n *Node) Workflows() *workflow.Client { return workflow.NewClient(n.store) }
+func (n *Node) Workflows() *workflow.Client {
+	return workflow.NewClient(n.store.Pool()).WithKinds(n.registry)
+}
 
 // Cron manages cron entries through the node's pool.
-func (n *Node) Cron() *cron.Client { return cron.NewClient(n.store) }
+func (n *Node) Cron() *cron.Client { return cron.NewClient(n.store.Pool()).WithKinds(n.registry) }
 
-// Store is the node's store, for the API and tools built on the node.
-func (n *Node) Store() *store.Store { return n.store }
+// Pool is the node's connection pool: Config.Pool, or the one it opened
+// from Config.DatabaseURL (closed by Stop).
+func (n *Node) Pool() *pgxpool.Pool { return n.store.Pool() }
 
 // Worker is the node's worker, for drain and inspection.
 func (n *Node) Worker() *job.Worker { return n.worker }
 
 // Start checks the schema, then starts listening, claiming and the
-// background services. It does not block. ctx bounds the schema check and
-// is the parent of every loop (cancelling it stops claiming); use Stop to
-// shut down cleanly.
+// background services. It does not block. ctx bounds the schema check
+// only: the loops run until Stop (they take ctx's values, not its
+// cancellation), so that cancelling a start-up context cannot leave a node
+// half running with its jobs' leases unreleased. Stop shuts down cleanly.
 func (n *Node) Start(ctx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/workflow"
 )
 
@@ -35,7 +34,7 @@ func TestWorkflowSurvivesNodeKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := workflow.NewClient(store.New(e.pool)).Submit(ctx, def)
+	run, err := workflow.NewClient(e.pool).Submit(ctx, def)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,11 +16,13 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/gafferhq/gaffer/api"
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/dlq"
 	"github.com/gafferhq/gaffer/internal/pgtest"
 	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/webhook"
 	"github.com/gafferhq/gaffer/workflow"
 )
 
@@ -32,7 +34,7 @@ type env struct {
 	t      *testing.T
 	st     *store.Store
 	srv    *httptest.Server
-	tokens *api.Tokens
+	tokens *auth.Tokens
 	router routers.Router
 	admin  string // a token spanning tenants, all scopes
 	writer string // tenant default: jobs:read, jobs:write
@@ -57,8 +59,14 @@ func loadDoc(t testing.TB) *openapi3.T {
 func newEnv(t *testing.T, mut ...func(*api.Config)) *env {
 	t.Helper()
 	st := pgtest.NewStore(t)
-	tokens := api.NewTokens(st)
-	cfg := api.Config{Store: st, Tokens: tokens, Jobs: job.NewClient(st, nil), DLQ: dlq.NewClient(st), Cron: cron.NewClient(st), Workflows: workflow.NewClient(st)}
+	tokens := auth.NewTokens(st.Pool())
+	cfg := api.Config{Pool: st.Pool(), Tokens: tokens, Jobs: job.NewClient(st.Pool(), nil), DLQ: dlq.NewClient(st.Pool()), Cron: cron.NewClient(st.Pool()), Workflows: workflow.NewClient(st.Pool())}
+	// As on a node: the http kind's checks run where its jobs enter.
+	hooks, err := webhook.New(context.Background(), webhook.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withHooks(hooks)(&cfg)
 	for _, m := range mut {
 		m(&cfg)
 	}
@@ -76,7 +84,7 @@ func newEnv(t *testing.T, mut ...func(*api.Config)) *env {
 	}
 	e := &env{t: t, st: st, srv: srv, tokens: tokens, router: router}
 	mk := func(tenant string, scopes ...string) string {
-		text, _, err := tokens.Create(context.Background(), api.NewTokenRequest{Name: "test", Tenant: tenant, Scopes: scopes})
+		text, _, err := tokens.Create(context.Background(), auth.NewTokenRequest{Name: "test", Tenant: tenant, Scopes: scopes})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,6 +96,16 @@ func newEnv(t *testing.T, mut ...func(*api.Config)) *env {
 	e.acme = mk("acme", "jobs:read", "jobs:write")
 	e.ops = mk("default", "jobs:read", "cluster:read")
 	return e
+}
+
+// withHooks makes the env's clients check http jobs with hooks' policy,
+// as a node whose registry holds hooks does.
+func withHooks(hooks *webhook.Handler) func(*api.Config) {
+	return func(c *api.Config) {
+		reg := job.NewRegistry()
+		hooks.Register(reg)
+		c.Jobs, c.Cron, c.Workflows = c.Jobs.WithKinds(reg), c.Cron.WithKinds(reg), c.Workflows.WithKinds(reg)
+	}
 }
 
 type response struct {

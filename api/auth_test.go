@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gafferhq/gaffer/api"
+	"github.com/gafferhq/gaffer/auth"
 )
 
 func TestAuthentication(t *testing.T) {
@@ -25,7 +26,7 @@ func TestAuthentication(t *testing.T) {
 		t.Fatalf("%d jobs written by refused requests", n)
 	}
 	// Revoked: 401 (after the cache of a few seconds; a fresh Tokens has none).
-	text, rec, err := e.tokens.Create(context.Background(), api.NewTokenRequest{Name: "short-lived", Tenant: "default", Scopes: []string{"jobs:read"}})
+	text, rec, err := e.tokens.Create(context.Background(), auth.NewTokenRequest{Name: "short-lived", Tenant: "default", Scopes: []string{"jobs:read"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +47,7 @@ func TestTokenValidation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	for _, req := range []api.NewTokenRequest{
+	for _, req := range []auth.NewTokenRequest{
 		{Name: "", Scopes: []string{"admin"}},
 		{Name: "x", Scopes: nil},
 		{Name: "x", Scopes: []string{"root"}},

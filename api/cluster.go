@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/cluster"
-	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/internal/tzdata"
 	"github.com/gafferhq/gaffer/job"
 )
@@ -24,8 +24,8 @@ type queueView struct {
 // listQueues answers a tenant's token with its own queues and counts
 // only; a token spanning tenants sees every queue, or one tenant's with
 // ?tenant=.
-func (s *Server) listQueues(r *http.Request, p Principal, _ []byte) (int, any, error) {
-	qs, err := s.cfg.Jobs.Queues(r.Context(), p.tenantFilter(r))
+func (s *Server) listQueues(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
+	qs, err := s.cfg.Jobs.Queues(r.Context(), tenantFilter(p, r))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -58,11 +58,11 @@ func (s *Server) setQueuePaused(r *http.Request, paused bool) (int, any, error) 
 	return http.StatusOK, queueState{Name: name, Paused: paused}, nil
 }
 
-func (s *Server) pauseQueue(r *http.Request, _ Principal, _ []byte) (int, any, error) {
+func (s *Server) pauseQueue(r *http.Request, _ auth.Principal, _ []byte) (int, any, error) {
 	return s.setQueuePaused(r, true)
 }
 
-func (s *Server) resumeQueue(r *http.Request, _ Principal, _ []byte) (int, any, error) {
+func (s *Server) resumeQueue(r *http.Request, _ auth.Principal, _ []byte) (int, any, error) {
 	return s.setQueuePaused(r, false)
 }
 
@@ -85,10 +85,10 @@ type nodeView struct {
 	LeftReason       string         `json:"left_reason,omitempty"`
 }
 
-func (s *Server) nodes(ctx context.Context) ([]nodeView, store.Fence, error) {
+func (s *Server) nodes(ctx context.Context) ([]nodeView, cluster.FenceState, error) {
 	rows, err := s.cfg.Admin.Nodes(ctx)
 	if err != nil {
-		return nil, store.Fence{}, err
+		return nil, cluster.FenceState{}, err
 	}
 	fence, err := s.cfg.Admin.Fence(ctx)
 	if err != nil {
@@ -106,7 +106,7 @@ func (s *Server) nodes(ctx context.Context) ([]nodeView, store.Fence, error) {
 	return views, fence, nil
 }
 
-func (s *Server) listNodes(r *http.Request, _ Principal, _ []byte) (int, any, error) {
+func (s *Server) listNodes(r *http.Request, _ auth.Principal, _ []byte) (int, any, error) {
 	views, _, err := s.nodes(r.Context())
 	if err != nil {
 		return 0, nil, err
@@ -118,7 +118,7 @@ type drainBody struct {
 	Deadline *string `json:"deadline"`
 }
 
-func (s *Server) drainNode(r *http.Request, _ Principal, body []byte) (int, any, error) {
+func (s *Server) drainNode(r *http.Request, _ auth.Principal, body []byte) (int, any, error) {
 	id := r.PathValue("id")
 	deadline := 30 * time.Second
 	if len(body) > 0 {
@@ -146,7 +146,7 @@ func (s *Server) drainNode(r *http.Request, _ Principal, body []byte) (int, any,
 	return s.nodeByID(r, id)
 }
 
-func (s *Server) undrainNode(r *http.Request, _ Principal, _ []byte) (int, any, error) {
+func (s *Server) undrainNode(r *http.Request, _ auth.Principal, _ []byte) (int, any, error) {
 	id := r.PathValue("id")
 	if err := s.cfg.Admin.Undrain(r.Context(), id); err != nil {
 		if errors.Is(err, cluster.ErrUnknownNode) {
@@ -180,7 +180,7 @@ type clusterView struct {
 	Degraded      []string `json:"degraded"`
 }
 
-func (s *Server) clusterStatus(r *http.Request, _ Principal, _ []byte) (int, any, error) {
+func (s *Server) clusterStatus(r *http.Request, _ auth.Principal, _ []byte) (int, any, error) {
 	views, fence, err := s.nodes(r.Context())
 	if err != nil {
 		return 0, nil, err

@@ -11,9 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/cron"
-	"github.com/gafferhq/gaffer/internal/store"
-	"github.com/gafferhq/gaffer/webhook"
 )
 
 type cronJobBody struct {
@@ -25,15 +24,10 @@ type cronJobBody struct {
 	Timeout     *string         `json:"timeout"`
 }
 
-func (b cronJobBody) template(field string, hooks *webhook.Handler) (cron.JobTemplate, *Problem) {
+func (b cronJobBody) template(field string) (cron.JobTemplate, *Problem) {
 	timeout, pr := parseDuration(field+".timeout", b.Timeout)
 	if pr != nil {
 		return cron.JobTemplate{}, pr
-	}
-	if b.Kind == webhook.Kind {
-		if _, _, err := hooks.Validate(b.Args); err != nil {
-			return cron.JobTemplate{}, httpArgsProblem(field+".", err)
-		}
 	}
 	return cron.JobTemplate{Kind: b.Kind, Queue: b.Queue, Args: b.Args, Priority: b.Priority, MaxAttempts: b.MaxAttempts, Timeout: timeout}, nil
 }
@@ -115,16 +109,16 @@ func cronError(err error, name string) error {
 	return err
 }
 
-func (s *Server) createCron(r *http.Request, p Principal, body []byte) (int, any, error) {
+func (s *Server) createCron(r *http.Request, p auth.Principal, body []byte) (int, any, error) {
 	var b cronCreateBody
 	if pr := decodeStrict(body, &b); pr != nil {
 		return 0, nil, pr
 	}
-	tenant, pr := p.writeTenant(b.Tenant)
+	tenant, pr := writeTenant(p, b.Tenant)
 	if pr != nil {
 		return 0, nil, pr
 	}
-	tmpl, pr := b.Job.template("job", s.cfg.Webhook)
+	tmpl, pr := b.Job.template("job")
 	if pr != nil {
 		return 0, nil, pr
 	}
@@ -137,14 +131,14 @@ func (s *Server) createCron(r *http.Request, p Principal, body []byte) (int, any
 }
 
 // cronTenant is the tenant a cron path refers to.
-func cronTenant(r *http.Request, p Principal) string {
-	if t := p.tenantFilter(r); t != "" {
+func cronTenant(r *http.Request, p auth.Principal) string {
+	if t := tenantFilter(p, r); t != "" {
 		return t
 	}
 	return "default"
 }
 
-func (s *Server) listCron(r *http.Request, p Principal, _ []byte) (int, any, error) {
+func (s *Server) listCron(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
 	limit, pr := limitParam(r)
 	if pr != nil {
 		return 0, nil, pr
@@ -163,7 +157,7 @@ func (s *Server) listCron(r *http.Request, p Principal, _ []byte) (int, any, err
 		}
 		after = cron.Cursor{Tenant: t, Name: n}
 	}
-	tenant := p.tenantFilter(r)
+	tenant := tenantFilter(p, r)
 	entries, err := s.cfg.Cron.List(r.Context(), tenant, after, limit)
 	if err != nil {
 		return 0, nil, err
@@ -180,7 +174,7 @@ func (s *Server) listCron(r *http.Request, p Principal, _ []byte) (int, any, err
 	return http.StatusOK, out, nil
 }
 
-func (s *Server) getCron(r *http.Request, p Principal, _ []byte) (int, any, error) {
+func (s *Server) getCron(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
 	name := r.PathValue("name")
 	e, err := s.cfg.Cron.Get(r.Context(), cronTenant(r, p), name)
 	if err != nil {
@@ -189,7 +183,7 @@ func (s *Server) getCron(r *http.Request, p Principal, _ []byte) (int, any, erro
 	return http.StatusOK, viewCron(e), nil
 }
 
-func (s *Server) updateCron(r *http.Request, p Principal, body []byte) (int, any, error) {
+func (s *Server) updateCron(r *http.Request, p auth.Principal, body []byte) (int, any, error) {
 	name := r.PathValue("name")
 	var b cronPatchBody
 	if pr := decodeStrict(body, &b); pr != nil {
@@ -197,7 +191,7 @@ func (s *Server) updateCron(r *http.Request, p Principal, body []byte) (int, any
 	}
 	u := cron.Update{Schedule: b.Schedule, Timezone: b.Timezone, Missed: b.Missed, MissedCap: b.MissedCap, Overlap: b.Overlap, Paused: b.Paused}
 	if b.Job != nil {
-		tmpl, pr := b.Job.template("job", s.cfg.Webhook)
+		tmpl, pr := b.Job.template("job")
 		if pr != nil {
 			return 0, nil, pr
 		}
@@ -213,7 +207,7 @@ func (s *Server) updateCron(r *http.Request, p Principal, body []byte) (int, any
 // putCron creates or replaces the entry the path names: idempotent, 201
 // when created, 200 otherwise, saying whether anything changed. With
 // ?dry_run=true it only checks and reports.
-func (s *Server) putCron(r *http.Request, p Principal, body []byte) (int, any, error) {
+func (s *Server) putCron(r *http.Request, p auth.Principal, body []byte) (int, any, error) {
 	name := r.PathValue("name")
 	var b cronPutBody
 	if pr := decodeStrict(body, &b); pr != nil {
@@ -222,7 +216,7 @@ func (s *Server) putCron(r *http.Request, p Principal, body []byte) (int, any, e
 	if b.Name != "" && b.Name != name {
 		return 0, nil, fieldProblem("name", fmt.Sprintf("the body names %q but the path %q; leave name out or make them agree", b.Name, name))
 	}
-	tenant, pr := p.writeTenant(r.URL.Query().Get("tenant"))
+	tenant, pr := writeTenant(p, r.URL.Query().Get("tenant"))
 	if pr != nil {
 		return 0, nil, pr
 	}
@@ -233,7 +227,7 @@ func (s *Server) putCron(r *http.Request, p Principal, body []byte) (int, any, e
 			return 0, nil, paramProblem("dry_run", "dry_run must be true or false, got "+strconv.Quote(v))
 		}
 	}
-	tmpl, pr := b.Job.template("job", s.cfg.Webhook)
+	tmpl, pr := b.Job.template("job")
 	if pr != nil {
 		return 0, nil, pr
 	}
@@ -254,7 +248,7 @@ func (s *Server) putCron(r *http.Request, p Principal, body []byte) (int, any, e
 	return status, cronPutResponse{Entry: viewCron(got), Created: res.Created, Changed: res.Changed(), Changes: changes, DryRun: dry}, nil
 }
 
-func (s *Server) deleteCron(r *http.Request, p Principal, _ []byte) (int, any, error) {
+func (s *Server) deleteCron(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
 	name := r.PathValue("name")
 	if err := s.cfg.Cron.Delete(r.Context(), cronTenant(r, p), name); err != nil {
 		return 0, nil, cronError(err, name)
@@ -266,7 +260,7 @@ type nextResponse struct {
 	Times []time.Time `json:"times"`
 }
 
-func (s *Server) nextCron(r *http.Request, p Principal, _ []byte) (int, any, error) {
+func (s *Server) nextCron(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
 	name := r.PathValue("name")
 	n := 5
 	if v := r.URL.Query().Get("n"); v != "" {
@@ -295,7 +289,7 @@ type occurrenceView struct {
 	JobID       int64     `json:"job_id,omitempty"`
 }
 
-func (s *Server) cronHistory(r *http.Request, p Principal, _ []byte) (int, any, error) {
+func (s *Server) cronHistory(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
 	name := r.PathValue("name")
 	tenant := cronTenant(r, p)
 	if _, err := s.cfg.Cron.Get(r.Context(), tenant, name); err != nil {
@@ -331,7 +325,7 @@ func (s *Server) cronHistory(r *http.Request, p Principal, _ []byte) (int, any, 
 	return http.StatusOK, out, nil
 }
 
-func viewOccurrence(o store.CronOccurrence) occurrenceView {
+func viewOccurrence(o cron.Occurrence) occurrenceView {
 	return occurrenceView{ScheduledAt: o.ScheduledAt.UTC(), Status: o.Status, Reason: o.Reason, Count: o.Count,
 		RecordedAt: o.RecordedAt.UTC(), Epoch: o.Epoch, JobID: o.JobID}
 }
@@ -340,7 +334,7 @@ type triggerResponse struct {
 	JobID int64 `json:"job_id"`
 }
 
-func (s *Server) triggerCron(r *http.Request, p Principal, _ []byte, tx pgx.Tx) (int, any, error) {
+func (s *Server) triggerCron(r *http.Request, p auth.Principal, _ []byte, tx pgx.Tx) (int, any, error) {
 	name := r.PathValue("name")
 	id, err := s.cfg.Cron.TriggerTx(r.Context(), tx, cronTenant(r, p), name)
 	if err != nil {

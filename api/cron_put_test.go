@@ -136,7 +136,7 @@ func TestCronStatusOnTheWire(t *testing.T) {
 	// Its time comes; the scheduler fires it.
 	due := time.Now().Add(-time.Second).UTC().Truncate(time.Second)
 	e.st.Pool().Exec(ctx, `UPDATE gaffer.cron_entries SET schedule = $1, next_run_at = $2 WHERE name = 'once'`, "@at "+due.Format(time.RFC3339), due)
-	s, _ := cron.NewScheduler(cron.SchedulerConfig{Store: e.st, Fence: job.Unfenced{Store: e.st}})
+	s, _ := cron.NewScheduler(cron.SchedulerConfig{Pool: e.st.Pool(), Fence: job.Unfenced{Pool: e.st.Pool()}})
 	if _, err := s.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -77,7 +77,7 @@ func TestEnqueueHonoursTheNodeAllowList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, func(c *api.Config) { c.Webhook = hooks })
+	e := newEnv(t, withHooks(hooks))
 	if r := e.do(e.writer, "POST", "/v1/jobs", `{"kind":"http","args":{"url":"http://127.0.0.1:9000/hook"}}`); r.Status != 201 {
 		t.Fatalf("an allowed receiver: %d %s", r.Status, r.Body)
 	}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/dlq"
 )
 
@@ -19,9 +20,9 @@ type dlqFilterBody struct {
 	Limit         int     `json:"limit"`
 }
 
-func (b dlqFilterBody) filter(p Principal) (dlq.Filter, *Problem) {
+func (b dlqFilterBody) filter(p auth.Principal) (dlq.Filter, *Problem) {
 	tenant := p.Tenant
-	if p.Tenant == AllTenants {
+	if p.Tenant == auth.AllTenants {
 		tenant = b.Tenant
 	} else if b.Tenant != "" && b.Tenant != p.Tenant {
 		return dlq.Filter{}, problem(http.StatusForbidden, CodeForbidden, "this token acts for tenant "+strconv.Quote(p.Tenant))
@@ -41,9 +42,9 @@ func (b dlqFilterBody) filter(p Principal) (dlq.Filter, *Problem) {
 		ErrorContains: b.ErrorContains, Limit: b.Limit}, nil
 }
 
-func (s *Server) listDLQ(r *http.Request, p Principal, _ []byte) (int, any, error) {
+func (s *Server) listDLQ(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
 	q := r.URL.Query()
-	f := dlq.Filter{Tenant: p.tenantFilter(r), Queue: q.Get("queue"), Kind: q.Get("kind"), ErrorContains: q.Get("error")}
+	f := dlq.Filter{Tenant: tenantFilter(p, r), Queue: q.Get("queue"), Kind: q.Get("kind"), ErrorContains: q.Get("error")}
 	var pr *Problem
 	if f.FailedAfter, pr = timeParam(r, "failed_after"); pr != nil {
 		return 0, nil, pr
@@ -79,12 +80,12 @@ func (s *Server) listDLQ(r *http.Request, p Principal, _ []byte) (int, any, erro
 	return http.StatusOK, out, nil
 }
 
-func (s *Server) getDLQ(r *http.Request, p Principal, _ []byte) (int, any, error) {
+func (s *Server) getDLQ(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
 	id, pr := pathID(r, "id")
 	if pr != nil {
 		return 0, nil, pr
 	}
-	e, err := s.cfg.DLQ.Get(r.Context(), p.tenantFilter(r), id)
+	e, err := s.cfg.DLQ.Get(r.Context(), tenantFilter(p, r), id)
 	if errors.Is(err, dlq.ErrNotFound) {
 		return 0, nil, notFoundProblem("DLQ entry", id)
 	}
@@ -94,12 +95,12 @@ func (s *Server) getDLQ(r *http.Request, p Principal, _ []byte) (int, any, error
 	return http.StatusOK, e, nil
 }
 
-func (s *Server) replayDLQ(r *http.Request, p Principal, _ []byte) (int, any, error) {
+func (s *Server) replayDLQ(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
 	id, pr := pathID(r, "id")
 	if pr != nil {
 		return 0, nil, pr
 	}
-	rep, err := s.cfg.DLQ.Replay(r.Context(), p.tenantFilter(r), id)
+	rep, err := s.cfg.DLQ.Replay(r.Context(), tenantFilter(p, r), id)
 	switch {
 	case errors.Is(err, dlq.ErrNotFound):
 		return 0, nil, notFoundProblem("DLQ entry", id)
@@ -115,7 +116,7 @@ type replayedResponse struct {
 	Replayed []dlq.Replay `json:"replayed"`
 }
 
-func (s *Server) replayDLQMatching(r *http.Request, p Principal, body []byte) (int, any, error) {
+func (s *Server) replayDLQMatching(r *http.Request, p auth.Principal, body []byte) (int, any, error) {
 	var b dlqFilterBody
 	if pr := decodeStrict(body, &b); pr != nil {
 		return 0, nil, pr
@@ -138,7 +139,7 @@ type purgedResponse struct {
 	Deleted int64 `json:"deleted"`
 }
 
-func (s *Server) purgeDLQ(r *http.Request, p Principal, body []byte) (int, any, error) {
+func (s *Server) purgeDLQ(r *http.Request, p auth.Principal, body []byte) (int, any, error) {
 	var b dlqFilterBody
 	if pr := decodeStrict(body, &b); pr != nil {
 		return 0, nil, pr
@@ -154,12 +155,12 @@ func (s *Server) purgeDLQ(r *http.Request, p Principal, body []byte) (int, any, 
 	return http.StatusOK, purgedResponse{Deleted: n}, nil
 }
 
-func (s *Server) deleteDLQ(r *http.Request, p Principal, _ []byte) (int, any, error) {
+func (s *Server) deleteDLQ(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
 	id, pr := pathID(r, "id")
 	if pr != nil {
 		return 0, nil, pr
 	}
-	err := s.cfg.DLQ.Delete(r.Context(), p.tenantFilter(r), id)
+	err := s.cfg.DLQ.Delete(r.Context(), tenantFilter(p, r), id)
 	if errors.Is(err, dlq.ErrNotFound) {
 		return 0, nil, notFoundProblem("DLQ entry", id)
 	}

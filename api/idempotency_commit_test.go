@@ -12,6 +12,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/gafferhq/gaffer/api"
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/dlq"
 	"github.com/gafferhq/gaffer/internal/faultproxy"
@@ -43,7 +44,7 @@ func TestIdempotencyKeyAfterAnUnseenCommit(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			direct := pgtest.NewStore(t)
-			if _, err := cron.NewClient(direct).Create(ctx, cron.Entry{Name: "nightly", Schedule: "@daily", Job: cron.JobTemplate{Kind: "k"}}); err != nil {
+			if _, err := cron.NewClient(direct.Pool()).Create(ctx, cron.Entry{Name: "nightly", Schedule: "@daily", Job: cron.JobTemplate{Kind: "k"}}); err != nil {
 				t.Fatal(err)
 			}
 			u, err := url.Parse(direct.Pool().Config().ConnString())
@@ -61,13 +62,13 @@ func TestIdempotencyKeyAfterAnUnseenCommit(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			tokens := api.NewTokens(st)
-			token, _, err := tokens.Create(ctx, api.NewTokenRequest{Name: "t", Scopes: []string{api.ScopeJobsWrite}})
+			tokens := auth.NewTokens(st.Pool())
+			token, _, err := tokens.Create(ctx, auth.NewTokenRequest{Name: "t", Scopes: []string{auth.ScopeJobsWrite}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := api.New(api.Config{Store: st, Tokens: tokens, Jobs: job.NewClient(st, nil), DLQ: dlq.NewClient(st),
-				Cron: cron.NewClient(st), Workflows: workflow.NewClient(st)})
+			s, err := api.New(api.Config{Pool: st.Pool(), Tokens: tokens, Jobs: job.NewClient(st.Pool(), nil), DLQ: dlq.NewClient(st.Pool()),
+				Cron: cron.NewClient(st.Pool()), Workflows: workflow.NewClient(st.Pool())})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/job"
-	"github.com/gafferhq/gaffer/webhook"
 )
 
 type enqueueRequest struct {
@@ -43,12 +43,12 @@ type enqueueResponse struct {
 	Existing bool `json:"existing"`
 }
 
-func (s *Server) enqueue(r *http.Request, p Principal, body []byte, tx pgx.Tx) (int, any, error) {
+func (s *Server) enqueue(r *http.Request, p auth.Principal, body []byte, tx pgx.Tx) (int, any, error) {
 	var req enqueueRequest
 	if pr := decodeStrict(body, &req); pr != nil {
 		return 0, nil, pr
 	}
-	tenant, pr := p.writeTenant(req.Tenant)
+	tenant, pr := writeTenant(p, req.Tenant)
 	if pr != nil {
 		return 0, nil, pr
 	}
@@ -79,17 +79,6 @@ func (s *Server) enqueue(r *http.Request, p Principal, body []byte, tx pgx.Tx) (
 		}
 		jr.MaxAttempts = *req.MaxAttempts
 	}
-	if req.Kind == webhook.Kind {
-		a, _, err := s.cfg.Webhook.Validate(req.Args)
-		if err != nil {
-			return 0, nil, httpArgsProblem("", err)
-		}
-		if jr.FairnessKey == "" {
-			// Each destination is its own unit: one slow receiver's
-			// backlog does not hold up the tenant's calls elsewhere.
-			jr.FairnessKey = a.Host()
-		}
-	}
 	res, err := s.cfg.Jobs.EnqueueTx(r.Context(), tx, jr)
 	if err != nil {
 		return 0, nil, err
@@ -101,9 +90,9 @@ func (s *Server) enqueue(r *http.Request, p Principal, body []byte, tx pgx.Tx) (
 	return status, enqueueResponse{Job: viewJob(res.Job), Existing: res.Existing}, nil
 }
 
-func (s *Server) listJobs(r *http.Request, p Principal, _ []byte) (int, any, error) {
+func (s *Server) listJobs(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
 	q := r.URL.Query()
-	f := job.Filter{Tenant: p.tenantFilter(r), Queue: q.Get("queue"), Kind: q.Get("kind"), CronEntry: q.Get("cron_entry")}
+	f := job.Filter{Tenant: tenantFilter(p, r), Queue: q.Get("queue"), Kind: q.Get("kind"), CronEntry: q.Get("cron_entry")}
 	if v := q.Get("workflow_run"); v != "" {
 		id, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || id <= 0 {
@@ -138,12 +127,12 @@ func (s *Server) listJobs(r *http.Request, p Principal, _ []byte) (int, any, err
 	return http.StatusOK, out, nil
 }
 
-func (s *Server) getJob(r *http.Request, p Principal, _ []byte) (int, any, error) {
+func (s *Server) getJob(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
 	id, pr := pathID(r, "id")
 	if pr != nil {
 		return 0, nil, pr
 	}
-	j, err := s.cfg.Jobs.Get(r.Context(), p.tenantFilter(r), id)
+	j, err := s.cfg.Jobs.Get(r.Context(), tenantFilter(p, r), id)
 	if errors.Is(err, job.ErrNotFound) {
 		return 0, nil, notFoundProblem("job", id)
 	}
@@ -153,12 +142,12 @@ func (s *Server) getJob(r *http.Request, p Principal, _ []byte) (int, any, error
 	return http.StatusOK, viewJob(j), nil
 }
 
-func (s *Server) cancelJob(r *http.Request, p Principal, _ []byte) (int, any, error) {
+func (s *Server) cancelJob(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
 	id, pr := pathID(r, "id")
 	if pr != nil {
 		return 0, nil, pr
 	}
-	_, err := s.cfg.Jobs.Cancel(r.Context(), p.tenantFilter(r), id)
+	_, err := s.cfg.Jobs.Cancel(r.Context(), tenantFilter(p, r), id)
 	switch {
 	case errors.Is(err, job.ErrNotFound):
 		return 0, nil, notFoundProblem("job", id)
@@ -167,7 +156,7 @@ func (s *Server) cancelJob(r *http.Request, p Principal, _ []byte) (int, any, er
 	case err != nil:
 		return 0, nil, err
 	}
-	j, err := s.cfg.Jobs.Get(r.Context(), p.tenantFilter(r), id)
+	j, err := s.cfg.Jobs.Get(r.Context(), tenantFilter(p, r), id)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -180,12 +169,12 @@ type retryResponse struct {
 	Job jobView `json:"job"`
 }
 
-func (s *Server) retryJob(r *http.Request, p Principal, _ []byte) (int, any, error) {
+func (s *Server) retryJob(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
 	id, pr := pathID(r, "id")
 	if pr != nil {
 		return 0, nil, pr
 	}
-	newID, err := s.cfg.Jobs.Retry(r.Context(), p.tenantFilter(r), id)
+	newID, err := s.cfg.Jobs.Retry(r.Context(), tenantFilter(p, r), id)
 	switch {
 	case errors.Is(err, job.ErrNotFound):
 		return 0, nil, notFoundProblem("job", id)
@@ -194,7 +183,7 @@ func (s *Server) retryJob(r *http.Request, p Principal, _ []byte) (int, any, err
 	case err != nil:
 		return 0, nil, err
 	}
-	j, err := s.cfg.Jobs.Get(r.Context(), p.tenantFilter(r), newID)
+	j, err := s.cfg.Jobs.Get(r.Context(), tenantFilter(p, r), newID)
 	if err != nil {
 		return 0, nil, err
 	}

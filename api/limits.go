@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sort"
 
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/job"
 )
 
@@ -37,7 +38,7 @@ func limitError(err error, name string) error {
 	return err
 }
 
-func (s *Server) listLimits(r *http.Request, _ Principal, _ []byte) (int, any, error) {
+func (s *Server) listLimits(r *http.Request, _ auth.Principal, _ []byte) (int, any, error) {
 	all, err := s.cfg.Jobs.Limits(r.Context())
 	if err != nil {
 		return 0, nil, err
@@ -49,7 +50,7 @@ func (s *Server) listLimits(r *http.Request, _ Principal, _ []byte) (int, any, e
 	return http.StatusOK, list{Data: views}, nil
 }
 
-func (s *Server) getLimit(r *http.Request, _ Principal, _ []byte) (int, any, error) {
+func (s *Server) getLimit(r *http.Request, _ auth.Principal, _ []byte) (int, any, error) {
 	name := r.PathValue("name")
 	l, err := s.cfg.Jobs.Limit(r.Context(), name)
 	if err != nil {
@@ -58,7 +59,7 @@ func (s *Server) getLimit(r *http.Request, _ Principal, _ []byte) (int, any, err
 	return http.StatusOK, viewLimit(l), nil
 }
 
-func (s *Server) putLimit(r *http.Request, _ Principal, body []byte) (int, any, error) {
+func (s *Server) putLimit(r *http.Request, _ auth.Principal, body []byte) (int, any, error) {
 	name := r.PathValue("name")
 	var b limitBody
 	if pr := decodeStrict(body, &b); pr != nil {
@@ -84,7 +85,7 @@ func (s *Server) putLimit(r *http.Request, _ Principal, body []byte) (int, any, 
 	return status, viewLimit(l), nil
 }
 
-func (s *Server) deleteLimit(r *http.Request, _ Principal, _ []byte) (int, any, error) {
+func (s *Server) deleteLimit(r *http.Request, _ auth.Principal, _ []byte) (int, any, error) {
 	name := r.PathValue("name")
 	if err := s.cfg.Jobs.DeleteLimit(r.Context(), name); err != nil {
 		return 0, nil, limitError(err, name)
@@ -101,7 +102,7 @@ type tenantBody struct {
 	Weight int `json:"weight"`
 }
 
-func (s *Server) listTenantWeights(r *http.Request, _ Principal, _ []byte) (int, any, error) {
+func (s *Server) listTenantWeights(r *http.Request, _ auth.Principal, _ []byte) (int, any, error) {
 	weights, err := s.cfg.Jobs.TenantWeights(r.Context())
 	if err != nil {
 		return 0, nil, err
@@ -114,7 +115,7 @@ func (s *Server) listTenantWeights(r *http.Request, _ Principal, _ []byte) (int,
 	return http.StatusOK, list{Data: out}, nil
 }
 
-func (s *Server) putTenantWeight(r *http.Request, _ Principal, body []byte) (int, any, error) {
+func (s *Server) putTenantWeight(r *http.Request, _ auth.Principal, body []byte) (int, any, error) {
 	tenant := r.PathValue("tenant")
 	var b tenantBody
 	if pr := decodeStrict(body, &b); pr != nil {

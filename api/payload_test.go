@@ -78,7 +78,7 @@ func startHandlers(t *testing.T, e *env) *seen {
 		}
 		return nil
 	})
-	w, err := job.NewWorker(job.WorkerConfig{Store: e.st, Registry: reg, NodeID: "n", PollInterval: 50 * time.Millisecond})
+	w, err := job.NewWorker(job.WorkerConfig{Pool: e.st.Pool(), Registry: reg, NodeID: "n", PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/job"
-	"github.com/gafferhq/gaffer/webhook"
 )
 
 // Problem is an RFC 9457 problem document with a stable machine code.
@@ -95,29 +94,18 @@ func asProblem(err error) *Problem {
 	switch {
 	case errors.As(err, &p):
 		return p
+	case errors.As(err, &ve) && ve.Code != "" && titles[ve.Code] != "":
+		// A refusal the check that made it names (an http job's
+		// destination): 400 with its own code.
+		pr := problem(http.StatusBadRequest, ve.Code, ve.Error())
+		pr.Field = ve.Field
+		return pr
 	case errors.As(err, &ve):
 		return fieldProblem(ve.Field, ve.Error())
 	case errors.As(err, &se):
 		return fieldProblem(se.Field, se.Error())
 	}
 	return problem(http.StatusInternalServerError, CodeInternal, "the server failed to handle the request; see its log")
-}
-
-// httpArgsProblem maps an http job's args error from webhook's Validate
-// to a problem; prefix is where the args sit in the request ("",
-// "job.", "steps[2].").
-func httpArgsProblem(prefix string, err error) *Problem {
-	var de *webhook.DestinationError
-	var ve *job.ValidationError
-	switch {
-	case errors.As(err, &de):
-		p := problem(http.StatusBadRequest, CodeDestinationNotAllowed, de.Error())
-		p.Field = prefix + de.Field
-		return p
-	case errors.As(err, &ve):
-		return fieldProblem(prefix+ve.Field, ve.Error())
-	}
-	return asProblem(err)
 }
 
 func notFoundProblem(what string, id any) *Problem {

@@ -7,7 +7,6 @@ import (
 	_ "embed"
 	"encoding/json"
 	"errors"
-	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -16,9 +15,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/dlq"
@@ -28,26 +29,25 @@ import (
 	"github.com/gafferhq/gaffer/workflow"
 )
 
-// Config configures the API. Zero values take the defaults shown.
+// Config configures the API. Zero values take the defaults shown. Give it
+// the node's clients (Node.Client, Node.Cron, Node.Workflows): they run
+// each kind's own checks (job.KindOptions.Check) on what the API
+// enqueues, schedules and submits — the http kind's destination check
+// among them.
 type Config struct {
-	Store  *store.Store // required
-	Tokens *Tokens      // required
-	Jobs   *job.Client  // required
-	DLQ    *dlq.Client  // required
-	Cron   *cron.Client // required
+	Pool   *pgxpool.Pool // required
+	Tokens *auth.Tokens  // required
+	Jobs   *job.Client   // required
+	DLQ    *dlq.Client   // required
+	Cron   *cron.Client  // required
 	// Workflows submits and manages runs. Required.
 	Workflows *workflow.Client
 	Admin     *cluster.Admin
 	// Cluster is this node's cluster membership, for GET /v1/cluster; nil
 	// when the node runs without etcd.
 	Cluster *cluster.Cluster
-	// Webhook checks the args of http jobs, cron templates and workflow
-	// steps where they enter, against the node's outbound policy (so the
-	// node's own --webhook-allow entries are honoured). Default: a handler
-	// with nothing internal allowed.
-	Webhook *webhook.Handler
-	// WebhookSecrets manages the tenants' signing secrets. Default: on
-	// Store.
+	// WebhookSecrets manages the tenants' signing secrets. Default: those
+	// in Pool's database.
 	WebhookSecrets *webhook.Secrets
 	Logger         hclog.Logger
 	// Registerer receives the API's request metrics.
@@ -64,16 +64,17 @@ type Config struct {
 	IdempotencyRetention time.Duration
 	// TrustedProxies are the proxies whose X-Forwarded-For names the
 	// client. Default: none (the client is the TCP peer).
-	TrustedProxies *TrustedProxies
+	TrustedProxies *auth.TrustedProxies
 	// Failures limits failed authentications per client address; share
 	// one with the dashboard so that both count against one budget.
-	// Default: a FailureLimiter of its own, with its defaults.
-	Failures *FailureLimiter
+	// Default: an auth.FailureLimiter of its own, with its defaults.
+	Failures *auth.FailureLimiter
 }
 
 // Server is the HTTP API under /v1. It is an http.Handler.
 type Server struct {
 	cfg     Config
+	store   *store.Store
 	log     hclog.Logger
 	mux     *http.ServeMux
 	metrics *prometheus.HistogramVec
@@ -84,21 +85,14 @@ type Server struct {
 
 // New returns the API handler.
 func New(cfg Config) (*Server, error) {
-	if cfg.Store == nil || cfg.Tokens == nil || cfg.Jobs == nil || cfg.DLQ == nil || cfg.Cron == nil || cfg.Workflows == nil {
-		return nil, errors.New("api: Config.Store, Tokens, Jobs, DLQ, Cron and Workflows are required")
-	}
-	if cfg.Webhook == nil {
-		h, err := webhook.New(context.Background(), webhook.Config{})
-		if err != nil {
-			return nil, err
-		}
-		cfg.Webhook = h
+	if cfg.Pool == nil || cfg.Tokens == nil || cfg.Jobs == nil || cfg.DLQ == nil || cfg.Cron == nil || cfg.Workflows == nil {
+		return nil, errors.New("api: Config.Pool, Tokens, Jobs, DLQ, Cron and Workflows are required")
 	}
 	if cfg.WebhookSecrets == nil {
-		cfg.WebhookSecrets = webhook.NewSecrets(cfg.Store)
+		cfg.WebhookSecrets = webhook.NewSecrets(cfg.Pool)
 	}
 	if cfg.Admin == nil {
-		cfg.Admin = cluster.NewAdmin(cfg.Store)
+		cfg.Admin = cluster.NewAdmin(cfg.Pool)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -116,9 +110,9 @@ func New(cfg Config) (*Server, error) {
 		cfg.IdempotencyRetention = job.DefaultIdempotencyRetention
 	}
 	if cfg.Failures == nil {
-		cfg.Failures = NewFailureLimiter(FailureLimiterConfig{})
+		cfg.Failures = auth.NewFailureLimiter(auth.FailureLimiterConfig{})
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.Named("api"), mux: http.NewServeMux(), limiters: map[string]*rate.Limiter{},
+	s := &Server{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("api"), mux: http.NewServeMux(), limiters: map[string]*rate.Limiter{},
 		metrics: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "gaffer", Subsystem: "api", Name: "request_duration_seconds",
 			Help: "API requests by route and status.", Buckets: prometheus.DefBuckets}, []string{"route", "status"})}
 	if cfg.Registerer != nil {
@@ -134,7 +128,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 // handler is an API endpoint: it returns the status and the value to
 // encode as JSON, or an error (a *Problem, a domain error, or anything
 // else, which becomes a 500).
-type handler func(r *http.Request, p Principal, body []byte) (int, any, error)
+type handler func(r *http.Request, p auth.Principal, body []byte) (int, any, error)
 
 //go:embed openapi.json
 var openAPIDoc []byte
@@ -147,54 +141,54 @@ func (s *Server) routes() {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(openAPIDoc)
 	})
-	s.handleTx("POST /v1/jobs", ScopeJobsWrite, s.enqueue)
-	s.handle("GET /v1/jobs", ScopeJobsRead, s.listJobs)
-	s.handle("GET /v1/jobs/{id}", ScopeJobsRead, s.getJob)
-	s.handle("POST /v1/jobs/{id}/cancel", ScopeJobsWrite, s.cancelJob)
-	s.handle("POST /v1/jobs/{id}/retry", ScopeJobsWrite, s.retryJob)
+	s.handleTx("POST /v1/jobs", auth.ScopeJobsWrite, s.enqueue)
+	s.handle("GET /v1/jobs", auth.ScopeJobsRead, s.listJobs)
+	s.handle("GET /v1/jobs/{id}", auth.ScopeJobsRead, s.getJob)
+	s.handle("POST /v1/jobs/{id}/cancel", auth.ScopeJobsWrite, s.cancelJob)
+	s.handle("POST /v1/jobs/{id}/retry", auth.ScopeJobsWrite, s.retryJob)
 
-	s.handle("GET /v1/dlq", ScopeJobsRead, s.listDLQ)
-	s.handle("GET /v1/dlq/{id}", ScopeJobsRead, s.getDLQ)
-	s.handle("POST /v1/dlq/{id}/replay", ScopeJobsWrite, s.replayDLQ)
-	s.handle("POST /v1/dlq/replay", ScopeJobsWrite, s.replayDLQMatching)
-	s.handle("POST /v1/dlq/purge", ScopeJobsWrite, s.purgeDLQ)
-	s.handle("DELETE /v1/dlq/{id}", ScopeJobsWrite, s.deleteDLQ)
+	s.handle("GET /v1/dlq", auth.ScopeJobsRead, s.listDLQ)
+	s.handle("GET /v1/dlq/{id}", auth.ScopeJobsRead, s.getDLQ)
+	s.handle("POST /v1/dlq/{id}/replay", auth.ScopeJobsWrite, s.replayDLQ)
+	s.handle("POST /v1/dlq/replay", auth.ScopeJobsWrite, s.replayDLQMatching)
+	s.handle("POST /v1/dlq/purge", auth.ScopeJobsWrite, s.purgeDLQ)
+	s.handle("DELETE /v1/dlq/{id}", auth.ScopeJobsWrite, s.deleteDLQ)
 
-	s.handle("POST /v1/cron", ScopeJobsWrite, s.createCron)
-	s.handle("GET /v1/cron", ScopeJobsRead, s.listCron)
-	s.handle("GET /v1/cron/{name}", ScopeJobsRead, s.getCron)
-	s.handle("PUT /v1/cron/{name}", ScopeJobsWrite, s.putCron)
-	s.handle("PATCH /v1/cron/{name}", ScopeJobsWrite, s.updateCron)
-	s.handle("DELETE /v1/cron/{name}", ScopeJobsWrite, s.deleteCron)
-	s.handle("GET /v1/cron/{name}/next", ScopeJobsRead, s.nextCron)
-	s.handle("GET /v1/cron/{name}/history", ScopeJobsRead, s.cronHistory)
-	s.handleTx("POST /v1/cron/{name}/trigger", ScopeJobsWrite, s.triggerCron)
+	s.handle("POST /v1/cron", auth.ScopeJobsWrite, s.createCron)
+	s.handle("GET /v1/cron", auth.ScopeJobsRead, s.listCron)
+	s.handle("GET /v1/cron/{name}", auth.ScopeJobsRead, s.getCron)
+	s.handle("PUT /v1/cron/{name}", auth.ScopeJobsWrite, s.putCron)
+	s.handle("PATCH /v1/cron/{name}", auth.ScopeJobsWrite, s.updateCron)
+	s.handle("DELETE /v1/cron/{name}", auth.ScopeJobsWrite, s.deleteCron)
+	s.handle("GET /v1/cron/{name}/next", auth.ScopeJobsRead, s.nextCron)
+	s.handle("GET /v1/cron/{name}/history", auth.ScopeJobsRead, s.cronHistory)
+	s.handleTx("POST /v1/cron/{name}/trigger", auth.ScopeJobsWrite, s.triggerCron)
 
-	s.handleTx("POST /v1/workflows", ScopeJobsWrite, s.submitWorkflow)
-	s.handle("GET /v1/workflows", ScopeJobsRead, s.listWorkflows)
-	s.handle("GET /v1/workflows/{id}", ScopeJobsRead, s.getWorkflow)
-	s.handle("POST /v1/workflows/{id}/cancel", ScopeJobsWrite, s.cancelWorkflow)
-	s.handle("POST /v1/workflows/{id}/signal", ScopeJobsWrite, s.signalWorkflow)
+	s.handleTx("POST /v1/workflows", auth.ScopeJobsWrite, s.submitWorkflow)
+	s.handle("GET /v1/workflows", auth.ScopeJobsRead, s.listWorkflows)
+	s.handle("GET /v1/workflows/{id}", auth.ScopeJobsRead, s.getWorkflow)
+	s.handle("POST /v1/workflows/{id}/cancel", auth.ScopeJobsWrite, s.cancelWorkflow)
+	s.handle("POST /v1/workflows/{id}/signal", auth.ScopeJobsWrite, s.signalWorkflow)
 
-	s.handle("POST /v1/webhook-secrets", ScopeJobsWrite, s.rotateWebhookSecret)
-	s.handle("GET /v1/webhook-secrets", ScopeJobsRead, s.listWebhookSecrets)
-	s.handle("DELETE /v1/webhook-secrets/{id}", ScopeJobsWrite, s.deleteWebhookSecret)
+	s.handle("POST /v1/webhook-secrets", auth.ScopeJobsWrite, s.rotateWebhookSecret)
+	s.handle("GET /v1/webhook-secrets", auth.ScopeJobsRead, s.listWebhookSecrets)
+	s.handle("DELETE /v1/webhook-secrets/{id}", auth.ScopeJobsWrite, s.deleteWebhookSecret)
 
-	s.handle("GET /v1/limits", ScopeClusterRead, s.listLimits)
-	s.handle("GET /v1/limits/{name}", ScopeClusterRead, s.getLimit)
-	s.handle("PUT /v1/limits/{name}", ScopeAdmin, s.putLimit)
-	s.handle("DELETE /v1/limits/{name}", ScopeAdmin, s.deleteLimit)
-	s.handle("GET /v1/tenants", ScopeClusterRead, s.listTenantWeights)
-	s.handle("PUT /v1/tenants/{tenant}", ScopeAdmin, s.putTenantWeight)
+	s.handle("GET /v1/limits", auth.ScopeClusterRead, s.listLimits)
+	s.handle("GET /v1/limits/{name}", auth.ScopeClusterRead, s.getLimit)
+	s.handle("PUT /v1/limits/{name}", auth.ScopeAdmin, s.putLimit)
+	s.handle("DELETE /v1/limits/{name}", auth.ScopeAdmin, s.deleteLimit)
+	s.handle("GET /v1/tenants", auth.ScopeClusterRead, s.listTenantWeights)
+	s.handle("PUT /v1/tenants/{tenant}", auth.ScopeAdmin, s.putTenantWeight)
 
-	s.handle("GET /v1/queues", ScopeJobsRead, s.listQueues)
-	s.handle("POST /v1/queues/{queue}/pause", ScopeAdmin, s.pauseQueue)
-	s.handle("POST /v1/queues/{queue}/resume", ScopeAdmin, s.resumeQueue)
+	s.handle("GET /v1/queues", auth.ScopeJobsRead, s.listQueues)
+	s.handle("POST /v1/queues/{queue}/pause", auth.ScopeAdmin, s.pauseQueue)
+	s.handle("POST /v1/queues/{queue}/resume", auth.ScopeAdmin, s.resumeQueue)
 
-	s.handle("GET /v1/nodes", ScopeClusterRead, s.listNodes)
-	s.handle("POST /v1/nodes/{id}/drain", ScopeAdmin, s.drainNode)
-	s.handle("POST /v1/nodes/{id}/undrain", ScopeAdmin, s.undrainNode)
-	s.handle("GET /v1/cluster", ScopeClusterRead, s.clusterStatus)
+	s.handle("GET /v1/nodes", auth.ScopeClusterRead, s.listNodes)
+	s.handle("POST /v1/nodes/{id}/drain", auth.ScopeAdmin, s.drainNode)
+	s.handle("POST /v1/nodes/{id}/undrain", auth.ScopeAdmin, s.undrainNode)
+	s.handle("GET /v1/cluster", auth.ScopeClusterRead, s.clusterStatus)
 
 	s.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problem(http.StatusNotFound, CodeNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path))
@@ -205,7 +199,7 @@ func (s *Server) routes() {
 // hands it. With an Idempotency-Key the response is stored in that same
 // transaction: if the write commits, so does the response a retry with
 // the key replays — even when the commit's answer never reached the node.
-type txHandler func(r *http.Request, p Principal, body []byte, tx pgx.Tx) (int, any, error)
+type txHandler func(r *http.Request, p auth.Principal, body []byte, tx pgx.Tx) (int, any, error)
 
 // endpoint is a handler or a txHandler.
 type endpoint struct {
@@ -249,12 +243,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern, scope st
 	}
 	client := s.cfg.TrustedProxies.ClientAddr(r)
 	if wait, blocked := s.cfg.Failures.Blocked(client); blocked {
-		w.Header().Set("Retry-After", RetryAfter(wait))
+		w.Header().Set("Retry-After", auth.RetryAfter(wait))
 		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "too many failed authentications from this address; retry after the Retry-After seconds"))
 		return
 	}
 	p, err := s.cfg.Tokens.Authenticate(r.Context(), text)
-	if errors.Is(err, ErrBadToken) {
+	if errors.Is(err, auth.ErrBadToken) {
 		s.cfg.Failures.Fail(client)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="gaffer", error="invalid_token"`)
 		writeProblem(w, problem(http.StatusUnauthorized, CodeUnauthorized, "the token is unknown or revoked"))
@@ -270,7 +264,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern, scope st
 		return
 	}
 	if wait, ok := s.allow(p.TokenID); !ok {
-		w.Header().Set("Retry-After", RetryAfter(wait))
+		w.Header().Set("Retry-After", auth.RetryAfter(wait))
 		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "this token is over its request rate; retry after the Retry-After seconds"))
 		return
 	}
@@ -299,12 +293,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern, scope st
 // run runs an endpoint. A txHandler runs in its own transaction, and
 // before it commits, keep (when not nil) is handed the response to store
 // in the same transaction. A commit whose outcome is unknown answers 503.
-func (s *Server) run(r *http.Request, p Principal, body []byte, h endpoint, keep func(tx pgx.Tx, res *bufferedResponse) error) (int, any, error) {
+func (s *Server) run(r *http.Request, p auth.Principal, body []byte, h endpoint, keep func(tx pgx.Tx, res *bufferedResponse) error) (int, any, error) {
 	if h.atomic == nil {
 		return h.plain(r, p, body)
 	}
 	ctx := r.Context()
-	tx, err := s.cfg.Store.Begin(ctx)
+	tx, err := s.store.Begin(ctx)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -351,14 +345,14 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, v a
 
 // idempotent runs a POST once per (tenant, key): the same key with the
 // same request replays the first response; with a different one, 422.
-func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p Principal, key string, body []byte, h endpoint) {
+func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p auth.Principal, key string, body []byte, h endpoint) {
 	if len(key) > 255 {
 		writeProblem(w, fieldProblem("Idempotency-Key", "the Idempotency-Key header must be at most 255 characters"))
 		return
 	}
 	sum := sha256.Sum256(append([]byte(r.Method+" "+r.URL.RequestURI()+"\n"), body...))
 	ctx := r.Context()
-	taken, prev, err := s.cfg.Store.ClaimIdempotencyKey(ctx, p.Tenant, key, sum[:], time.Minute, s.cfg.IdempotencyRetention)
+	taken, prev, err := s.store.ClaimIdempotencyKey(ctx, p.Tenant, key, sum[:], time.Minute, s.cfg.IdempotencyRetention)
 	if err != nil {
 		s.respond(w, r, 0, nil, err)
 		return
@@ -380,7 +374,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p Principal,
 	buf := &bufferedResponse{header: http.Header{}, status: http.StatusOK}
 	// A txHandler's response is stored with its write, in its transaction.
 	keep := func(tx pgx.Tx, res *bufferedResponse) error {
-		return s.cfg.Store.FinishIdempotencyKey(ctx, tx, p.Tenant, key, res.status, res.body.Bytes(), res.header.Get("Content-Type"))
+		return s.store.FinishIdempotencyKey(ctx, tx, p.Tenant, key, res.status, res.body.Bytes(), res.header.Get("Content-Type"))
 	}
 	status, v, herr := s.run(r, p, body, h, keep)
 	s.respond(buf, r, status, v, herr)
@@ -393,9 +387,9 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p Principal,
 		// unfinished key is), so a commit whose answer was lost replays.
 		// A plain handler's 5xx may follow a write that happened; plain
 		// handlers are those whose repeat is harmless (state changes).
-		s.cfg.Store.ReleaseIdempotencyKey(done, p.Tenant, key)
+		s.store.ReleaseIdempotencyKey(done, p.Tenant, key)
 	case h.atomic == nil:
-		if err := s.cfg.Store.FinishIdempotencyKey(done, nil, p.Tenant, key, buf.status, buf.body.Bytes(), buf.header.Get("Content-Type")); err != nil {
+		if err := s.store.FinishIdempotencyKey(done, nil, p.Tenant, key, buf.status, buf.body.Bytes(), buf.header.Get("Content-Type")); err != nil {
 			s.log.Error("store idempotent response", "error", err)
 		}
 	}
@@ -420,12 +414,6 @@ func (s *Server) allow(tokenID string) (time.Duration, bool) {
 		return d, false
 	}
 	return 0, true
-}
-
-// RetryAfter formats wait as a Retry-After header value: whole seconds,
-// rounded up, at least 1.
-func RetryAfter(wait time.Duration) string {
-	return strconv.Itoa(max(1, int(math.Ceil(wait.Seconds()))))
 }
 
 type recorder struct {

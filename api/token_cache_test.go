@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/gafferhq/gaffer/api"
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/internal/pgtest"
 	"github.com/gafferhq/gaffer/internal/store"
 )
@@ -49,10 +49,10 @@ func countingStore(t *testing.T) (*store.Store, *tokenLookups) {
 func TestBadTokensAreCached(t *testing.T) {
 	t.Parallel()
 	st, lookups := countingStore(t)
-	tokens := api.NewTokens(st)
+	tokens := auth.NewTokens(st.Pool())
 	ctx := context.Background()
 	for range 50 {
-		if _, err := tokens.Authenticate(ctx, "gft_not-a-token-anyone-made"); !errors.Is(err, api.ErrBadToken) {
+		if _, err := tokens.Authenticate(ctx, "gft_not-a-token-anyone-made"); !errors.Is(err, auth.ErrBadToken) {
 			t.Fatalf("bad token: %v", err)
 		}
 	}
@@ -70,10 +70,10 @@ func TestBadTokensAreCached(t *testing.T) {
 	// A token created after it was tried works at once on the node that
 	// created it.
 	fixed := "gft_created-after-it-was-tried"
-	if _, err := tokens.Authenticate(ctx, fixed); !errors.Is(err, api.ErrBadToken) {
+	if _, err := tokens.Authenticate(ctx, fixed); !errors.Is(err, auth.ErrBadToken) {
 		t.Fatalf("before creation: %v", err)
 	}
-	if _, _, err := tokens.Create(ctx, api.NewTokenRequest{Name: "late", Scopes: []string{api.ScopeJobsRead}, Secret: fixed}); err != nil {
+	if _, _, err := tokens.Create(ctx, auth.NewTokenRequest{Name: "late", Scopes: []string{auth.ScopeJobsRead}, Secret: fixed}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tokens.Authenticate(ctx, fixed); err != nil {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/webhook"
 )
@@ -25,21 +26,21 @@ type newSecretView struct {
 
 // secretTenant is the tenant a secrets request acts for: the token's, or
 // for a spanning token ?tenant= (default "default").
-func secretTenant(r *http.Request, p Principal) string {
+func secretTenant(r *http.Request, p auth.Principal) string {
 	if t := p.ReadTenant(r.URL.Query().Get("tenant")); t != "" {
 		return t
 	}
 	return job.DefaultTenant
 }
 
-func (s *Server) rotateWebhookSecret(r *http.Request, p Principal, body []byte) (int, any, error) {
+func (s *Server) rotateWebhookSecret(r *http.Request, p auth.Principal, body []byte) (int, any, error) {
 	var b rotateSecretBody
 	if len(body) > 0 {
 		if pr := decodeStrict(body, &b); pr != nil {
 			return 0, nil, pr
 		}
 	}
-	tenant, pr := p.writeTenant(b.Tenant)
+	tenant, pr := writeTenant(p, b.Tenant)
 	if pr != nil {
 		return 0, nil, pr
 	}
@@ -62,7 +63,7 @@ func (s *Server) rotateWebhookSecret(r *http.Request, p Principal, body []byte) 
 	return http.StatusCreated, newSecretView{ID: sec.ID, Tenant: sec.Tenant, CreatedAt: sec.CreatedAt, Secret: text}, nil
 }
 
-func (s *Server) listWebhookSecrets(r *http.Request, p Principal, _ []byte) (int, any, error) {
+func (s *Server) listWebhookSecrets(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
 	secs, err := s.cfg.WebhookSecrets.List(r.Context(), secretTenant(r, p))
 	if err != nil {
 		return 0, nil, err
@@ -73,7 +74,7 @@ func (s *Server) listWebhookSecrets(r *http.Request, p Principal, _ []byte) (int
 	return http.StatusOK, list{Data: secs}, nil
 }
 
-func (s *Server) deleteWebhookSecret(r *http.Request, p Principal, _ []byte) (int, any, error) {
+func (s *Server) deleteWebhookSecret(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
 	id := r.PathValue("id")
 	err := s.cfg.WebhookSecrets.Delete(r.Context(), secretTenant(r, p), id)
 	if errors.Is(err, webhook.ErrSecretNotFound) {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/gafferhq/gaffer/webhook"
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/workflow"
 )
 
@@ -33,8 +33,8 @@ type workflowBody struct {
 	Steps  []workflowStepBody `json:"steps"`
 }
 
-func (b workflowBody) definition(p Principal, hooks *webhook.Handler) (workflow.Definition, *Problem) {
-	tenant, pr := p.writeTenant(b.Tenant)
+func (b workflowBody) definition(p auth.Principal) (workflow.Definition, *Problem) {
+	tenant, pr := writeTenant(p, b.Tenant)
 	if pr != nil {
 		return workflow.Definition{}, pr
 	}
@@ -52,11 +52,6 @@ func (b workflowBody) definition(p Principal, hooks *webhook.Handler) (workflow.
 		signal, pr := parseDuration(field+"signal", s.Signal)
 		if pr != nil {
 			return def, pr
-		}
-		if s.Kind == webhook.Kind {
-			if _, _, err := hooks.Validate(s.Args); err != nil {
-				return def, httpArgsProblem(field, err)
-			}
 		}
 		def.Steps[i] = workflow.Step{Name: s.Name, Kind: s.Kind, Args: s.Args, Queue: s.Queue, Priority: s.Priority, MaxAttempts: s.MaxAttempts,
 			Timeout: timeout, DependsOn: s.DependsOn, AllowFailure: s.AllowFailure, Sleep: sleep, Signal: signal}
@@ -76,12 +71,12 @@ func workflowError(err error, id int64) error {
 	return err
 }
 
-func (s *Server) submitWorkflow(r *http.Request, p Principal, body []byte, tx pgx.Tx) (int, any, error) {
+func (s *Server) submitWorkflow(r *http.Request, p auth.Principal, body []byte, tx pgx.Tx) (int, any, error) {
 	var b workflowBody
 	if pr := decodeStrict(body, &b); pr != nil {
 		return 0, nil, pr
 	}
-	def, pr := b.definition(p, s.cfg.Webhook)
+	def, pr := b.definition(p)
 	if pr != nil {
 		return 0, nil, pr
 	}
@@ -92,7 +87,7 @@ func (s *Server) submitWorkflow(r *http.Request, p Principal, body []byte, tx pg
 	return http.StatusCreated, run, nil
 }
 
-func (s *Server) listWorkflows(r *http.Request, p Principal, _ []byte) (int, any, error) {
+func (s *Server) listWorkflows(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
 	limit, pr := limitParam(r)
 	if pr != nil {
 		return 0, nil, pr
@@ -101,7 +96,7 @@ func (s *Server) listWorkflows(r *http.Request, p Principal, _ []byte) (int, any
 	if pr != nil {
 		return 0, nil, pr
 	}
-	runs, err := s.cfg.Workflows.List(r.Context(), p.tenantFilter(r), r.URL.Query().Get("state"), before, limit)
+	runs, err := s.cfg.Workflows.List(r.Context(), tenantFilter(p, r), r.URL.Query().Get("state"), before, limit)
 	if err != nil {
 		return 0, nil, paramError(err)
 	}
@@ -115,24 +110,24 @@ func (s *Server) listWorkflows(r *http.Request, p Principal, _ []byte) (int, any
 	return http.StatusOK, out, nil
 }
 
-func (s *Server) getWorkflow(r *http.Request, p Principal, _ []byte) (int, any, error) {
+func (s *Server) getWorkflow(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
 	id, pr := pathID(r, "id")
 	if pr != nil {
 		return 0, nil, pr
 	}
-	run, err := s.cfg.Workflows.Get(r.Context(), p.tenantFilter(r), id)
+	run, err := s.cfg.Workflows.Get(r.Context(), tenantFilter(p, r), id)
 	if err != nil {
 		return 0, nil, workflowError(err, id)
 	}
 	return http.StatusOK, run, nil
 }
 
-func (s *Server) cancelWorkflow(r *http.Request, p Principal, _ []byte) (int, any, error) {
+func (s *Server) cancelWorkflow(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
 	id, pr := pathID(r, "id")
 	if pr != nil {
 		return 0, nil, pr
 	}
-	run, err := s.cfg.Workflows.Cancel(r.Context(), p.tenantFilter(r), id)
+	run, err := s.cfg.Workflows.Cancel(r.Context(), tenantFilter(p, r), id)
 	if err != nil {
 		return 0, nil, workflowError(err, id)
 	}
@@ -144,7 +139,7 @@ type signalBody struct {
 	Payload json.RawMessage `json:"payload"`
 }
 
-func (s *Server) signalWorkflow(r *http.Request, p Principal, body []byte) (int, any, error) {
+func (s *Server) signalWorkflow(r *http.Request, p auth.Principal, body []byte) (int, any, error) {
 	id, pr := pathID(r, "id")
 	if pr != nil {
 		return 0, nil, pr
@@ -156,10 +151,10 @@ func (s *Server) signalWorkflow(r *http.Request, p Principal, body []byte) (int,
 	if b.Step == "" {
 		return 0, nil, fieldProblem("step", "step: is required")
 	}
-	if err := s.cfg.Workflows.Signal(r.Context(), p.tenantFilter(r), id, b.Step, b.Payload); err != nil {
+	if err := s.cfg.Workflows.Signal(r.Context(), tenantFilter(p, r), id, b.Step, b.Payload); err != nil {
 		return 0, nil, workflowError(err, id)
 	}
-	run, err := s.cfg.Workflows.Get(r.Context(), p.tenantFilter(r), id)
+	run, err := s.cfg.Workflows.Get(r.Context(), tenantFilter(p, r), id)
 	if err != nil {
 		return 0, nil, workflowError(err, id)
 	}

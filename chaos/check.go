@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/cron"
-	"github.com/gafferhq/gaffer/internal/store"
 )
 
 // settleAndCheck stops the cron entries, waits for the healed cluster to
@@ -14,7 +13,7 @@ import (
 func (h *harness) settleAndCheck() Report {
 	ctx := context.Background()
 	t := h.t
-	crons := cron.NewClient(store.New(h.pool))
+	crons := cron.NewClient(h.pool)
 	for _, n := range h.cronNames {
 		if _, err := crons.Pause(ctx, "", n); err != nil {
 			t.Fatalf("pause cron entry %s: %v", n, err)

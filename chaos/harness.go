@@ -212,7 +212,7 @@ func (h *harness) setUp() {
 			WHEN (NEW.state = 'running' AND OLD.state IS DISTINCT FROM 'running') EXECUTE FUNCTION test_claim_audit();`); err != nil {
 		t.Fatal(err)
 	}
-	h.admin = cluster.NewAdmin(st)
+	h.admin = cluster.NewAdmin(h.pool)
 	if h.etcd, err = etcdserver.StartCluster(3); err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func (h *harness) setUp() {
 		f, _ := h.admin.Fence(ctx)
 		return f.Leader != ""
 	})
-	crons := cron.NewClient(st)
+	crons := cron.NewClient(h.pool)
 	for i := range h.o.Profile.CronEntries {
 		name := fmt.Sprintf("tick-%d", i)
 		if _, err := crons.Create(ctx, cron.Entry{Name: name, Schedule: "@every 1s", Missed: cron.MissedAll,
@@ -420,7 +420,7 @@ func (h *harness) measureRecovery(node string, killedAt time.Time) {
 
 func (h *harness) jobLoad(ctx context.Context) {
 	rng := rand.New(rand.NewPCG(uint64(h.o.Seed), 2))
-	client := job.NewClient(store.New(h.pool), nil)
+	client := job.NewClient(h.pool, nil)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	per := max(1, h.o.Profile.JobsPerSec/10)
@@ -447,7 +447,7 @@ func (h *harness) jobLoad(ctx context.Context) {
 }
 
 func (h *harness) replayLoad(ctx context.Context) {
-	c := dlq.NewClient(store.New(h.pool))
+	c := dlq.NewClient(h.pool)
 	no := false
 	for {
 		select {
@@ -475,7 +475,7 @@ func (h *harness) replayLoad(ctx context.Context) {
 }
 
 func (h *harness) workflowLoad(ctx context.Context) {
-	c := workflow.NewClient(store.New(h.pool))
+	c := workflow.NewClient(h.pool)
 	work := func(ms int) map[string]int { return map[string]int{"ms": ms} }
 	for {
 		select {

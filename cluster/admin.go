@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // ErrUnknownNode: no live node has that id.
@@ -22,8 +23,8 @@ type Admin struct {
 	store *store.Store
 }
 
-// NewAdmin returns an Admin on st.
-func NewAdmin(st *store.Store) *Admin { return &Admin{store: st} }
+// NewAdmin returns an Admin of the nodes recorded in pool's database.
+func NewAdmin(pool *pgxpool.Pool) *Admin { return &Admin{store: store.New(pool)} }
 
 // Drain asks node id to drain: it stops claiming within a second, lets
 // its running jobs finish until deadline (from now, by the database
@@ -50,8 +51,49 @@ func (a *Admin) Undrain(ctx context.Context, id string) error {
 	return err
 }
 
-// Nodes lists every node the nodes table holds, dead ones included.
-func (a *Admin) Nodes(ctx context.Context) ([]store.NodeRow, error) { return a.store.ListNodes(ctx) }
+// NodeRecord is a node as the nodes table records it.
+type NodeRecord struct {
+	ID       string
+	Hostname string
+	Version  string
+	// TZData is the IANA release of the zone rules in the node's binary;
+	// "" for a binary too old to report it.
+	TZData string
+	Queues map[string]int
+	// State is active, draining, left or dead.
+	State            string
+	InFlight         int
+	StartedAt        time.Time
+	LastSeen         time.Time
+	DrainRequestedAt *time.Time
+	DrainDeadline    *time.Time
+	DrainedAt        *time.Time
+	LeftAt           *time.Time
+	LeftReason       string
+	// SinceSeen is how long ago, by the database clock, the node reported.
+	SinceSeen time.Duration
+}
 
-// Fence reads the leader fence: the current epoch and who raised it.
-func (a *Admin) Fence(ctx context.Context) (store.Fence, error) { return a.store.ReadFence(ctx) }
+// Nodes lists every node the nodes table holds, dead ones included.
+func (a *Admin) Nodes(ctx context.Context) ([]NodeRecord, error) {
+	rows, err := a.store.ListNodes(ctx)
+	out := make([]NodeRecord, len(rows))
+	for i, r := range rows {
+		out[i] = NodeRecord(r)
+	}
+	return out, err
+}
+
+// FenceState is the leader fence: the current epoch, who raised it and
+// when (nil before any leader did).
+type FenceState struct {
+	Epoch    int64
+	Leader   string
+	RaisedAt *time.Time
+}
+
+// Fence reads the leader fence.
+func (a *Admin) Fence(ctx context.Context) (FenceState, error) {
+	f, err := a.store.ReadFence(ctx)
+	return FenceState(f), err
+}

@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
+	"github.com/gafferhq/gaffer/internal/knobs"
 	"github.com/gafferhq/gaffer/internal/service"
 	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/internal/tzdata"
@@ -29,6 +31,8 @@ type Cluster struct {
 	log     hclog.Logger
 	store   *store.Store
 	metrics *metrics
+	// fenceOnly: see knobs.SetTrustFenceOnly (a testing aid).
+	fenceOnly bool
 	// client is nil until the session loop first connects (see connect).
 	client atomic.Pointer[clientv3.Client]
 
@@ -71,9 +75,9 @@ func New(cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{
-		cfg: cfg, log: cfg.Logger.Named("cluster"), store: cfg.Store,
+		cfg: cfg, log: cfg.Logger.Named("cluster"), store: store.New(cfg.Pool),
 		metrics: newMetrics(cfg.Registerer), state: "active",
-		wakeReport: make(chan struct{}, 1),
+		wakeReport: make(chan struct{}, 1), fenceOnly: knobs.TrustFenceOnly(cfg.Node.ID),
 	}
 	c.services = []Service{newDeadNodeRescuer(c)}
 	return c, nil
@@ -186,10 +190,6 @@ func (c *Cluster) Status() Status {
 	return s
 }
 
-// Client is the cluster's etcd client, for listing members; nil until
-// the node first connected to etcd.
-func (c *Cluster) Client() *clientv3.Client { return c.client.Load() }
-
 func (c *Cluster) nodeKey(id string) string { return c.cfg.Prefix + "/nodes/" + id }
 func (c *Cluster) nodesPrefix() string      { return c.cfg.Prefix + "/nodes/" }
 func (c *Cluster) electionPrefix() string   { return c.cfg.Prefix + "/leader" }
@@ -294,7 +294,7 @@ func (c *Cluster) session(ctx context.Context, connected func()) error {
 			resign()
 			return ctx.Err()
 		case <-sess.Done():
-			if c.cfg.TrustFenceOnly && term != nil {
+			if c.fenceOnly && term != nil {
 				// Keep leading until the fence says otherwise.
 				c.mu.Lock()
 				c.leading = nil
@@ -439,7 +439,7 @@ func (c *Cluster) orphanedLeadership(ctx context.Context, l *leadership) {
 // is alive and etcd answered a keepalive recently enough that the lease
 // cannot have expired.
 func (c *Cluster) trusted() bool {
-	if c.cfg.TrustFenceOnly {
+	if c.fenceOnly {
 		return true
 	}
 	if !c.connected.Load() {
@@ -451,7 +451,7 @@ func (c *Cluster) trusted() bool {
 
 // Do runs a leader-only write under the fence (it implements job.Fence).
 // A write refused by the fence makes this node step down.
-func (c *Cluster) Do(ctx context.Context, fn func(q store.DB) error) error {
+func (c *Cluster) Do(ctx context.Context, fn func(q pgx.Tx) error) error {
 	c.mu.Lock()
 	l := c.leading
 	c.mu.Unlock()

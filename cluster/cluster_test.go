@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/internal/etcdserver"
+	"github.com/gafferhq/gaffer/internal/knobs"
 	"github.com/gafferhq/gaffer/internal/pgtest"
 	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
@@ -59,12 +61,16 @@ func newMember(t *testing.T, st *store.Store, endpoint, id string, opts ...func(
 	t.Helper()
 	m := &member{id: id, worker: &fakeWorker{}, reg: prometheus.NewRegistry(), left: make(chan struct{})}
 	m.worker.claiming.Store(true)
+	rescuer, err := job.NewLeaseRescuer(job.LeaseRescuerConfig{Pool: st.Pool(), BatchSize: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := cluster.Config{
 		Endpoints: []string{endpoint}, Prefix: "/" + t.Name(), SessionTTL: 2 * time.Second, ReportInterval: 200 * time.Millisecond,
-		Store: st, Node: cluster.NodeInfo{ID: id, Hostname: "test", Version: "test", Queues: map[string]int{"default": 1}},
+		Pool: st.Pool(), Node: cluster.NodeInfo{ID: id, Hostname: "test", Version: "test", Queues: map[string]int{"default": 1}},
 		Worker: m.worker, Registerer: m.reg,
 		RescueNode: func(ctx context.Context, fence cluster.Fence, node string) (int, error) {
-			return job.RescueNode(ctx, st, fence, job.NewMetrics(nil), hclog.NewNullLogger(), node, 100)
+			return rescuer.RescueNode(ctx, fence, node)
 		},
 		OnLeave: func() { close(m.left) },
 		Logger:  hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Warn, Output: testWriter{t}}),
@@ -142,7 +148,7 @@ func TestElectionRaisesFenceAndFailsOver(t *testing.T) {
 	if b.IsLeader() {
 		t.Fatal("two leaders")
 	}
-	f1, _ := cluster.NewAdmin(st).Fence(ctx)
+	f1, _ := cluster.NewAdmin(st.Pool()).Fence(ctx)
 	if f1.Leader != "a" || f1.Epoch != a.Status().Epoch || f1.Epoch <= 0 {
 		t.Fatalf("fence %+v, a's epoch %d", f1, a.Status().Epoch)
 	}
@@ -152,13 +158,13 @@ func TestElectionRaisesFenceAndFailsOver(t *testing.T) {
 	// a leaves cleanly: b takes over at once, with a higher epoch.
 	a.Stop()
 	took := waitFor(t, 10*time.Second, "b to lead", b.IsLeader)
-	f2, _ := cluster.NewAdmin(st).Fence(ctx)
+	f2, _ := cluster.NewAdmin(st.Pool()).Fence(ctx)
 	if f2.Leader != "b" || f2.Epoch <= f1.Epoch {
 		t.Fatalf("fence after failover %+v (was %+v)", f2, f1)
 	}
 	t.Logf("failover after a clean stop took %s", took)
 	// a's old epoch can no longer write.
-	err := st.Fenced(ctx, f1.Epoch, func(q store.DB) error { return nil })
+	err := st.Fenced(ctx, f1.Epoch, func(q pgx.Tx) error { return nil })
 	if !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("write under the old epoch: %v", err)
 	}
@@ -176,7 +182,11 @@ func TestFenceRefusesDeposedLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newMember(t, st, etcd.Endpoint(), "a", func(c *cluster.Config) { c.TrustFenceOnly = true })
+	// The knob is per node id: one no other test uses, since tests run
+	// in parallel in this process.
+	knobs.SetTrustFenceOnly("fence-only-a", true)
+	t.Cleanup(func() { knobs.SetTrustFenceOnly("fence-only-a", false) })
+	a := newMember(t, st, etcd.Endpoint(), "fence-only-a")
 	waitFor(t, 10*time.Second, "a to lead", a.IsLeader)
 	// Revoke a's lease behind its back, as if it had been paused past its TTL.
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd.Endpoint()}})
@@ -184,7 +194,7 @@ func TestFenceRefusesDeposedLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	resp, err := cli.Get(ctx, "/"+t.Name()+"/nodes/a")
+	resp, err := cli.Get(ctx, "/"+t.Name()+"/nodes/fence-only-a")
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("a's key: %v %v", resp, err)
 	}
@@ -196,7 +206,7 @@ func TestFenceRefusesDeposedLeader(t *testing.T) {
 	if !a.IsLeader() {
 		t.Fatal("a stepped down by itself; the test needs it to believe it still leads")
 	}
-	err = a.Do(ctx, func(q store.DB) error {
+	err = a.Do(ctx, func(q pgx.Tx) error {
 		_, err := q.Exec(ctx, `INSERT INTO leader_writes VALUES ('a')`)
 		return err
 	})
@@ -213,7 +223,7 @@ func TestFenceRefusesDeposedLeader(t *testing.T) {
 		t.Fatalf("%d writes from the deposed leader committed", n)
 	}
 	// b's writes go through.
-	if err := b.Do(ctx, func(q store.DB) error {
+	if err := b.Do(ctx, func(q pgx.Tx) error {
 		_, err := q.Exec(ctx, `INSERT INTO leader_writes VALUES ('b')`)
 		return err
 	}); err != nil {
@@ -231,7 +241,7 @@ func TestDeadNodeRescue(t *testing.T) {
 	victim := newMember(t, st, etcd.Endpoint(), "victim")
 	time.Sleep(300 * time.Millisecond)
 	// The victim holds a job with a long lease.
-	client := job.NewClient(st, nil)
+	client := job.NewClient(st.Pool(), nil)
 	res, err := client.Enqueue(ctx, job.Request{Kind: "k"})
 	if err != nil {
 		t.Fatal(err)
@@ -259,7 +269,7 @@ func TestDeadNodeRescue(t *testing.T) {
 		t.Fatalf("errors %+v", j.Errors)
 	}
 	waitFor(t, 5*time.Second, "the victim to be marked dead", func() bool {
-		nodes, _ := cluster.NewAdmin(st).Nodes(ctx)
+		nodes, _ := cluster.NewAdmin(st.Pool()).Nodes(ctx)
 		for _, n := range nodes {
 			if n.ID == "victim" {
 				return n.State == "dead" && n.LeftReason == "lost"
@@ -280,7 +290,7 @@ func TestLeaderNeverRescuesItself(t *testing.T) {
 	st := pgtest.NewStore(t)
 	leader := newMember(t, st, etcd.Endpoint(), "leader")
 	waitFor(t, 10*time.Second, "leader", leader.IsLeader)
-	client := job.NewClient(st, nil)
+	client := job.NewClient(st.Pool(), nil)
 	res, err := client.Enqueue(ctx, job.Request{Kind: "k"})
 	if err != nil {
 		t.Fatal(err)
@@ -301,7 +311,7 @@ func TestLeaderNeverRescuesItself(t *testing.T) {
 	if j, _ := client.Get(ctx, "", res.Job.ID); j.State != job.Running {
 		t.Fatalf("the leader's own running job is %s (errors %+v): it rescued itself", j.State, j.Errors)
 	}
-	nodes, _ := cluster.NewAdmin(st).Nodes(ctx)
+	nodes, _ := cluster.NewAdmin(st.Pool()).Nodes(ctx)
 	for _, n := range nodes {
 		if n.ID == "leader" && n.State == "dead" {
 			t.Fatalf("the leader marked itself dead (%s)", n.LeftReason)
@@ -319,7 +329,7 @@ func TestDeadNodeFoundWhenLeaderStarts(t *testing.T) {
 	if err := st.RegisterNode(ctx, "ghost", "h", "v", "2025c", nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	client := job.NewClient(st, nil)
+	client := job.NewClient(st.Pool(), nil)
 	res, _ := client.Enqueue(ctx, job.Request{Kind: "k"})
 	st.ClaimJobs(ctx, store.ClaimParams{Queue: "default", Limit: 1, Token: 9, LeaseTTL: time.Hour, Node: "ghost"})
 	leader := newMember(t, st, etcd.Endpoint(), "leader")
@@ -335,7 +345,7 @@ func TestDrainAndUndrain(t *testing.T) {
 	ctx := context.Background()
 	etcd := startEtcd(t)
 	st := pgtest.NewStore(t)
-	admin := cluster.NewAdmin(st)
+	admin := cluster.NewAdmin(st.Pool())
 	n := newMember(t, st, etcd.Endpoint(), "n")
 	n.worker.inFlight.Store(2)
 	if err := admin.Drain(ctx, "nope", time.Minute); !errors.Is(err, cluster.ErrUnknownNode) {
@@ -392,7 +402,7 @@ func TestDrainDeadlineReleasesRunningJobs(t *testing.T) {
 	st := pgtest.NewStore(t)
 	n := newMember(t, st, etcd.Endpoint(), "n")
 	n.worker.inFlight.Store(3)
-	if err := cluster.NewAdmin(st).Drain(ctx, "n", 300*time.Millisecond); err != nil {
+	if err := cluster.NewAdmin(st.Pool()).Drain(ctx, "n", 300*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -450,17 +460,17 @@ func TestLeaderAfterEtcdLostItsData(t *testing.T) {
 	cli.Close()
 	n := newMember(t, st, etcd.Endpoint(), "n")
 	waitFor(t, 10*time.Second, "n to lead", n.IsLeader)
-	before, _ := cluster.NewAdmin(st).Fence(ctx)
+	before, _ := cluster.NewAdmin(st.Pool()).Fence(ctx)
 	if err := etcd.RestartEmpty(); err != nil {
 		t.Fatal(err)
 	}
 	took := waitFor(t, 30*time.Second, "a leader on the emptied etcd", func() bool {
-		f, _ := cluster.NewAdmin(st).Fence(ctx)
+		f, _ := cluster.NewAdmin(st.Pool()).Fence(ctx)
 		return n.IsLeader() && f.Epoch > before.Epoch
 	})
-	after, _ := cluster.NewAdmin(st).Fence(ctx)
+	after, _ := cluster.NewAdmin(st.Pool()).Fence(ctx)
 	t.Logf("leader again %s after etcd came back empty; epoch %d -> %d", took, before.Epoch, after.Epoch)
-	if err := st.Fenced(ctx, before.Epoch, func(q store.DB) error { return nil }); !errors.Is(err, store.ErrFenced) {
+	if err := st.Fenced(ctx, before.Epoch, func(q pgx.Tx) error { return nil }); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("the old epoch can still write: %v", err)
 	}
 }

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/gafferhq/gaffer/internal/store"
 )
 
 // Worker is what the cluster needs of the node's job worker.
@@ -67,9 +67,9 @@ type Config struct {
 	// NOTIFY). Default 2s.
 	ReportInterval time.Duration
 
-	Store  *store.Store // required
-	Node   NodeInfo     // required: at least ID
-	Worker Worker       // required
+	Pool   *pgxpool.Pool // required
+	Node   NodeInfo      // required: at least ID
+	Worker Worker        // required
 	// RescueNode ends the running attempts of a node that left without
 	// draining; it runs under the leader fence it is given. Required.
 	RescueNode func(ctx context.Context, fence Fence, node string) (int, error)
@@ -79,27 +79,20 @@ type Config struct {
 
 	Logger     hclog.Logger
 	Registerer prometheus.Registerer
-
-	// TrustFenceOnly is a testing aid: the leader ignores its local view of
-	// its etcd session (the trust window and the session ending) and steps
-	// down only when the PostgreSQL fence refuses a write. Correctness
-	// never depends on the local view, so this only delays stepping down;
-	// tests use it to show the fence alone holds.
-	TrustFenceOnly bool
 }
 
 // Fence is the leader-only write guard the cluster hands to services: see
 // job.Fence, which it satisfies.
 type Fence interface {
-	Do(ctx context.Context, fn func(q store.DB) error) error
+	Do(ctx context.Context, fn func(q pgx.Tx) error) error
 }
 
 func (c *Config) setDefaults() error {
 	switch {
 	case len(c.Endpoints) == 0:
 		return errors.New("cluster: Config.Endpoints is required")
-	case c.Store == nil:
-		return errors.New("cluster: Config.Store is required")
+	case c.Pool == nil:
+		return errors.New("cluster: Config.Pool is required")
 	case c.Node.ID == "":
 		return errors.New("cluster: Config.Node.ID is required")
 	case (c.Username == "") != (c.Password == ""):

@@ -3,11 +3,12 @@ package cluster
 import (
 	"context"
 	"errors"
-	"github.com/gafferhq/gaffer/internal/store"
 	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/gafferhq/gaffer/internal/service"
 )
@@ -111,7 +112,7 @@ func (d *deadNodeRescuer) lost(ctx context.Context, id string) error {
 		return err
 	}
 	var marked bool
-	if err := c.Do(ctx, func(q store.DB) error {
+	if err := c.Do(ctx, func(q pgx.Tx) error {
 		var err error
 		marked, err = c.store.MarkNodeLost(ctx, q, id)
 		return err

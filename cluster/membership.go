@@ -66,12 +66,12 @@ type controlMessage struct {
 
 // HandleNotification reacts to drain and undrain orders for this node
 // sent on store.ChannelControl. It does not block.
-func (c *Cluster) HandleNotification(n store.Notification) {
-	if n.Channel != store.ChannelControl {
+func (c *Cluster) HandleNotification(channel, payload string) {
+	if channel != store.ChannelControl {
 		return
 	}
 	var m controlMessage
-	if json.Unmarshal([]byte(n.Payload), &m) != nil || m.Node != c.cfg.Node.ID {
+	if json.Unmarshal([]byte(payload), &m) != nil || m.Node != c.cfg.Node.ID {
 		return
 	}
 	if m.Op == "drain" || m.Op == "undrain" {

@@ -43,7 +43,7 @@ func TestReportRacingLeaveKeepsTheLeave(t *testing.T) {
 	left := make(chan struct{})
 	c, err := New(Config{
 		Endpoints: []string{"127.0.0.1:1"}, // never dialled: this needs only PostgreSQL
-		Store:     st, Node: NodeInfo{ID: "n", Hostname: "test", Version: "test"},
+		Pool:      st.Pool(), Node: NodeInfo{ID: "n", Hostname: "test", Version: "test"},
 		Worker:     w,
 		RescueNode: func(context.Context, Fence, string) (int, error) { return 0, nil },
 		OnLeave:    func() { close(left) },
@@ -56,7 +56,7 @@ func TestReportRacingLeaveKeepsTheLeave(t *testing.T) {
 	if err := st.RegisterNode(ctx, "n", "test", "test", "2025c", nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := NewAdmin(st).Drain(ctx, "n", time.Minute); err != nil {
+	if err := NewAdmin(st.Pool()).Drain(ctx, "n", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	w.leave = func() { c.leave(ctx, "drained") }
@@ -87,7 +87,7 @@ func TestReportDuringShutdownDrainKeepsDraining(t *testing.T) {
 	st := pgtest.NewStore(t)
 	c, err := New(Config{
 		Endpoints: []string{"127.0.0.1:1"}, // never dialled: this needs only PostgreSQL
-		Store:     st, Node: NodeInfo{ID: "n", Hostname: "test", Version: "test"},
+		Pool:      st.Pool(), Node: NodeInfo{ID: "n", Hostname: "test", Version: "test"},
 		Worker:     &leavingWorker{leave: func() {}},
 		RescueNode: func(context.Context, Fence, string) (int, error) { return 0, nil },
 		Registerer: prometheus.NewRegistry(),

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/internal/pgtest"
 	"github.com/gafferhq/gaffer/internal/store"
@@ -37,7 +39,7 @@ func TestScheduleChangeAtTheBoundary(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := pgtest.NewStore(t)
-	c := cron.NewClient(st)
+	c := cron.NewClient(st.Pool())
 	s := newScheduler(t, st, time.Minute)
 	put := func(name, schedule string) cron.Entry {
 		t.Helper()
@@ -117,7 +119,7 @@ type slowFence struct {
 	delay time.Duration
 }
 
-func (f slowFence) Do(ctx context.Context, fn func(q store.DB) error) error {
+func (f slowFence) Do(ctx context.Context, fn func(q pgx.Tx) error) error {
 	time.Sleep(f.delay)
 	return f.st.InTx(ctx, fn)
 }
@@ -133,12 +135,12 @@ func TestScheduleChangesRacingTheLeader(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	st := pgtest.NewStore(t)
-	c := cron.NewClient(st)
+	c := cron.NewClient(st.Pool())
 	specs := []string{"* * * * * *", "*/1 * * * * *", "0-59 * * * * *"}
 	if _, _, err := c.Put(ctx, cron.Entry{Name: "tick", Schedule: specs[0], Job: cron.JobTemplate{Kind: "k"}}, cron.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s, err := cron.NewScheduler(cron.SchedulerConfig{Store: st, Fence: slowFence{st, 300 * time.Millisecond}})
+	s, err := cron.NewScheduler(cron.SchedulerConfig{Pool: st.Pool(), Fence: slowFence{st, 300 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func newScheduler(t *testing.T, st *store.Store, grace time.Duration) *cron.Scheduler {
 	t.Helper()
-	s, err := cron.NewScheduler(cron.SchedulerConfig{Store: st, Fence: job.Unfenced{Store: st}, MisfireGrace: grace})
+	s, err := cron.NewScheduler(cron.SchedulerConfig{Pool: st.Pool(), Fence: job.Unfenced{Pool: st.Pool()}, MisfireGrace: grace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestEntryLifecycle(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := pgtest.NewStore(t)
-	c := cron.NewClient(st)
+	c := cron.NewClient(st.Pool())
 	e, err := c.Create(ctx, cron.Entry{Name: "nightly-report", Schedule: "30 2 * * *", Timezone: "America/New_York",
 		Job: cron.JobTemplate{Kind: "report.build", Args: []byte(`{"full":true}`), Queue: "reports"}})
 	if err != nil {
@@ -81,7 +81,7 @@ func TestEntryLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, _ := job.NewClient(st, nil).Get(ctx, "", id)
+	j, _ := job.NewClient(st.Pool(), nil).Get(ctx, "", id)
 	if j.Kind != "report.build" || j.Queue != "reports" || string(j.Args) != `{"full":true}` {
 		t.Fatalf("triggered job %+v", j)
 	}
@@ -111,7 +111,7 @@ func TestEntryValidation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := pgtest.NewStore(t)
-	c := cron.NewClient(st)
+	c := cron.NewClient(st.Pool())
 	ok := cron.JobTemplate{Kind: "k"}
 	cases := []struct {
 		e     cron.Entry
@@ -166,7 +166,7 @@ func TestMissedFirePolicies(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := pgtest.NewStore(t)
-	c := cron.NewClient(st)
+	c := cron.NewClient(st.Pool())
 	for _, p := range []struct {
 		name, policy string
 		cap          int
@@ -211,7 +211,7 @@ func TestOverlapSkip(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := pgtest.NewStore(t)
-	c := cron.NewClient(st)
+	c := cron.NewClient(st.Pool())
 	if _, err := c.Create(ctx, cron.Entry{Name: "o", Schedule: "@every 1m", Overlap: "skip", Job: cron.JobTemplate{Kind: "k"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestConcurrentSchedulersFireOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := pgtest.NewStore(t)
-	c := cron.NewClient(st)
+	c := cron.NewClient(st.Pool())
 	for _, n := range []string{"a", "b", "c"} {
 		c.Create(ctx, cron.Entry{Name: n, Schedule: "@every 1m", Missed: "all", Job: cron.JobTemplate{Kind: "k"}})
 		moveCursor(t, st, n, 30*time.Minute+30*time.Second)
@@ -278,7 +278,7 @@ func TestOnTimeFiring(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := pgtest.NewStore(t)
-	c := cron.NewClient(st)
+	c := cron.NewClient(st.Pool())
 	s := newScheduler(t, st, time.Minute)
 	s.Start(ctx)
 	defer s.Stop()
@@ -315,7 +315,7 @@ func TestStoppedSchedulerAppliesPolicy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := pgtest.NewStore(t)
-	c := cron.NewClient(st)
+	c := cron.NewClient(st.Pool())
 	for _, p := range []string{"skip", "all"} {
 		if _, err := c.Create(ctx, cron.Entry{Name: p, Schedule: "@every 1s", Missed: p, Job: cron.JobTemplate{Kind: "k"}}); err != nil {
 			t.Fatal(err)

@@ -70,7 +70,7 @@ func (c *Client) Update(ctx context.Context, tenant, name string, u Update) (Ent
 	if u.Paused != nil {
 		next.Paused = *u.Paused
 	}
-	sched, tmpl, err := next.validate()
+	sched, tmpl, err := next.validate(c.kinds)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -142,7 +142,7 @@ func (r PutResult) Changed() bool { return r.Created || len(r.Changes) > 0 }
 //
 // Errors: a *job.ValidationError or *ScheduleError naming the field.
 func (c *Client) Put(ctx context.Context, e Entry, opt PutOptions) (Entry, PutResult, error) {
-	sched, tmpl, err := e.validate()
+	sched, tmpl, err := e.validate(c.kinds)
 	if err != nil {
 		return Entry{}, PutResult{}, err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
@@ -114,7 +115,7 @@ var entryName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
 
 // validate fills defaults and checks every field; the error names the
 // field. It returns the parsed schedule.
-func (e *Entry) validate() (Schedule, store.CronJob, error) {
+func (e *Entry) validate(kinds *job.Registry) (Schedule, store.CronJob, error) {
 	if e.Tenant == "" {
 		e.Tenant = job.DefaultTenant
 	}
@@ -154,16 +155,20 @@ func (e *Entry) validate() (Schedule, store.CronJob, error) {
 		return nil, store.CronJob{}, err
 	}
 	p, err := job.Request{Kind: e.Job.Kind, Args: e.Job.Args, Tenant: e.Tenant, Queue: e.Job.Queue, Priority: e.Job.Priority,
-		MaxAttempts: e.Job.MaxAttempts, Timeout: e.Job.Timeout}.Params()
+		MaxAttempts: e.Job.MaxAttempts, Timeout: e.Job.Timeout}.Check()
+	if err == nil {
+		err = kinds.CheckRequest(&p)
+	}
 	if err != nil {
 		var ve *job.ValidationError
 		if errors.As(err, &ve) {
-			return nil, store.CronJob{}, &job.ValidationError{Field: "job." + ve.Field, Message: ve.Message}
+			return nil, store.CronJob{}, &job.ValidationError{Field: "job." + ve.Field, Message: ve.Message, Code: ve.Code}
 		}
 		return nil, store.CronJob{}, err
 	}
-	e.Job.Queue, e.Job.Args, e.Job.MaxAttempts = p.Queue, p.Args, p.MaxAttempts
-	return sched, store.CronJob{Kind: p.Kind, Queue: p.Queue, Args: p.Args, Priority: p.Priority,
+	args := p.Args.(json.RawMessage) // Check encodes them
+	e.Job.Queue, e.Job.Args, e.Job.MaxAttempts = p.Queue, args, p.MaxAttempts
+	return sched, store.CronJob{Kind: p.Kind, Queue: p.Queue, Args: args, Priority: p.Priority,
 		MaxAttempts: p.MaxAttempts, TimeoutMS: p.Timeout.Milliseconds()}, nil
 }
 
@@ -198,17 +203,26 @@ func timePtr(t time.Time) *time.Time {
 // PostgreSQL; the leader's Scheduler is woken by every change.
 type Client struct {
 	store *store.Store
+	kinds *job.Registry // nil: no kind-specific checks
+}
+
+// WithKinds returns a client that also checks each entry's job template
+// with the Check its kind has in r (see job.KindOptions.Check).
+func (c *Client) WithKinds(r *job.Registry) *Client {
+	cp := *c
+	cp.kinds = r
+	return &cp
 }
 
 // NewClient returns a client on st.
-func NewClient(st *store.Store) *Client { return &Client{store: st} }
+func NewClient(pool *pgxpool.Pool) *Client { return &Client{store: store.New(pool)} }
 
 // Create validates e and stores it; its first occurrence is the first
 // fire time after now (by the database clock) — for a one-shot, its
 // instant, which must be in the future and within MaxAhead. Errors: a
 // *job.ValidationError or *ScheduleError naming the field, ErrExists.
 func (c *Client) Create(ctx context.Context, e Entry) (Entry, error) {
-	sched, tmpl, err := e.validate()
+	sched, tmpl, err := e.validate(c.kinds)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -344,12 +358,28 @@ func (c *Client) NextTimes(ctx context.Context, tenant, name string, n int) ([]t
 }
 
 // Occurrence is one scheduled instant and what became of it.
-type Occurrence = store.CronOccurrence
+type Occurrence struct {
+	ScheduledAt time.Time
+	// Status is "fired", "skipped" (overlap), "missed" (missed-fire
+	// policy) or "triggered" (by hand).
+	Status     string
+	Reason     string
+	Count      int // occurrences a "missed" row stands for
+	RecordedAt time.Time
+	// Epoch is the leader epoch that recorded it.
+	Epoch int64
+	JobID int64
+}
 
 // History returns an entry's occurrences, newest first, before the
 // instant given (zero: the newest).
 func (c *Client) History(ctx context.Context, tenant, name string, before time.Time, limit int) ([]Occurrence, error) {
-	return c.store.CronHistory(ctx, tenantOrDefault(tenant), name, before, limit)
+	rows, err := c.store.CronHistory(ctx, tenantOrDefault(tenant), name, before, limit)
+	out := make([]Occurrence, len(rows))
+	for i, r := range rows {
+		out[i] = Occurrence(r)
+	}
+	return out, err
 }
 
 func tenantOrDefault(t string) string {

@@ -37,7 +37,7 @@ func TestOneShotFiresOnceThenDone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := pgtest.NewStore(t)
-	c := cron.NewClient(st)
+	c := cron.NewClient(st.Pool())
 	spec, at := atIn(t, st, time.Hour)
 	e, err := c.Create(ctx, cron.Entry{Name: "once", Schedule: spec, Job: cron.JobTemplate{Kind: "k"}})
 	if err != nil || !e.NextRunAt.Equal(at) || e.Done {
@@ -97,7 +97,7 @@ func TestOneShotPausedPastItsTime(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := pgtest.NewStore(t)
-	c := cron.NewClient(st)
+	c := cron.NewClient(st.Pool())
 	s := newScheduler(t, st, time.Minute)
 	for _, p := range []string{"skip", "once", "all"} {
 		t.Run(p, func(t *testing.T) {
@@ -155,7 +155,7 @@ func TestOneShotValidation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := pgtest.NewStore(t)
-	c := cron.NewClient(st)
+	c := cron.NewClient(st.Pool())
 	past, _ := atIn(t, st, -time.Second)
 	far, _ := atIn(t, st, 10*366*24*time.Hour)
 	for spec, want := range map[string]string{past: "not in the future", far: "10 years", "@at next tuesday": "RFC 3339", "@at 2030-01-01T09:00:00.25Z": "whole seconds"} {

@@ -19,7 +19,7 @@ func TestPutIsIdempotent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := pgtest.NewStore(t)
-	c := cron.NewClient(st)
+	c := cron.NewClient(st.Pool())
 	def := func(schedule, args string) cron.Entry {
 		return cron.Entry{Name: "report", Schedule: schedule, Timezone: "America/New_York",
 			Job: cron.JobTemplate{Kind: "report.build", Queue: "reports", Args: []byte(args), Timeout: 10 * time.Minute}, Missed: "once"}
@@ -98,7 +98,7 @@ func TestPutBadInputWritesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := pgtest.NewStore(t)
-	c := cron.NewClient(st)
+	c := cron.NewClient(st.Pool())
 	good := cron.Entry{Name: "e", Schedule: "@daily", Job: cron.JobTemplate{Kind: "k"}}
 	if _, _, err := c.Put(ctx, good, cron.PutOptions{}); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gafferhq/gaffer/internal/service"
@@ -17,12 +19,12 @@ import (
 // Fence runs leader-only writes: fn's statements commit only while this
 // node leads (cluster.Cluster provides it).
 type Fence interface {
-	Do(ctx context.Context, fn func(q store.DB) error) error
+	Do(ctx context.Context, fn func(q pgx.Tx) error) error
 }
 
 // SchedulerConfig configures a Scheduler. Zero values take the defaults.
 type SchedulerConfig struct {
-	Store *store.Store // required
+	Pool *pgxpool.Pool // required
 	// Fence guards every firing. Required: cron must only fire on the
 	// proven leader.
 	Fence      Fence
@@ -47,6 +49,7 @@ type SchedulerConfig struct {
 // it and is held back by a backoff; the others fire regardless.
 type Scheduler struct {
 	cfg     SchedulerConfig
+	store   *store.Store
 	log     hclog.Logger
 	metrics *metrics
 	runner  service.Runner
@@ -58,8 +61,8 @@ type Scheduler struct {
 // NewScheduler validates cfg and returns a stopped scheduler.
 func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
 	switch {
-	case cfg.Store == nil:
-		return nil, errors.New("cron: SchedulerConfig.Store is required")
+	case cfg.Pool == nil:
+		return nil, errors.New("cron: SchedulerConfig.Pool is required")
 	case cfg.Fence == nil:
 		return nil, errors.New("cron: SchedulerConfig.Fence is required")
 	case cfg.MisfireGrace < 0 || cfg.MaxSleep < 0 || cfg.HistoryRetention < 0:
@@ -77,7 +80,7 @@ func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &Scheduler{cfg: cfg, log: cfg.Logger.Named("cron"), metrics: newMetrics(cfg.Registerer),
+	return &Scheduler{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("cron"), metrics: newMetrics(cfg.Registerer),
 		wake: make(chan struct{}, 1)}, nil
 }
 
@@ -127,7 +130,7 @@ func (s *Scheduler) loop(ctx context.Context) {
 // is due, by the database clock.
 func (s *Scheduler) RunOnce(ctx context.Context) (time.Duration, error) {
 	for {
-		due, now, err := s.cfg.Store.DueCronEntries(ctx, 100)
+		due, now, err := s.store.DueCronEntries(ctx, 100)
 		if err != nil {
 			return 0, err
 		}
@@ -146,7 +149,7 @@ func (s *Scheduler) RunOnce(ctx context.Context) (time.Duration, error) {
 		}
 	}
 	s.cleanup(ctx)
-	wait, ok, err := s.cfg.Store.NextCronDue(ctx)
+	wait, ok, err := s.store.NextCronDue(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -177,9 +180,9 @@ func (s *Scheduler) fire(ctx context.Context, e store.CronEntry, now time.Time) 
 	firing := store.CronFiring{Tenant: e.Tenant, Name: e.Name, OldCursor: e.NextRunAt, NewCursor: plan.next,
 		Occurrences: plan.occurrences, Job: e.Job, SkipIfBusy: e.Overlap == OverlapSkip}
 	var recorded []store.CronOccurrence
-	err = s.cfg.Fence.Do(ctx, func(q store.DB) error {
+	err = s.cfg.Fence.Do(ctx, func(q pgx.Tx) error {
 		var err error
-		recorded, err = s.cfg.Store.FireCron(ctx, q, firing)
+		recorded, err = s.store.FireCron(ctx, q, firing)
 		return err
 	})
 	switch {
@@ -219,9 +222,9 @@ func leadershipLost(ctx context.Context, err error) bool {
 func (s *Scheduler) failed(ctx context.Context, e store.CronEntry, cause error) error {
 	key := e.Tenant + "/" + e.Name
 	var n int
-	err := s.cfg.Fence.Do(ctx, func(q store.DB) error {
+	err := s.cfg.Fence.Do(ctx, func(q pgx.Tx) error {
 		var err error
-		n, err = s.cfg.Store.RecordCronError(ctx, q, e.Tenant, e.Name, e.UpdatedAt, cause.Error())
+		n, err = s.store.RecordCronError(ctx, q, e.Tenant, e.Name, e.UpdatedAt, cause.Error())
 		return err
 	})
 	if err != nil {
@@ -247,7 +250,7 @@ func (s *Scheduler) failed(ctx context.Context, e store.CronEntry, cause error) 
 func checkTemplate(e store.CronEntry) error {
 	j := e.Job
 	_, err := job.Request{Kind: j.Kind, Args: j.Args, Tenant: e.Tenant, Queue: j.Queue, Priority: j.Priority,
-		MaxAttempts: j.MaxAttempts, Timeout: time.Duration(j.TimeoutMS) * time.Millisecond}.Params()
+		MaxAttempts: j.MaxAttempts, Timeout: time.Duration(j.TimeoutMS) * time.Millisecond}.Check()
 	var ve *job.ValidationError
 	if errors.As(err, &ve) {
 		return &job.ValidationError{Field: "job." + ve.Field, Message: ve.Message}
@@ -339,8 +342,8 @@ func (s *Scheduler) cleanup(ctx context.Context) {
 		return
 	}
 	s.lastCleanup = time.Now()
-	err := s.cfg.Fence.Do(ctx, func(q store.DB) error {
-		_, err := s.cfg.Store.DeleteOldCronOccurrences(ctx, q, s.cfg.HistoryRetention, 10000)
+	err := s.cfg.Fence.Do(ctx, func(q pgx.Tx) error {
+		_, err := s.store.DeleteOldCronOccurrences(ctx, q, s.cfg.HistoryRetention, 10000)
 		return err
 	})
 	if err != nil && !errors.Is(err, service.ErrNotLeader) {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/internal/pgtest"
 	"github.com/gafferhq/gaffer/internal/store"
@@ -19,7 +21,7 @@ func TestStatusAfterFire(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := pgtest.NewStore(t)
-	c := cron.NewClient(st)
+	c := cron.NewClient(st.Pool())
 	if _, err := c.Create(ctx, cron.Entry{Name: "e", Schedule: "@every 1h", Job: cron.JobTemplate{Kind: "k"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +84,7 @@ func TestSchedulerErrorIsRecordedOnTheEntry(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := pgtest.NewStore(t)
-	c := cron.NewClient(st)
+	c := cron.NewClient(st.Pool())
 	for _, e := range []cron.Entry{
 		{Name: "boom", Schedule: "@every 1h", Job: cron.JobTemplate{Kind: "boom"}},
 		{Name: "fine", Schedule: "@every 1h", Job: cron.JobTemplate{Kind: "ok"}},
@@ -145,7 +147,7 @@ func TestBrokenEntryIsReportedByField(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := pgtest.NewStore(t)
-	c := cron.NewClient(st)
+	c := cron.NewClient(st.Pool())
 	for _, n := range []string{"badqueue", "badschedule"} {
 		if _, err := c.Create(ctx, cron.Entry{Name: n, Schedule: "@every 1h", Job: cron.JobTemplate{Kind: "k"}}); err != nil {
 			t.Fatal(err)
@@ -170,7 +172,7 @@ func TestBrokenEntryIsReportedByField(t *testing.T) {
 // notLeader is a node that cannot prove it leads.
 type notLeader struct{}
 
-func (notLeader) Do(context.Context, func(store.DB) error) error { return job.ErrNotLeader }
+func (notLeader) Do(context.Context, func(pgx.Tx) error) error { return job.ErrNotLeader }
 
 // A node that is not the leader records nothing on the entries: not
 // leading is not the entry's failure.
@@ -178,12 +180,12 @@ func TestNotLeadingIsNotAnEntryError(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := pgtest.NewStore(t)
-	c := cron.NewClient(st)
+	c := cron.NewClient(st.Pool())
 	if _, err := c.Create(ctx, cron.Entry{Name: "e", Schedule: "@every 1h", Job: cron.JobTemplate{Kind: "k"}}); err != nil {
 		t.Fatal(err)
 	}
 	moveCursor(t, st, "e", time.Second)
-	s, _ := cron.NewScheduler(cron.SchedulerConfig{Store: st, Fence: notLeader{}})
+	s, _ := cron.NewScheduler(cron.SchedulerConfig{Pool: st.Pool(), Fence: notLeader{}})
 	if _, err := s.RunOnce(ctx); !errors.Is(err, job.ErrNotLeader) {
 		t.Fatalf("RunOnce: %v, want ErrNotLeader", err)
 	}

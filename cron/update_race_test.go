@@ -18,7 +18,7 @@ func TestUpdateRacingPauseAndFiringKeepsBoth(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := pgtest.NewStore(t)
-	c := cron.NewClient(st)
+	c := cron.NewClient(st.Pool())
 	if _, err := c.Create(ctx, cron.Entry{Name: "e", Schedule: "@every 1h", Job: cron.JobTemplate{Kind: "old.kind"}}); err != nil {
 		t.Fatal(err)
 	}

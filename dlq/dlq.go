@@ -10,6 +10,7 @@ import (
 
 	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Errors.
@@ -99,7 +100,7 @@ type Client struct {
 }
 
 // NewClient returns a client on st.
-func NewClient(st *store.Store) *Client { return &Client{store: st} }
+func NewClient(pool *pgxpool.Pool) *Client { return &Client{store: store.New(pool)} }
 
 // List returns entries matching f, newest first.
 func (c *Client) List(ctx context.Context, f Filter) ([]Entry, error) {
@@ -171,6 +172,13 @@ func (c *Client) ReplayMatching(ctx context.Context, f Filter) ([]Replay, error)
 		}
 	}
 	return out, nil
+}
+
+// CountUnreplayed counts a tenant's ("": every tenant's) entries not yet
+// replayed, stopping at limit: a count equal to it means at least that
+// many, and stays fast on a table of millions.
+func (c *Client) CountUnreplayed(ctx context.Context, tenant string, limit int) (int64, error) {
+	return c.store.CountDLQCapped(ctx, tenant, limit)
 }
 
 // Delete removes one entry. Errors: ErrNotFound.

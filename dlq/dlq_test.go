@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 func deadLetter(t *testing.T, st *store.Store, r job.Request, msg string) int64 {
 	t.Helper()
 	ctx := context.Background()
-	res, err := job.NewClient(st, nil).Enqueue(ctx, r)
+	res, err := job.NewClient(st.Pool(), nil).Enqueue(ctx, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func deadLetter(t *testing.T, st *store.Store, r job.Request, msg string) int64 
 func TestConcurrentReplaysMakeOneJob(t *testing.T) {
 	t.Parallel()
 	st := pgtest.NewStore(t)
-	c := dlq.NewClient(st)
+	c := dlq.NewClient(st.Pool())
 	ctx := context.Background()
 	id := deadLetter(t, st, job.Request{Kind: "k", Args: map[string]int{"n": 1}, Queue: "mail", Priority: 3}, "smtp down")
 
@@ -78,7 +78,7 @@ func TestConcurrentReplaysMakeOneJob(t *testing.T) {
 		t.Fatalf("%d jobs replay the entry", jobs)
 	}
 	e, _ := c.Get(ctx, "", id)
-	nj, _ := job.NewClient(st, nil).Get(ctx, "", ok[0].JobID)
+	nj, _ := job.NewClient(st.Pool(), nil).Get(ctx, "", ok[0].JobID)
 	if e.ReplayJobID != nj.ID || nj.ReplayOf != id || nj.Queue != "mail" || nj.Priority != 3 || string(nj.Args) != `{"n":1}` || nj.State != job.Pending {
 		t.Fatalf("entry %+v, job %+v", e, nj)
 	}
@@ -87,7 +87,7 @@ func TestConcurrentReplaysMakeOneJob(t *testing.T) {
 func TestFilterReplayMatchingAndPurge(t *testing.T) {
 	t.Parallel()
 	st := pgtest.NewStore(t)
-	c := dlq.NewClient(st)
+	c := dlq.NewClient(st.Pool())
 	ctx := context.Background()
 	a := deadLetter(t, st, job.Request{Kind: "email", Queue: "mail"}, "SMTP timeout")
 	b := deadLetter(t, st, job.Request{Kind: "email", Queue: "mail"}, "mailbox full")

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gafferhq/gaffer/internal/store"
 )
@@ -15,14 +17,40 @@ import (
 type Client struct {
 	store   *store.Store
 	metrics *Metrics
+	kinds   *Registry // nil: no kind-specific checks
 }
 
-// NewClient returns a client on st. m may be nil.
-func NewClient(st *store.Store, m *Metrics) *Client {
+// NewClient returns a client of the jobs in pool's database. m may be
+// nil.
+func NewClient(pool *pgxpool.Pool, m *Metrics) *Client {
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	return &Client{store: st, metrics: m}
+	return &Client{store: store.New(pool), metrics: m}
+}
+
+// WithKinds returns a client that also runs, on every request, the Check
+// its kind has in r (see KindOptions.Check). A node's Client has the
+// node's registry.
+func (c *Client) WithKinds(r *Registry) *Client {
+	cp := *c
+	cp.kinds = r
+	return &cp
+}
+
+// prepare validates r, runs its kind's check, and returns what the store
+// inserts.
+func (c *Client) prepare(r Request) (store.InsertParams, error) {
+	p, err := r.params()
+	if err != nil || c.kinds == nil {
+		return p, err
+	}
+	checked := requestOf(p)
+	if err := c.kinds.CheckRequest(&checked); err != nil {
+		return p, err
+	}
+	p.FairnessKey, p.LimitKey = checked.FairnessKey, checked.LimitKey
+	return p, nil
 }
 
 // Result is the outcome of an enqueue.
@@ -49,7 +77,7 @@ func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, r Request) (Result, e
 }
 
 func (c *Client) enqueue(ctx context.Context, tx pgx.Tx, r Request) (Result, error) {
-	p, err := r.Params()
+	p, err := c.prepare(r)
 	if err != nil {
 		return Result{}, err
 	}
@@ -64,7 +92,7 @@ func (c *Client) enqueue(ctx context.Context, tx pgx.Tx, r Request) (Result, err
 	if !res.Existing {
 		c.metrics.forKind(p.Queue, p.Kind).enqueued.Inc()
 	}
-	return Result{Job: FromRow(res.Job), Existing: res.Existing}, nil
+	return Result{Job: fromRow(res.Job), Existing: res.Existing}, nil
 }
 
 // EnqueueMany validates every request, then inserts them all in one
@@ -86,11 +114,11 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, rs []Request) ([]
 func (c *Client) enqueueMany(ctx context.Context, tx pgx.Tx, rs []Request) ([]int64, error) {
 	ps := make([]store.InsertParams, len(rs))
 	for i, r := range rs {
-		p, err := r.Params()
+		p, err := c.prepare(r)
 		if err != nil {
 			var ve *ValidationError
 			if errors.As(err, &ve) {
-				return nil, &ValidationError{Field: fmt.Sprintf("jobs[%d].%s", i, ve.Field), Message: ve.Message}
+				return nil, &ValidationError{Field: fmt.Sprintf("jobs[%d].%s", i, ve.Field), Message: ve.Message, Code: ve.Code}
 			}
 			return nil, err
 		}
@@ -124,7 +152,7 @@ func (c *Client) Get(ctx context.Context, tenant string, id int64) (*Job, error)
 	if err != nil {
 		return nil, err
 	}
-	return FromRow(row), nil
+	return fromRow(row), nil
 }
 
 // Filter selects jobs to list; zero fields do not filter.
@@ -188,7 +216,7 @@ func (c *Client) List(ctx context.Context, f Filter) ([]*Job, error) {
 	}
 	out := make([]*Job, len(rows))
 	for i, r := range rows {
-		out[i] = FromRow(r)
+		out[i] = fromRow(r)
 	}
 	return out, nil
 }
@@ -227,11 +255,61 @@ func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
 	return c.store.SetQueuePaused(ctx, queue, false)
 }
 
+// Queue is a queue and its unfinished jobs.
+type Queue struct {
+	Name     string
+	Paused   bool
+	Pending  int64
+	Retrying int64
+	Running  int64
+	// OldestDueAge is how long the oldest due, unclaimed job has waited.
+	OldestDueAge time.Duration
+}
+
+func queuesOf(rows []store.Queue, err error) ([]Queue, error) {
+	out := make([]Queue, len(rows))
+	for i, r := range rows {
+		out[i] = Queue(r)
+	}
+	return out, err
+}
+
 // Queues lists known queues with their counts. For a tenant (not "") it
 // lists only the queues where that tenant has unfinished jobs, with that
 // tenant's counts: a tenant sees nothing of another's queues.
-func (c *Client) Queues(ctx context.Context, tenant string) ([]store.Queue, error) {
-	return c.store.ListQueues(ctx, tenant)
+func (c *Client) Queues(ctx context.Context, tenant string) ([]Queue, error) {
+	return queuesOf(c.store.ListQueues(ctx, tenant))
+}
+
+// QueueDepths is Queues for huge tables: across tenants, pending and
+// retrying counts stop at limit (a count equal to it means at least that
+// many); a tenant's counts are exact.
+func (c *Client) QueueDepths(ctx context.Context, tenant string, limit int) ([]Queue, error) {
+	return queuesOf(c.store.QueueDepthsCapped(ctx, tenant, limit))
+}
+
+// EstimateJobs is the planner's estimate of how many jobs the table holds
+// (as of the last autovacuum or analyze): instant on any size, unlike a
+// count.
+func (c *Client) EstimateJobs(ctx context.Context) (int64, error) { return c.store.EstimateJobs(ctx) }
+
+// ThroughputPoint is one minute's average rates of finished jobs.
+type ThroughputPoint struct {
+	Minute          time.Time
+	CompletedPerSec float64
+	FailedPerSec    float64
+}
+
+// Throughput returns per-minute rates over the last window (at most an
+// hour for one tenant), of one tenant or, for "", of all. The leader's
+// queue monitor records a sample every interval.
+func (c *Client) Throughput(ctx context.Context, tenant string, window time.Duration) ([]ThroughputPoint, error) {
+	rows, err := c.store.ThroughputSeries(ctx, tenant, window)
+	out := make([]ThroughputPoint, len(rows))
+	for i, r := range rows {
+		out[i] = ThroughputPoint(r)
+	}
+	return out, err
 }
 
 // Retry runs a job again now. A retrying job waiting out its backoff

@@ -106,6 +106,10 @@ func Cancel(err error) error {
 type ValidationError struct {
 	Field   string
 	Message string
+	// Code, when set, names the refusal more precisely than "invalid
+	// field", for callers that branch on it: the API answers with it as
+	// the problem code (e.g. destination_not_allowed).
+	Code string
 }
 
 func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }

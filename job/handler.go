@@ -34,6 +34,16 @@ type KindOptions struct {
 	Backoff Backoff
 	// Timeout for jobs of this kind enqueued without one. Default none.
 	Timeout time.Duration
+	// Check, when set, checks every request of this kind where it enters,
+	// after the checks every request gets: a Client with this registry
+	// (WithKinds) runs it on enqueue, a cron.Client on an entry's
+	// template, a workflow.Client on each step, and so the API on all
+	// three. It gets the request as checked so far (defaults filled in,
+	// Args a json.RawMessage) and may set its FairnessKey and LimitKey
+	// (the http kind makes the destination host the fairness key). Its
+	// error refuses the request: a *ValidationError names the field, as
+	// in "args.url".
+	Check func(r *Request) error
 }
 
 type registration struct {
@@ -46,6 +56,20 @@ type registration struct {
 type Registry struct {
 	mu    sync.RWMutex
 	kinds map[string]registration
+}
+
+// CheckRequest runs the Check registered with req's kind, if any; nil
+// for a kind with none or not registered here. A nil registry checks
+// nothing.
+func (r *Registry) CheckRequest(req *Request) error {
+	if r == nil {
+		return nil
+	}
+	reg, ok := r.lookup(req.Kind)
+	if !ok || reg.opts.Check == nil {
+		return nil
+	}
+	return reg.opts.Check(req)
 }
 
 // NewRegistry returns an empty registry.

@@ -29,7 +29,7 @@ func newEnv(t *testing.T) *env {
 	st := pgtest.NewStore(t)
 	promReg := prometheus.NewRegistry()
 	m := job.NewMetrics(promReg)
-	return &env{t: t, st: st, client: job.NewClient(st, m), reg: job.NewRegistry(), metrics: m, promReg: promReg}
+	return &env{t: t, st: st, client: job.NewClient(st.Pool(), m), reg: job.NewRegistry(), metrics: m, promReg: promReg}
 }
 
 func testLogger(t *testing.T) hclog.Logger {
@@ -47,7 +47,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 // when the test ends.
 func (e *env) startWorker(cfg job.WorkerConfig) *job.Worker {
 	e.t.Helper()
-	cfg.Store, cfg.Registry, cfg.Metrics = e.st, e.reg, e.metrics
+	cfg.Pool, cfg.Registry, cfg.Metrics = e.st.Pool(), e.reg, e.metrics
 	if cfg.NodeID == "" {
 		cfg.NodeID = "node-a"
 	}

@@ -166,8 +166,8 @@ func (j *Job) SetResult(v any) error {
 	return nil
 }
 
-// FromRow converts a stored row.
-func FromRow(r store.Job) *Job {
+// fromRow converts a stored row.
+func fromRow(r store.Job) *Job {
 	j := &Job{
 		ID: r.ID, Tenant: r.Tenant, Kind: r.Kind, Queue: r.Queue, State: State(r.State),
 		Priority: r.Priority, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Timeout: r.Timeout,

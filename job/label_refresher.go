@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gafferhq/gaffer/internal/service"
 	"github.com/gafferhq/gaffer/internal/store"
@@ -13,9 +14,9 @@ import (
 
 // LabelRefresherConfig configures a LabelRefresher.
 type LabelRefresherConfig struct {
-	Store    *store.Store // required
-	Metrics  *Metrics     // required: the metrics whose labels it bounds
-	Registry *Registry    // required: this node's kinds
+	Pool     *pgxpool.Pool // required
+	Metrics  *Metrics      // required: the metrics whose labels it bounds
+	Registry *Registry     // required: this node's kinds
 	// Queues are the queues this node works.
 	Queues []string
 	Logger hclog.Logger
@@ -29,14 +30,15 @@ type LabelRefresherConfig struct {
 // counted under OtherLabel instead of becoming a series of its own.
 type LabelRefresher struct {
 	cfg    LabelRefresherConfig
+	store  *store.Store
 	log    hclog.Logger
 	runner service.Runner
 }
 
 // NewLabelRefresher validates cfg and returns a stopped refresher.
 func NewLabelRefresher(cfg LabelRefresherConfig) (*LabelRefresher, error) {
-	if cfg.Store == nil || cfg.Metrics == nil || cfg.Registry == nil {
-		return nil, errors.New("LabelRefresherConfig.Store, .Metrics and .Registry are required")
+	if cfg.Pool == nil || cfg.Metrics == nil || cfg.Registry == nil {
+		return nil, errors.New("LabelRefresherConfig.Pool, .Metrics and .Registry are required")
 	}
 	if cfg.Interval < 0 {
 		return nil, errors.New("LabelRefresherConfig.Interval must not be negative")
@@ -47,7 +49,7 @@ func NewLabelRefresher(cfg LabelRefresherConfig) (*LabelRefresher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &LabelRefresher{cfg: cfg, log: cfg.Logger.Named("metric_labels")}, nil
+	return &LabelRefresher{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("metric_labels")}, nil
 }
 
 // Start sets the local labels at once, then refreshes in the background;
@@ -64,7 +66,7 @@ func (r *LabelRefresher) Stop() { r.runner.Stop() }
 // RunOnce reads the other nodes' kinds and queues and sets the labels.
 // On error the labels stay as they were.
 func (r *LabelRefresher) RunOnce(ctx context.Context) error {
-	kinds, queues, err := r.cfg.Store.KnownLabels(ctx)
+	kinds, queues, err := r.store.KnownLabels(ctx)
 	if err != nil {
 		return err
 	}

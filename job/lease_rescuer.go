@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gafferhq/gaffer/internal/service"
 	"github.com/gafferhq/gaffer/internal/store"
@@ -13,7 +15,7 @@ import (
 
 // LeaseRescuerConfig configures a LeaseRescuer.
 type LeaseRescuerConfig struct {
-	Store   *store.Store // required
+	Pool    *pgxpool.Pool // required
 	Metrics *Metrics
 	Logger  hclog.Logger
 	// Fence guards the rescue writes. Default Unfenced.
@@ -34,14 +36,15 @@ type LeaseRescuerConfig struct {
 // that re-runs the jobs of a node that died.
 type LeaseRescuer struct {
 	cfg    LeaseRescuerConfig
+	store  *store.Store
 	log    hclog.Logger
 	runner service.Runner
 }
 
 // NewLeaseRescuer validates cfg and returns a stopped rescuer.
 func NewLeaseRescuer(cfg LeaseRescuerConfig) (*LeaseRescuer, error) {
-	if cfg.Store == nil {
-		return nil, errors.New("LeaseRescuerConfig.Store is required")
+	if cfg.Pool == nil {
+		return nil, errors.New("LeaseRescuerConfig.Pool is required")
 	}
 	if cfg.Interval < 0 || cfg.BatchSize < 0 {
 		return nil, errors.New("LeaseRescuerConfig: Interval and BatchSize must not be negative")
@@ -59,9 +62,9 @@ func NewLeaseRescuer(cfg LeaseRescuerConfig) (*LeaseRescuer, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	if cfg.Fence == nil {
-		cfg.Fence = Unfenced{Store: cfg.Store}
+		cfg.Fence = Unfenced{Pool: cfg.Pool}
 	}
-	return &LeaseRescuer{cfg: cfg, log: cfg.Logger.Named("lease_rescuer")}, nil
+	return &LeaseRescuer{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("lease_rescuer")}, nil
 }
 
 // Start begins sweeping in the background; non-blocking and idempotent.
@@ -79,14 +82,21 @@ func (r *LeaseRescuer) Stop() { r.runner.Stop() }
 // RunOnce rescues every attempt whose lease has expired now and returns
 // how many it rescued.
 func (r *LeaseRescuer) RunOnce(ctx context.Context) (int, error) {
-	return RescueNode(ctx, r.cfg.Store, r.cfg.Fence, r.cfg.Metrics, r.log, "", r.cfg.BatchSize)
+	return rescueNode(ctx, r.store, r.cfg.Fence, r.cfg.Metrics, r.log, "", r.cfg.BatchSize)
 }
 
-// RescueNode ends lost attempts: those whose lease expired and, when node
-// is not empty, every attempt running on that node (which the cluster
-// knows is gone). Each batch is one fenced transaction. It returns how many
-// it ended.
-func RescueNode(ctx context.Context, st *store.Store, fence Fence, m *Metrics, log hclog.Logger, node string, batch int) (int, error) {
+// RescueNode ends every attempt running on node, which the cluster knows
+// is gone, and those whose lease expired, through fence (the leader's:
+// only the leader acts on the cluster's word that a node left). It
+// returns how many it ended.
+func (r *LeaseRescuer) RescueNode(ctx context.Context, fence Fence, node string) (int, error) {
+	return rescueNode(ctx, r.store, fence, r.cfg.Metrics, r.log, node, r.cfg.BatchSize)
+}
+
+// rescueNode ends lost attempts: those whose lease expired and, when node
+// is not empty, every attempt running on that node. Each batch is one
+// fenced transaction. It returns how many it ended.
+func rescueNode(ctx context.Context, st *store.Store, fence Fence, m *Metrics, log hclog.Logger, node string, batch int) (int, error) {
 	reason := "lost: lease expired"
 	if node != "" {
 		reason = "lost: node " + node + " left the cluster"
@@ -94,7 +104,7 @@ func RescueNode(ctx context.Context, st *store.Store, fence Fence, m *Metrics, l
 	total := 0
 	for {
 		var rescued []store.Rescued
-		err := fence.Do(ctx, func(q store.DB) error {
+		err := fence.Do(ctx, func(q pgx.Tx) error {
 			var err error
 			rescued, err = st.RescueJobs(ctx, q, node, batch, reason)
 			return err

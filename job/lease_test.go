@@ -21,7 +21,7 @@ func (e *env) claimAs(node string, ttl time.Duration) store.Job {
 }
 
 func newRescuer(e *env) *job.LeaseRescuer {
-	r, err := job.NewLeaseRescuer(job.LeaseRescuerConfig{Store: e.st, Metrics: e.metrics})
+	r, err := job.NewLeaseRescuer(job.LeaseRescuerConfig{Pool: e.st.Pool(), Metrics: e.metrics})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestStopReleasesRunningJobsAtDeadline(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	})
-	w, err := job.NewWorker(job.WorkerConfig{Store: e.st, Registry: e.reg, NodeID: "leaving", Metrics: e.metrics})
+	w, err := job.NewWorker(job.WorkerConfig{Pool: e.st.Pool(), Registry: e.reg, NodeID: "leaving", Metrics: e.metrics})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,11 @@ func TestDeadNodesSlotComesBackOnlyWithRescue(t *testing.T) {
 	if by, _ := e.claimN("solo", 2); len(by) != 0 {
 		t.Fatalf("claimed %v before the expired attempt was rescued", by)
 	}
-	if _, err := job.RescueNode(ctx, e.st, job.Unfenced{Store: e.st}, e.metrics, testLogger(t), "", 10); err != nil {
+	rescuer, err := job.NewLeaseRescuer(job.LeaseRescuerConfig{Pool: e.st.Pool(), Metrics: e.metrics, Logger: testLogger(t), BatchSize: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rescuer.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, jobs := e.claimN("solo", 2); len(jobs) != 1 {

@@ -20,7 +20,7 @@ func TestMetricLabelsAreBounded(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	e.reg.HandleFunc("known.kind", func(ctx context.Context, j *job.Job) error { return nil })
-	labels, err := job.NewLabelRefresher(job.LabelRefresherConfig{Store: e.st, Metrics: e.metrics, Registry: e.reg,
+	labels, err := job.NewLabelRefresher(job.LabelRefresherConfig{Pool: e.st.Pool(), Metrics: e.metrics, Registry: e.reg,
 		Queues: []string{"default"}, Interval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +42,7 @@ func TestMetricLabelsAreBounded(t *testing.T) {
 	stray := e.enqueue(job.Request{Kind: "made.up.stray", MaxAttempts: 1})
 	e.startWorker(job.WorkerConfig{})
 	e.waitState(stray.ID, job.Failed)
-	monitor, err := job.NewQueueMonitor(job.QueueMonitorConfig{Store: e.st, Metrics: e.metrics})
+	monitor, err := job.NewQueueMonitor(job.QueueMonitorConfig{Pool: e.st.Pool(), Metrics: e.metrics})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func TestQueueMonitorGauges(t *testing.T) {
 	}
 	e.enqueue(job.Request{Kind: "k", Queue: "mail", Delay: time.Hour})
 	e.exec(`UPDATE gaffer.jobs SET run_at = now() - interval '90 seconds' WHERE id = (SELECT min(id) FROM gaffer.jobs)`)
-	m, err := job.NewQueueMonitor(job.QueueMonitorConfig{Store: e.st, Metrics: e.metrics})
+	m, err := job.NewQueueMonitor(job.QueueMonitorConfig{Pool: e.st.Pool(), Metrics: e.metrics})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gafferhq/gaffer/internal/service"
 	"github.com/gafferhq/gaffer/internal/store"
@@ -13,8 +15,8 @@ import (
 
 // QueueMonitorConfig configures a QueueMonitor.
 type QueueMonitorConfig struct {
-	Store   *store.Store // required
-	Metrics *Metrics     // required: the gauges it sets
+	Pool    *pgxpool.Pool // required
+	Metrics *Metrics      // required: the gauges it sets
 	Logger  hclog.Logger
 	// Fence guards the throughput sample it writes. Default Unfenced.
 	Fence Fence
@@ -31,14 +33,15 @@ const maxLimitLabels = 100
 // it, and the sample is written through the leader's fence.
 type QueueMonitor struct {
 	cfg    QueueMonitorConfig
+	store  *store.Store
 	log    hclog.Logger
 	runner service.Runner
 }
 
 // NewQueueMonitor validates cfg and returns a stopped monitor.
 func NewQueueMonitor(cfg QueueMonitorConfig) (*QueueMonitor, error) {
-	if cfg.Store == nil || cfg.Metrics == nil {
-		return nil, errors.New("QueueMonitorConfig.Store and .Metrics are required")
+	if cfg.Pool == nil || cfg.Metrics == nil {
+		return nil, errors.New("QueueMonitorConfig.Pool and .Metrics are required")
 	}
 	if cfg.Interval < 0 {
 		return nil, errors.New("QueueMonitorConfig.Interval must not be negative")
@@ -50,9 +53,9 @@ func NewQueueMonitor(cfg QueueMonitorConfig) (*QueueMonitor, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	if cfg.Fence == nil {
-		cfg.Fence = Unfenced{Store: cfg.Store}
+		cfg.Fence = Unfenced{Pool: cfg.Pool}
 	}
-	return &QueueMonitor{cfg: cfg, log: cfg.Logger.Named("queue_monitor")}, nil
+	return &QueueMonitor{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("queue_monitor")}, nil
 }
 
 // Start begins refreshing in the background; non-blocking and idempotent.
@@ -66,14 +69,14 @@ func (q *QueueMonitor) Stop() { q.runner.Stop() }
 
 // RunOnce refreshes the gauges now.
 func (q *QueueMonitor) RunOnce(ctx context.Context) error {
-	queues, err := q.cfg.Store.ListQueues(ctx, "")
+	queues, err := q.store.ListQueues(ctx, "")
 	if err != nil {
 		return err
 	}
 	m := q.cfg.Metrics
 	// A leader-only write: a deposed leader, paused past its term, must
 	// not add a sample beside its successor's.
-	if err := q.cfg.Fence.Do(ctx, func(db store.DB) error { return q.cfg.Store.SampleThroughput(ctx, db) }); err != nil {
+	if err := q.cfg.Fence.Do(ctx, func(db pgx.Tx) error { return q.store.SampleThroughput(ctx, db) }); err != nil {
 		return err
 	}
 	// Queues no node works are summed under OtherLabel (their oldest job
@@ -98,7 +101,7 @@ func (q *QueueMonitor) RunOnce(ctx context.Context) error {
 	}
 	// Limits are the operator's, named by the operator: a bounded set of
 	// label values (the first maxLimitLabels by name).
-	limits, err := q.cfg.Store.LimitUsages(ctx, 1, DueCap)
+	limits, err := q.store.LimitUsages(ctx, 1, DueCap)
 	if err != nil {
 		return err
 	}

@@ -90,9 +90,26 @@ func ValidateKind(kind string) error {
 	return nil
 }
 
-// Params validates r, fills in defaults, and returns what the store
+// Check validates r as Enqueue does and returns it with its defaults
+// filled in (tenant, queue, max attempts) and its args encoded as
+// json.RawMessage. The error is a *ValidationError naming the field.
+func (r Request) Check() (Request, error) {
+	p, err := r.params()
+	if err != nil {
+		return r, err
+	}
+	return requestOf(p), nil
+}
+
+func requestOf(p store.InsertParams) Request {
+	return Request{Kind: p.Kind, Args: p.Args, Tenant: p.Tenant, Queue: p.Queue, Priority: p.Priority,
+		MaxAttempts: p.MaxAttempts, Timeout: p.Timeout, RunAt: p.RunAt, Delay: p.Delay, UniqueKey: p.UniqueKey,
+		FairnessKey: p.FairnessKey, LimitKey: p.LimitKey}
+}
+
+// params validates r, fills in defaults, and returns what the store
 // inserts. The error is a *ValidationError naming the field.
-func (r Request) Params() (store.InsertParams, error) {
+func (r Request) params() (store.InsertParams, error) {
 	p := store.InsertParams{
 		Tenant: r.Tenant, Kind: r.Kind, Queue: r.Queue, Priority: r.Priority,
 		MaxAttempts: r.MaxAttempts, Timeout: r.Timeout, RunAt: r.RunAt, Delay: r.Delay, UniqueKey: r.UniqueKey,

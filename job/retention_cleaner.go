@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gafferhq/gaffer/internal/service"
 	"github.com/gafferhq/gaffer/internal/store"
@@ -20,7 +22,7 @@ const (
 
 // RetentionCleanerConfig configures a RetentionCleaner.
 type RetentionCleanerConfig struct {
-	Store  *store.Store // required
+	Pool   *pgxpool.Pool // required
 	Logger hclog.Logger
 	// Fence guards the deletes. Default Unfenced.
 	Fence Fence
@@ -43,6 +45,7 @@ type RetentionCleanerConfig struct {
 // secrets, in small fenced batches so that it never holds many locks.
 type RetentionCleaner struct {
 	cfg    RetentionCleanerConfig
+	store  *store.Store
 	log    hclog.Logger
 	runner service.Runner
 }
@@ -50,8 +53,8 @@ type RetentionCleaner struct {
 // NewRetentionCleaner validates cfg and returns a stopped cleaner.
 func NewRetentionCleaner(cfg RetentionCleanerConfig) (*RetentionCleaner, error) {
 	switch {
-	case cfg.Store == nil:
-		return nil, errors.New("RetentionCleanerConfig.Store is required")
+	case cfg.Pool == nil:
+		return nil, errors.New("RetentionCleanerConfig.Pool is required")
 	case cfg.JobRetention < 0:
 		return nil, errors.New("RetentionCleanerConfig.JobRetention must not be negative")
 	case cfg.DLQRetention < 0:
@@ -80,9 +83,9 @@ func NewRetentionCleaner(cfg RetentionCleanerConfig) (*RetentionCleaner, error) 
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	if cfg.Fence == nil {
-		cfg.Fence = Unfenced{Store: cfg.Store}
+		cfg.Fence = Unfenced{Pool: cfg.Pool}
 	}
-	return &RetentionCleaner{cfg: cfg, log: cfg.Logger.Named("retention")}, nil
+	return &RetentionCleaner{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("retention")}, nil
 }
 
 // Start begins sweeping in the background; non-blocking and idempotent.
@@ -113,22 +116,22 @@ func (c *RetentionCleaner) RunOnce(ctx context.Context) (Deleted, error) {
 	var d Deleted
 	sweeps := []struct {
 		n   *int64
-		del func(q store.DB) (int64, error)
+		del func(q pgx.Tx) (int64, error)
 	}{
-		{&d.Jobs, func(q store.DB) (int64, error) {
-			return c.cfg.Store.DeleteFinishedJobs(ctx, q, c.cfg.JobRetention, c.cfg.BatchSize)
+		{&d.Jobs, func(q pgx.Tx) (int64, error) {
+			return c.store.DeleteFinishedJobs(ctx, q, c.cfg.JobRetention, c.cfg.BatchSize)
 		}},
-		{&d.DLQEntries, func(q store.DB) (int64, error) {
-			return c.cfg.Store.DeleteOldDLQEntries(ctx, q, c.cfg.DLQRetention, c.cfg.BatchSize)
+		{&d.DLQEntries, func(q pgx.Tx) (int64, error) {
+			return c.store.DeleteOldDLQEntries(ctx, q, c.cfg.DLQRetention, c.cfg.BatchSize)
 		}},
-		{&d.IdempotencyKeys, func(q store.DB) (int64, error) {
-			return c.cfg.Store.DeleteOldIdempotencyKeys(ctx, q, c.cfg.IdempotencyRetention, c.cfg.BatchSize)
+		{&d.IdempotencyKeys, func(q pgx.Tx) (int64, error) {
+			return c.store.DeleteOldIdempotencyKeys(ctx, q, c.cfg.IdempotencyRetention, c.cfg.BatchSize)
 		}},
-		{&d.Sessions, func(q store.DB) (int64, error) {
-			return c.cfg.Store.DeleteExpiredUISessions(ctx, q, c.cfg.BatchSize)
+		{&d.Sessions, func(q pgx.Tx) (int64, error) {
+			return c.store.DeleteExpiredUISessions(ctx, q, c.cfg.BatchSize)
 		}},
-		{&d.WebhookSecrets, func(q store.DB) (int64, error) {
-			return c.cfg.Store.DeleteExpiredWebhookSecrets(ctx, q, c.cfg.BatchSize)
+		{&d.WebhookSecrets, func(q pgx.Tx) (int64, error) {
+			return c.store.DeleteExpiredWebhookSecrets(ctx, q, c.cfg.BatchSize)
 		}},
 	}
 	for _, sw := range sweeps {
@@ -147,11 +150,11 @@ func (c *RetentionCleaner) RunOnce(ctx context.Context) (Deleted, error) {
 
 // drainBatches runs del, one fenced batch at a time, until a batch comes
 // back short.
-func (c *RetentionCleaner) drainBatches(ctx context.Context, del func(q store.DB) (int64, error)) (int64, error) {
+func (c *RetentionCleaner) drainBatches(ctx context.Context, del func(q pgx.Tx) (int64, error)) (int64, error) {
 	var total int64
 	for {
 		var n int64
-		err := c.cfg.Fence.Do(ctx, func(q store.DB) error {
+		err := c.cfg.Fence.Do(ctx, func(q pgx.Tx) error {
 			var err error
 			n, err = del(q)
 			return err

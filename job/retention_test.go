@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
 )
@@ -28,7 +30,7 @@ func TestRetentionDeletesOnlyExpiredFinishedRows(t *testing.T) {
 	// And an unfinished job that is old must never go.
 	e.exec(`UPDATE gaffer.jobs SET created_at = now() - interval '30 days' WHERE id = $1`, unfinished.ID)
 
-	c, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Store: e.st, BatchSize: 1})
+	c, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Pool: e.st.Pool(), BatchSize: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +44,7 @@ func TestRetentionDeletesOnlyExpiredFinishedRows(t *testing.T) {
 			t.Errorf("job %d: exists=%v, want %v", id, err == nil, want)
 		}
 	}
-	if _, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Store: e.st, JobRetention: -time.Hour}); err == nil {
+	if _, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Pool: e.st.Pool(), JobRetention: -time.Hour}); err == nil {
 		t.Fatal("negative retention accepted")
 	}
 }
@@ -74,7 +76,7 @@ func TestRetentionDeletesExpiredIdempotencyKeys(t *testing.T) {
 		t.Fatalf("claim of a fresh key: taken=%v status=%d err=%v, want its stored 201", taken, prev.Status, err)
 	}
 
-	c, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Store: e.st, BatchSize: 1})
+	c, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Pool: e.st.Pool(), BatchSize: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +109,7 @@ func TestRetentionDeletesExpiredSessionsUnderTheFence(t *testing.T) {
 		e.exec(`INSERT INTO gaffer.ui_sessions (id_hash, token_id, tenant, scopes, expires_at)
 		        VALUES ($1, 'tok_x', 'default', '{jobs:read}', now() + $2::interval)`, []byte{byte(i)}, expires)
 	}
-	c, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Store: e.st, BatchSize: 2, Fence: deposedAtSessions{st: e.st}})
+	c, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Pool: e.st.Pool(), BatchSize: 2, Fence: deposedAtSessions{st: e.st}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +121,7 @@ func TestRetentionDeletesExpiredSessionsUnderTheFence(t *testing.T) {
 		t.Fatalf("%d sessions left after a sweep fenced off at the sessions (%v), want all 4", n, err)
 	}
 
-	c, _ = job.NewRetentionCleaner(job.RetentionCleanerConfig{Store: e.st, BatchSize: 2})
+	c, _ = job.NewRetentionCleaner(job.RetentionCleanerConfig{Pool: e.st.Pool(), BatchSize: 2})
 	swept, err := c.RunOnce(ctx)
 	if err != nil || swept.Sessions != 3 {
 		t.Fatalf("deleted %d sessions (%v), want the 3 expired", swept.Sessions, err)
@@ -135,8 +137,8 @@ func TestRetentionDeletesExpiredSessionsUnderTheFence(t *testing.T) {
 // refuses to commit the first batch that deletes a session.
 type deposedAtSessions struct{ st *store.Store }
 
-func (f deposedAtSessions) Do(ctx context.Context, fn func(q store.DB) error) error {
-	return f.st.InTx(ctx, func(q store.DB) error {
+func (f deposedAtSessions) Do(ctx context.Context, fn func(q pgx.Tx) error) error {
+	return f.st.InTx(ctx, func(q pgx.Tx) error {
 		var before int
 		q.QueryRow(ctx, `SELECT count(*) FROM gaffer.ui_sessions`).Scan(&before)
 		if err := fn(q); err != nil {

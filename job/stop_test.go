@@ -50,7 +50,7 @@ func TestStopDuringClaimLosesNothing(t *testing.T) {
 	if _, err := wst.ClaimJobs(ctx, store.ClaimParams{Queue: "warm", Limit: 1, Token: 1, LeaseTTL: time.Minute, Node: "stopping"}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := job.NewWorker(job.WorkerConfig{Store: wst, Registry: e.reg, Metrics: e.metrics, NodeID: "stopping",
+	w, err := job.NewWorker(job.WorkerConfig{Pool: wst.Pool(), Registry: e.reg, Metrics: e.metrics, NodeID: "stopping",
 		Queues: map[string]int{"stopq": 1}, Logger: testLogger(t), LeaseTTL: time.Minute, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gafferhq/gaffer/internal/redact"
@@ -22,9 +23,9 @@ import (
 
 // WorkerConfig configures a Worker. Zero values take the defaults shown.
 type WorkerConfig struct {
-	Store    *store.Store // required
-	Registry *Registry    // required
-	NodeID   string       // required: recorded on every job this node runs
+	Pool     *pgxpool.Pool // required
+	Registry *Registry     // required
+	NodeID   string        // required: recorded on every job this node runs
 	Metrics  *Metrics
 	Logger   hclog.Logger
 	// Queues maps each queue this node works to the most jobs of it the
@@ -55,8 +56,8 @@ type WorkerConfig struct {
 
 func (c *WorkerConfig) setDefaults() error {
 	switch {
-	case c.Store == nil:
-		return errors.New("WorkerConfig.Store is required")
+	case c.Pool == nil:
+		return errors.New("WorkerConfig.Pool is required")
 	case c.Registry == nil:
 		return errors.New("WorkerConfig.Registry is required")
 	case c.NodeID == "":
@@ -153,7 +154,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{
-		cfg: cfg, store: cfg.Store, log: cfg.Logger.Named("worker"), metrics: cfg.Metrics,
+		cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("worker"), metrics: cfg.Metrics,
 		producers: map[string]*producer{}, executing: map[store.Lease]*execution{},
 	}
 	for q, n := range cfg.Queues {
@@ -253,16 +254,16 @@ type controlMessage struct {
 	Queue string `json:"queue"`
 }
 
-// HandleNotification reacts to a NOTIFY on store.ChannelJobs or
+// HandleNotification reacts to a NOTIFY on the jobs channel or
 // store.ChannelControl. It does not block.
-func (w *Worker) HandleNotification(n store.Notification) {
-	switch n.Channel {
+func (w *Worker) HandleNotification(channel, payload string) {
+	switch channel {
 	case store.ChannelJobs:
-		w.Wake(n.Payload)
+		w.Wake(payload)
 	case store.ChannelControl:
 		var m controlMessage
-		if err := json.Unmarshal([]byte(n.Payload), &m); err != nil {
-			w.log.Warn("ignoring malformed control message", "payload", n.Payload, "error", err)
+		if err := json.Unmarshal([]byte(payload), &m); err != nil {
+			w.log.Warn("ignoring malformed control message", "payload", payload, "error", err)
 			return
 		}
 		switch m.Op {
@@ -579,7 +580,7 @@ func (p *producer) finished() {
 }
 
 func (w *Worker) launch(p *producer, row store.Job, claimedAt time.Time) {
-	j := FromRow(row)
+	j := fromRow(row)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	e := &execution{job: j, lease: store.Lease{ID: row.ID, Attempt: row.Attempt, Token: row.LeaseToken},
 		cancel: cancel, started: time.Now(), renewedAt: claimedAt, producer: p}

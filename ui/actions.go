@@ -8,12 +8,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gafferhq/gaffer/api"
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/job"
 )
 
-func (h *Handler) cancelJob(r *http.Request, p api.Principal) (string, string, error) {
+func (h *Handler) cancelJob(r *http.Request, p auth.Principal) (string, string, error) {
 	id, err := pathID(r, "id")
 	if err != nil {
 		return "", "", err
@@ -29,7 +29,7 @@ func (h *Handler) cancelJob(r *http.Request, p api.Principal) (string, string, e
 	return to, fmt.Sprintf("Job %d cancelled.", id), nil
 }
 
-func (h *Handler) retryJob(r *http.Request, p api.Principal) (string, string, error) {
+func (h *Handler) retryJob(r *http.Request, p auth.Principal) (string, string, error) {
 	id, err := pathID(r, "id")
 	if err != nil {
 		return "", "", err
@@ -44,7 +44,7 @@ func (h *Handler) retryJob(r *http.Request, p api.Principal) (string, string, er
 	return fmt.Sprintf("/ui/jobs/%d", newID), fmt.Sprintf("Job %d was replayed from the DLQ as job %d.", id, newID), nil
 }
 
-func (h *Handler) pauseQueue(r *http.Request, _ api.Principal) (string, string, error) {
+func (h *Handler) pauseQueue(r *http.Request, _ auth.Principal) (string, string, error) {
 	q := r.PathValue("queue")
 	if err := h.cfg.Jobs.PauseQueue(r.Context(), q); err != nil {
 		return "/ui/queues", "", err
@@ -52,7 +52,7 @@ func (h *Handler) pauseQueue(r *http.Request, _ api.Principal) (string, string, 
 	return "/ui/queues", fmt.Sprintf("Queue %s paused: no node claims from it until it is resumed; running jobs finish.", q), nil
 }
 
-func (h *Handler) resumeQueue(r *http.Request, _ api.Principal) (string, string, error) {
+func (h *Handler) resumeQueue(r *http.Request, _ auth.Principal) (string, string, error) {
 	q := r.PathValue("queue")
 	if err := h.cfg.Jobs.ResumeQueue(r.Context(), q); err != nil {
 		return "/ui/queues", "", err
@@ -60,7 +60,7 @@ func (h *Handler) resumeQueue(r *http.Request, _ api.Principal) (string, string,
 	return "/ui/queues", fmt.Sprintf("Queue %s resumed.", q), nil
 }
 
-func (h *Handler) drainNode(r *http.Request, _ api.Principal) (string, string, error) {
+func (h *Handler) drainNode(r *http.Request, _ auth.Principal) (string, string, error) {
 	id := r.PathValue("id")
 	text := strings.TrimSpace(r.PostForm.Get("deadline"))
 	if text == "" {
@@ -76,7 +76,7 @@ func (h *Handler) drainNode(r *http.Request, _ api.Principal) (string, string, e
 	return "/ui/nodes", fmt.Sprintf("Node %s is draining: it claims nothing more, and jobs still running after %s are released to other nodes.", id, d), nil
 }
 
-func (h *Handler) undrainNode(r *http.Request, _ api.Principal) (string, string, error) {
+func (h *Handler) undrainNode(r *http.Request, _ auth.Principal) (string, string, error) {
 	id := r.PathValue("id")
 	if err := h.cfg.Admin.Undrain(r.Context(), id); err != nil {
 		return "/ui/nodes", "", err
@@ -88,21 +88,21 @@ func cronPath(tenant, name string) string {
 	return "/ui/cron/" + url.PathEscape(tenant) + "/" + url.PathEscape(name)
 }
 
-func (h *Handler) pauseCron(r *http.Request, p api.Principal) (string, string, error) {
+func (h *Handler) pauseCron(r *http.Request, p auth.Principal) (string, string, error) {
 	return h.cronAction(r, p, "paused", func(tenant, name string) error {
 		_, err := h.cfg.Cron.Pause(r.Context(), tenant, name)
 		return err
 	})
 }
 
-func (h *Handler) resumeCron(r *http.Request, p api.Principal) (string, string, error) {
+func (h *Handler) resumeCron(r *http.Request, p auth.Principal) (string, string, error) {
 	return h.cronAction(r, p, "resumed", func(tenant, name string) error {
 		_, err := h.cfg.Cron.Resume(r.Context(), tenant, name)
 		return err
 	})
 }
 
-func (h *Handler) triggerCron(r *http.Request, p api.Principal) (string, string, error) {
+func (h *Handler) triggerCron(r *http.Request, p auth.Principal) (string, string, error) {
 	var jobID int64
 	to, msg, err := h.cronAction(r, p, "triggered", func(tenant, name string) error {
 		var err error
@@ -115,7 +115,7 @@ func (h *Handler) triggerCron(r *http.Request, p api.Principal) (string, string,
 	return to, msg, err
 }
 
-func (h *Handler) cronAction(r *http.Request, p api.Principal, done string, act func(tenant, name string) error) (string, string, error) {
+func (h *Handler) cronAction(r *http.Request, p auth.Principal, done string, act func(tenant, name string) error) (string, string, error) {
 	tenant, err := cronTenant(r, p)
 	if err != nil {
 		return "/ui/cron", "", err
@@ -136,7 +136,7 @@ func dlqBack(r *http.Request) string {
 
 // replayDLQ replays the entries ticked (id fields), or with all=yes every
 // unreplayed entry matching the filter.
-func (h *Handler) replayDLQ(r *http.Request, p api.Principal) (string, string, error) {
+func (h *Handler) replayDLQ(r *http.Request, p auth.Principal) (string, string, error) {
 	back := dlqBack(r)
 	if r.PostForm.Get("all") == "yes" {
 		f, _, err := dlqFilter(r.PostForm.Get, p, r.PostForm.Get("tenant"))
@@ -187,7 +187,7 @@ func (h *Handler) replayDLQ(r *http.Request, p api.Principal) (string, string, e
 
 // purgeDLQ deletes every entry matching the filter; the form must carry
 // confirm=purge.
-func (h *Handler) purgeDLQ(r *http.Request, p api.Principal) (string, string, error) {
+func (h *Handler) purgeDLQ(r *http.Request, p auth.Principal) (string, string, error) {
 	back := dlqBack(r)
 	if r.PostForm.Get("confirm") != "purge" {
 		return back, "", badInput("tick the confirmation box to purge: purged entries cannot be replayed")
@@ -203,7 +203,7 @@ func (h *Handler) purgeDLQ(r *http.Request, p api.Principal) (string, string, er
 	return back, fmt.Sprintf("Deleted %d DLQ entries.", n), nil
 }
 
-func (h *Handler) deleteDLQEntry(r *http.Request, p api.Principal) (string, string, error) {
+func (h *Handler) deleteDLQEntry(r *http.Request, p auth.Principal) (string, string, error) {
 	id, err := pathID(r, "id")
 	if err != nil {
 		return "/ui/dlq", "", err
@@ -214,7 +214,7 @@ func (h *Handler) deleteDLQEntry(r *http.Request, p api.Principal) (string, stri
 	return "/ui/dlq", fmt.Sprintf("DLQ entry %d deleted.", id), nil
 }
 
-func (h *Handler) cancelWorkflow(r *http.Request, p api.Principal) (string, string, error) {
+func (h *Handler) cancelWorkflow(r *http.Request, p auth.Principal) (string, string, error) {
 	id, err := pathID(r, "id")
 	if err != nil {
 		return "/ui/workflows", "", err

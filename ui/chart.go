@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/job"
 )
 
 // chart is the overview's throughput plot, drawn as SVG by the server.
@@ -19,7 +19,7 @@ type chart struct {
 	// Points mark each minute, so a lone sample still shows.
 	Points         []chartPoint
 	YTicks, XTicks []tick
-	Latest         store.ThroughputPoint
+	Latest         job.ThroughputPoint
 	Empty          bool
 }
 
@@ -31,7 +31,7 @@ type tick struct {
 }
 
 // throughputChart plots the last hour's per-minute rates ending at now.
-func throughputChart(series []store.ThroughputPoint, now time.Time) chart {
+func throughputChart(series []job.ThroughputPoint, now time.Time) chart {
 	c := chart{Width: 720, Height: 200, Left: 56, Top: 10, Right: 710, Bottom: 176, Empty: len(series) == 0}
 	if c.Empty {
 		return c

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gafferhq/gaffer/api"
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/job"
 )
@@ -21,7 +21,7 @@ func TestCronPagesShowStatus(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	c := cron.NewClient(e.st)
+	c := cron.NewClient(e.st.Pool())
 	at := time.Now().Add(time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)
 	for _, en := range []cron.Entry{
 		{Name: "once", Schedule: "@at " + at, Job: cron.JobTemplate{Kind: "k"}},
@@ -34,13 +34,13 @@ func TestCronPagesShowStatus(t *testing.T) {
 	due := time.Now().Add(-time.Second).UTC().Truncate(time.Second)
 	e.st.Pool().Exec(ctx, `UPDATE gaffer.cron_entries SET schedule = $1, next_run_at = $2 WHERE name = 'once'`, "@at "+due.Format(time.RFC3339), due)
 	e.st.Pool().Exec(ctx, `UPDATE gaffer.cron_entries SET next_run_at = now() - interval '1 second', job = jsonb_set(job::jsonb, '{queue}', '"No Queue!"')::json WHERE name = 'broken'`)
-	s, _ := cron.NewScheduler(cron.SchedulerConfig{Store: e.st, Fence: job.Unfenced{Store: e.st}})
+	s, _ := cron.NewScheduler(cron.SchedulerConfig{Pool: e.st.Pool(), Fence: job.Unfenced{Pool: e.st.Pool()}})
 	if _, err := s.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	once, _ := c.Get(ctx, "", "once")
 	b := e.browser()
-	b.login(e.token("default", api.ScopeJobsRead))
+	b.login(e.token("default", auth.ScopeJobsRead))
 	list := b.get("/ui/cron")
 	if list.status != 200 || !strings.Contains(list.body, ">done<") || !strings.Contains(list.body, "failing ×1") || !strings.Contains(list.body, "st-pending") {
 		t.Fatalf("cron list: %d\n%s", list.status, list.body)

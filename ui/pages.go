@@ -5,11 +5,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gafferhq/gaffer/api"
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/dlq"
-	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/internal/tzdata"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/workflow"
@@ -17,7 +16,7 @@ import (
 
 // nodeView is a node row with whether it holds the leader fence.
 type nodeView struct {
-	store.NodeRow
+	cluster.NodeRecord
 	Leader bool
 }
 
@@ -30,10 +29,10 @@ func (n nodeView) Shown() string {
 	return n.State
 }
 
-func (h *Handler) nodes(r *http.Request) ([]nodeView, store.Fence, error) {
+func (h *Handler) nodes(r *http.Request) ([]nodeView, cluster.FenceState, error) {
 	rows, err := h.cfg.Admin.Nodes(r.Context())
 	if err != nil {
-		return nil, store.Fence{}, err
+		return nil, cluster.FenceState{}, err
 	}
 	fence, err := h.cfg.Admin.Fence(r.Context())
 	if err != nil {
@@ -41,7 +40,7 @@ func (h *Handler) nodes(r *http.Request) ([]nodeView, store.Fence, error) {
 	}
 	out := make([]nodeView, len(rows))
 	for i, n := range rows {
-		out[i] = nodeView{NodeRow: n, Leader: n.ID == fence.Leader && n.State != "dead"}
+		out[i] = nodeView{NodeRecord: n, Leader: n.ID == fence.Leader && n.State != "dead"}
 	}
 	return out, fence, nil
 }
@@ -56,10 +55,10 @@ type overviewData struct {
 	// Cluster is whether the token may see the cluster's own state
 	// (cluster:read): leader, nodes, etcd. Without it those stay empty.
 	Cluster bool
-	Fence   store.Fence
+	Fence   cluster.FenceState
 	Status  *cluster.Status
 	Chart   chart
-	Queues  []store.Queue
+	Queues  []job.Queue
 	// Nodes are the live nodes and those that left within the hour.
 	Nodes []nodeView
 	// ZoneRules says how live nodes' time zone rules differ; "" if not.
@@ -71,7 +70,7 @@ type overviewData struct {
 func (h *Handler) overview(r *http.Request, v *view) error {
 	v.Title = "Overview"
 	ctx := r.Context()
-	d := overviewData{Counts: map[string]int{}, Cluster: v.Can(api.ScopeClusterRead)}
+	d := overviewData{Counts: map[string]int{}, Cluster: v.Can(auth.ScopeClusterRead)}
 	if d.Cluster {
 		nodes, fence, err := h.nodes(r)
 		if err != nil {
@@ -91,15 +90,15 @@ func (h *Handler) overview(r *http.Request, v *view) error {
 	}
 	// Throughput and queues are the token's tenant's only.
 	tenant := v.P.ReadTenant(v.Tenant)
-	series, err := h.cfg.Store.ThroughputSeries(ctx, tenant, time.Hour)
+	series, err := h.cfg.Jobs.Throughput(ctx, tenant, time.Hour)
 	if err != nil {
 		return err
 	}
 	d.Chart = throughputChart(series, time.Now())
-	if d.Queues, err = h.cfg.Store.QueueDepthsCapped(ctx, tenant, depthCap); err != nil {
+	if d.Queues, err = h.cfg.Jobs.QueueDepths(ctx, tenant, depthCap); err != nil {
 		return err
 	}
-	if d.DLQ, err = h.cfg.Store.CountDLQCapped(ctx, v.P.ReadTenant(v.Tenant), depthCap); err != nil {
+	if d.DLQ, err = h.cfg.DLQ.CountUnreplayed(ctx, v.P.ReadTenant(v.Tenant), depthCap); err != nil {
 		return err
 	}
 	v.Data = d
@@ -144,7 +143,7 @@ func (h *Handler) jobsPage(r *http.Request, v *view) error {
 		d.Older = d.Jobs[len(d.Jobs)-1].ID
 	}
 	if v.Spanning() {
-		if d.Estimate, err = h.cfg.Store.EstimateJobs(r.Context()); err != nil {
+		if d.Estimate, err = h.cfg.Jobs.EstimateJobs(r.Context()); err != nil {
 			return err
 		}
 	}
@@ -201,19 +200,19 @@ func (h *Handler) jobPage(r *http.Request, v *view) error {
 }
 
 type queuesData struct {
-	Queues []store.Queue
+	Queues []job.Queue
 	Limits []job.LimitUsage
 }
 
 func (h *Handler) queuesPage(r *http.Request, v *view) error {
 	v.Title = "Queues"
-	qs, err := h.cfg.Store.QueueDepthsCapped(r.Context(), v.P.ReadTenant(v.Tenant), depthCap)
+	qs, err := h.cfg.Jobs.QueueDepths(r.Context(), v.P.ReadTenant(v.Tenant), depthCap)
 	if err != nil {
 		return err
 	}
 	d := queuesData{Queues: qs}
 	// Limits name queues, kinds and tenants: the operator's to see.
-	if v.Can(api.ScopeClusterRead) {
+	if v.Can(auth.ScopeClusterRead) {
 		if d.Limits, err = h.cfg.Jobs.Limits(r.Context()); err != nil {
 			return err
 		}
@@ -224,8 +223,8 @@ func (h *Handler) queuesPage(r *http.Request, v *view) error {
 
 func (h *Handler) nodesPage(r *http.Request, v *view) error {
 	v.Title = "Nodes"
-	if !v.Can(api.ScopeClusterRead) {
-		return errNeedsScope(api.ScopeClusterRead)
+	if !v.Can(auth.ScopeClusterRead) {
+		return errNeedsScope(auth.ScopeClusterRead)
 	}
 	nodes, fence, err := h.nodes(r)
 	if err != nil {
@@ -233,7 +232,7 @@ func (h *Handler) nodesPage(r *http.Request, v *view) error {
 	}
 	v.Data = struct {
 		Nodes     []nodeView
-		Fence     store.Fence
+		Fence     cluster.FenceState
 		ZoneRules string
 	}{nodes, fence, zoneRulesDisagreement(nodes)}
 	return nil
@@ -288,9 +287,9 @@ type cronEntryData struct {
 }
 
 // cronTenant is the tenant named in a cron path, if the token may see it.
-func cronTenant(r *http.Request, p api.Principal) (string, error) {
+func cronTenant(r *http.Request, p auth.Principal) (string, error) {
 	t := r.PathValue("tenant")
-	if p.Tenant != api.AllTenants && t != p.Tenant {
+	if p.Tenant != auth.AllTenants && t != p.Tenant {
 		return "", cron.ErrNotFound
 	}
 	return t, nil
@@ -327,7 +326,7 @@ type dlqData struct {
 }
 
 // dlqFilter reads the DLQ filter fields from a query or form.
-func dlqFilter(get func(string) string, p api.Principal, tenant string) (dlq.Filter, string, error) {
+func dlqFilter(get func(string) string, p auth.Principal, tenant string) (dlq.Filter, string, error) {
 	f := dlq.Filter{Tenant: p.ReadTenant(tenant), Queue: get("queue"), Kind: get("kind"), ErrorContains: get("error")}
 	show := get("show")
 	switch show {
@@ -362,7 +361,7 @@ func (h *Handler) dlqPage(r *http.Request, v *view) error {
 	if len(d.Entries) == pageSize {
 		d.Older = d.Entries[len(d.Entries)-1].ID
 	}
-	if d.Unreplayed, err = h.cfg.Store.CountDLQCapped(r.Context(), f.Tenant, depthCap); err != nil {
+	if d.Unreplayed, err = h.cfg.DLQ.CountUnreplayed(r.Context(), f.Tenant, depthCap); err != nil {
 		return err
 	}
 	v.Data = d

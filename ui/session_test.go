@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gafferhq/gaffer/api"
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/ui"
 )
 
@@ -40,7 +40,7 @@ func (e *env) replay(c *http.Cookie) *browser {
 func TestSessionCookieIsNotTheToken(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	token := e.token(api.AllTenants, api.ScopeAdmin)
+	token := e.token(auth.AllTenants, auth.ScopeAdmin)
 	b := e.browser()
 	p := b.post("/ui/login", url.Values{"token": {token}, "next": {"/ui/"}})
 	c := sessionCookie(p)
@@ -81,7 +81,7 @@ func TestLogoutEndsTheSessionOnTheServer(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	b := e.browser()
-	p := b.post("/ui/login", url.Values{"token": {e.token(api.AllTenants, api.ScopeAdmin)}, "next": {"/ui/"}})
+	p := b.post("/ui/login", url.Values{"token": {e.token(auth.AllTenants, auth.ScopeAdmin)}, "next": {"/ui/"}})
 	stolen := sessionCookie(p)
 	if stolen == nil {
 		t.Fatalf("sign-in set no session cookie: %d", p.status)
@@ -111,11 +111,11 @@ func TestLogoutEndsTheSessionOnTheServer(t *testing.T) {
 func TestRevokedTokenEndsItsSessions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	doomedText, doomed, err := e.tokens.Create(context.Background(), api.NewTokenRequest{Name: "doomed", Tenant: "default", Scopes: []string{api.ScopeJobsRead}})
+	doomedText, doomed, err := e.tokens.Create(context.Background(), auth.NewTokenRequest{Name: "doomed", Tenant: "default", Scopes: []string{auth.ScopeJobsRead}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := e.token("default", api.ScopeJobsRead)
+	text := e.token("default", auth.ScopeJobsRead)
 	b1, b2, kept := e.browser(), e.browser(), e.browser()
 	b1.login(doomedText)
 	b2.login(doomedText)
@@ -143,7 +143,7 @@ func TestRevokedTokenEndsItsSessions(t *testing.T) {
 // behindProxy makes the dashboard trust the test client's loopback
 // address as a reverse proxy that names the client in X-Forwarded-For.
 func behindProxy(c *ui.Config) {
-	p, err := api.ParseTrustedProxies("127.0.0.1/32, ::1")
+	p, err := auth.ParseTrustedProxies("127.0.0.1/32, ::1")
 	if err != nil {
 		panic(err)
 	}
@@ -163,7 +163,7 @@ func (b *browser) signIn(token string, header ...string) page {
 func TestLoginBruteForceIsLimitedPerAddress(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, behindProxy)
-	good := e.token("default", api.ScopeJobsRead)
+	good := e.token("default", auth.ScopeJobsRead)
 	attacker := []string{"X-Forwarded-For", "203.0.113.7"}
 	for i := range 10 {
 		if p := e.browser().signIn(fmt.Sprintf("gft_guess-%03d", i), attacker...); p.status != http.StatusUnauthorized {
@@ -223,7 +223,7 @@ func TestSecureCookieAndHSTSOnlyOverTLS(t *testing.T) {
 		{"TLS", tls, nil, true},
 	} {
 		b := c.e.browser()
-		p := b.signIn(c.e.token("default", api.ScopeJobsRead), c.header...)
+		p := b.signIn(c.e.token("default", auth.ScopeJobsRead), c.header...)
 		cookie := sessionCookie(p)
 		if p.status != http.StatusSeeOther || cookie == nil {
 			t.Fatalf("%s: sign-in %d", c.name, p.status)
@@ -237,7 +237,7 @@ func TestSecureCookieAndHSTSOnlyOverTLS(t *testing.T) {
 	}
 	// Over TLS the Secure cookie comes back and the session works.
 	b := tls.browser()
-	b.login(tls.token("default", api.ScopeJobsRead))
+	b.login(tls.token("default", auth.ScopeJobsRead))
 	if p := b.get("/ui/jobs"); p.status != http.StatusOK || p.header.Get("Strict-Transport-Security") == "" {
 		t.Fatalf("a page over TLS: %d, HSTS %q", p.status, p.header.Get("Strict-Transport-Security"))
 	}

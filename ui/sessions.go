@@ -1,9 +1,7 @@
 package ui
 
 import (
-	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -13,12 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gafferhq/gaffer/api"
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/auth"
 )
-
-// sessionIDBytes is a session id's length: 256 random bits.
-const sessionIDBytes = 32
 
 // hsts is the Strict-Transport-Security value sent over TLS: browsers
 // then refuse plain HTTP to this host for a year.
@@ -31,53 +25,36 @@ func sessionID(r *http.Request) (id string, present bool) {
 	if err != nil || c.Value == "" {
 		return "", false
 	}
-	b, err := base64.RawURLEncoding.DecodeString(c.Value)
-	if err != nil || len(b) != sessionIDBytes {
+	if !auth.WellFormedSessionID(c.Value) {
 		return "", true
 	}
 	return c.Value, true
-}
-
-func hashID(id string) []byte {
-	sum := sha256.Sum256([]byte(id))
-	return sum[:]
-}
-
-// newSession stores a session for p and returns its id, the cookie's
-// value.
-func (h *Handler) newSession(ctx context.Context, p api.Principal) (string, error) {
-	b := make([]byte, sessionIDBytes)
-	rand.Read(b)
-	id := base64.RawURLEncoding.EncodeToString(b)
-	err := h.cfg.Store.InsertUISession(ctx, store.UISession{IDHash: hashID(id), TokenID: p.TokenID, Tenant: p.Tenant, Scopes: p.Scopes},
-		h.cfg.SessionLength)
-	return id, err
 }
 
 // signedIn authenticates the request's session. When there is none, it
 // answers the request itself — a redirect to the sign-in form (deleting a
 // cookie that names no live session), or 429 when the client's address
 // has used up its failed authentications — and returns false.
-func (h *Handler) signedIn(w http.ResponseWriter, r *http.Request) (api.Principal, bool) {
+func (h *Handler) signedIn(w http.ResponseWriter, r *http.Request) (auth.Principal, bool) {
 	id, present := sessionID(r)
 	if !present {
 		h.toLogin(w, r)
-		return api.Principal{}, false
+		return auth.Principal{}, false
 	}
 	client := h.cfg.TrustedProxies.ClientAddr(r)
 	if wait, blocked := h.cfg.Failures.Blocked(client); blocked {
 		h.tooManyFailures(w, r, wait)
-		return api.Principal{}, false
+		return auth.Principal{}, false
 	}
 	if id != "" {
-		sess, err := h.cfg.Store.UISessionByHash(r.Context(), hashID(id))
+		p, err := h.cfg.Sessions.Principal(r.Context(), id)
 		if err == nil {
-			return api.Principal{TokenID: sess.TokenID, Tenant: sess.Tenant, Scopes: sess.Scopes}, true
+			return p, true
 		}
-		if !errors.Is(err, store.ErrNotFound) {
+		if !errors.Is(err, auth.ErrNoSession) {
 			h.log.Error("check dashboard session", "error", err)
-			h.renderError(w, r, api.Principal{}, "", http.StatusServiceUnavailable, "The session could not be checked: the database did not answer. Try again.")
-			return api.Principal{}, false
+			h.renderError(w, r, auth.Principal{}, "", http.StatusServiceUnavailable, "The session could not be checked: the database did not answer. Try again.")
+			return auth.Principal{}, false
 		}
 	}
 	// Expired, signed out, revoked, or never issued: one failure, and the
@@ -85,7 +62,7 @@ func (h *Handler) signedIn(w http.ResponseWriter, r *http.Request) (api.Principa
 	h.cfg.Failures.Fail(client)
 	http.SetCookie(w, h.cookie(r, sessionCookie, "", -1))
 	h.toLogin(w, r)
-	return api.Principal{}, false
+	return auth.Principal{}, false
 }
 
 // cookie is one of the dashboard's cookies: HttpOnly, SameSite=Strict,
@@ -128,8 +105,8 @@ func (h *Handler) toLogin(w http.ResponseWriter, r *http.Request) {
 // tooManyFailures answers a client whose address has used up its failed
 // authentications: 429 with Retry-After, on the sign-in form.
 func (h *Handler) tooManyFailures(w http.ResponseWriter, r *http.Request, wait time.Duration) {
-	w.Header().Set("Retry-After", api.RetryAfter(wait))
-	msg := fmt.Sprintf("Too many failed sign-ins from your address. Try again in %s seconds.", api.RetryAfter(wait))
+	w.Header().Set("Retry-After", auth.RetryAfter(wait))
+	msg := fmt.Sprintf("Too many failed sign-ins from your address. Try again in %s seconds.", auth.RetryAfter(wait))
 	h.render(w, r, http.StatusTooManyRequests, "login", &view{Title: "Sign in", Data: loginData{Next: "/ui/", Error: msg}})
 }
 
@@ -173,7 +150,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, err := h.cfg.Tokens.Authenticate(r.Context(), token)
-	if errors.Is(err, api.ErrBadToken) {
+	if errors.Is(err, auth.ErrBadToken) {
 		h.cfg.Failures.Fail(client)
 		fail(http.StatusUnauthorized, "That token is not valid (unknown or revoked).")
 		return
@@ -183,11 +160,11 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusUnauthorized, "The token could not be checked: the database did not answer. Try again.")
 		return
 	}
-	if !p.Allows(api.ScopeJobsRead) {
+	if !p.Allows(auth.ScopeJobsRead) {
 		fail(http.StatusUnauthorized, "That token lacks the jobs:read scope the dashboard needs.")
 		return
 	}
-	id, err := h.newSession(r.Context(), p)
+	id, err := h.cfg.Sessions.Start(r.Context(), p)
 	if err != nil {
 		h.log.Error("dashboard sign-in", "error", err)
 		fail(http.StatusServiceUnavailable, "The session could not be stored: the database did not answer. Try again.")
@@ -196,11 +173,11 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	// A session this browser held before is over: one browser, one
 	// session.
 	if old, _ := sessionID(r); old != "" {
-		if err := h.cfg.Store.DeleteUISession(r.Context(), hashID(old)); err != nil {
+		if err := h.cfg.Sessions.End(r.Context(), old); err != nil {
 			h.log.Warn("end the previous dashboard session", "error", err)
 		}
 	}
-	http.SetCookie(w, h.cookie(r, sessionCookie, id, int(h.cfg.SessionLength.Seconds())))
+	http.SetCookie(w, h.cookie(r, sessionCookie, id, int(h.cfg.Sessions.Length().Seconds())))
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
@@ -214,9 +191,9 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, _ := sessionID(r)
-	if err := h.cfg.Store.DeleteUISession(r.Context(), hashID(id)); err != nil {
+	if err := h.cfg.Sessions.End(r.Context(), id); err != nil {
 		h.log.Error("dashboard sign-out", "error", err)
-		h.renderError(w, r, api.Principal{}, "", http.StatusServiceUnavailable, "The session could not be ended: the database did not answer. Try again.")
+		h.renderError(w, r, auth.Principal{}, "", http.StatusServiceUnavailable, "The session could not be ended: the database did not answer. Try again.")
 		return
 	}
 	http.SetCookie(w, h.cookie(r, sessionCookie, "", -1))

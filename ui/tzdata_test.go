@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gafferhq/gaffer/api"
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/internal/tzdata"
 )
 
@@ -20,7 +20,7 @@ func TestNodesPageShowsZoneRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	ops := e.browser()
-	ops.login(e.token("default", api.ScopeJobsRead, api.ScopeClusterRead))
+	ops.login(e.token("default", auth.ScopeJobsRead, auth.ScopeClusterRead))
 	const warning = "live nodes use different time zone rules"
 	p := ops.get("/ui/nodes")
 	if p.status != 200 || !strings.Contains(p.body, "tzdata "+tzdata.Version) || strings.Contains(p.body, warning) {

@@ -11,7 +11,7 @@
 // request, on every node. Every action is a POST carrying a CSRF token
 // bound to the session, and a POST from another origin is refused. Failed
 // sign-ins and unknown sessions count against the client's address (see
-// api.FailureLimiter).
+// auth.FailureLimiter).
 package ui
 
 import (
@@ -28,11 +28,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/gafferhq/gaffer/api"
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/dlq"
-	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/workflow"
 )
@@ -40,8 +39,8 @@ import (
 // Config configures the dashboard. Every field but Cluster and Logger is
 // required.
 type Config struct {
-	Store     *store.Store
-	Tokens    *api.Tokens
+	Tokens    *auth.Tokens
+	Sessions  *auth.Sessions
 	Jobs      *job.Client
 	DLQ       *dlq.Client
 	Cron      *cron.Client
@@ -50,15 +49,13 @@ type Config struct {
 	// Cluster is the serving node's membership; nil without etcd.
 	Cluster *cluster.Cluster
 	Logger  hclog.Logger
-	// SessionLength is how long a sign-in lasts, from sign-in. Default 12h.
-	SessionLength time.Duration
 	// TrustedProxies are the proxies whose X-Forwarded-For (the client's
 	// address) and X-Forwarded-Proto (whether it used TLS) are believed.
 	// Default: none.
-	TrustedProxies *api.TrustedProxies
+	TrustedProxies *auth.TrustedProxies
 	// Failures limits failed sign-ins per client address; share the API's.
 	// Default: a FailureLimiter of its own.
-	Failures *api.FailureLimiter
+	Failures *auth.FailureLimiter
 }
 
 // Handler serves the dashboard under /ui/. It is an http.Handler.
@@ -87,17 +84,14 @@ var staticFS embed.FS
 
 // New returns the dashboard handler.
 func New(cfg Config) (*Handler, error) {
-	if cfg.Store == nil || cfg.Tokens == nil || cfg.Jobs == nil || cfg.DLQ == nil || cfg.Cron == nil || cfg.Workflows == nil || cfg.Admin == nil {
-		return nil, errors.New("ui: Config.Store, Tokens, Jobs, DLQ, Cron, Workflows and Admin are required")
+	if cfg.Tokens == nil || cfg.Sessions == nil || cfg.Jobs == nil || cfg.DLQ == nil || cfg.Cron == nil || cfg.Workflows == nil || cfg.Admin == nil {
+		return nil, errors.New("ui: Config.Tokens, Sessions, Jobs, DLQ, Cron, Workflows and Admin are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	if cfg.SessionLength == 0 {
-		cfg.SessionLength = 12 * time.Hour
-	}
 	if cfg.Failures == nil {
-		cfg.Failures = api.NewFailureLimiter(api.FailureLimiterConfig{})
+		cfg.Failures = auth.NewFailureLimiter(auth.FailureLimiterConfig{})
 	}
 	h := &Handler{cfg: cfg, log: cfg.Logger.Named("ui"), mux: http.NewServeMux(), pages: map[string]*template.Template{}}
 	names, err := fs.Glob(templateFS, "templates/*.html")
@@ -137,7 +131,7 @@ type page func(r *http.Request, v *view) error
 
 // action is a POST handler: it acts and returns where to go next and what
 // to tell the user there.
-type action func(r *http.Request, p api.Principal) (redirect, message string, err error)
+type action func(r *http.Request, p auth.Principal) (redirect, message string, err error)
 
 func (h *Handler) routes() {
 	static, _ := fs.Sub(staticFS, "static")
@@ -158,19 +152,19 @@ func (h *Handler) routes() {
 	h.get("GET /ui/workflows", "workflows", h.workflowsPage)
 	h.get("GET /ui/workflows/{id}", "workflow", h.workflowPage)
 
-	h.post("POST /ui/jobs/{id}/cancel", api.ScopeJobsWrite, h.cancelJob)
-	h.post("POST /ui/jobs/{id}/retry", api.ScopeJobsWrite, h.retryJob)
-	h.post("POST /ui/queues/{queue}/pause", api.ScopeAdmin, h.pauseQueue)
-	h.post("POST /ui/queues/{queue}/resume", api.ScopeAdmin, h.resumeQueue)
-	h.post("POST /ui/nodes/{id}/drain", api.ScopeAdmin, h.drainNode)
-	h.post("POST /ui/nodes/{id}/undrain", api.ScopeAdmin, h.undrainNode)
-	h.post("POST /ui/cron/{tenant}/{name}/pause", api.ScopeJobsWrite, h.pauseCron)
-	h.post("POST /ui/cron/{tenant}/{name}/resume", api.ScopeJobsWrite, h.resumeCron)
-	h.post("POST /ui/cron/{tenant}/{name}/trigger", api.ScopeJobsWrite, h.triggerCron)
-	h.post("POST /ui/dlq/replay", api.ScopeJobsWrite, h.replayDLQ)
-	h.post("POST /ui/dlq/purge", api.ScopeJobsWrite, h.purgeDLQ)
-	h.post("POST /ui/dlq/{id}/delete", api.ScopeJobsWrite, h.deleteDLQEntry)
-	h.post("POST /ui/workflows/{id}/cancel", api.ScopeJobsWrite, h.cancelWorkflow)
+	h.post("POST /ui/jobs/{id}/cancel", auth.ScopeJobsWrite, h.cancelJob)
+	h.post("POST /ui/jobs/{id}/retry", auth.ScopeJobsWrite, h.retryJob)
+	h.post("POST /ui/queues/{queue}/pause", auth.ScopeAdmin, h.pauseQueue)
+	h.post("POST /ui/queues/{queue}/resume", auth.ScopeAdmin, h.resumeQueue)
+	h.post("POST /ui/nodes/{id}/drain", auth.ScopeAdmin, h.drainNode)
+	h.post("POST /ui/nodes/{id}/undrain", auth.ScopeAdmin, h.undrainNode)
+	h.post("POST /ui/cron/{tenant}/{name}/pause", auth.ScopeJobsWrite, h.pauseCron)
+	h.post("POST /ui/cron/{tenant}/{name}/resume", auth.ScopeJobsWrite, h.resumeCron)
+	h.post("POST /ui/cron/{tenant}/{name}/trigger", auth.ScopeJobsWrite, h.triggerCron)
+	h.post("POST /ui/dlq/replay", auth.ScopeJobsWrite, h.replayDLQ)
+	h.post("POST /ui/dlq/purge", auth.ScopeJobsWrite, h.purgeDLQ)
+	h.post("POST /ui/dlq/{id}/delete", auth.ScopeJobsWrite, h.deleteDLQEntry)
+	h.post("POST /ui/workflows/{id}/cancel", auth.ScopeJobsWrite, h.cancelWorkflow)
 
 	h.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		p, ok := h.signedIn(w, r)
@@ -192,7 +186,7 @@ func cacheFor(d time.Duration, next http.Handler) http.Handler {
 type view struct {
 	Title string
 	Nav   string
-	P     api.Principal
+	P     auth.Principal
 	CSRF  string
 	Flash string
 	// Tenant is the tenant filter a spanning token chose ("" = all).
@@ -202,7 +196,7 @@ type view struct {
 }
 
 // Spanning reports whether the signed-in token spans tenants.
-func (v *view) Spanning() bool { return v.P.Tenant == api.AllTenants }
+func (v *view) Spanning() bool { return v.P.Tenant == auth.AllTenants }
 
 // Can reports whether the signed-in token holds scope.
 func (v *view) Can(scope string) bool { return v.P.Allows(scope) }
@@ -216,12 +210,12 @@ func (h *Handler) get(pattern, name string, pg page) {
 		if !ok {
 			return
 		}
-		if !p.Allows(api.ScopeJobsRead) {
+		if !p.Allows(auth.ScopeJobsRead) {
 			h.renderError(w, r, p, "", http.StatusForbidden, "This token lacks the jobs:read scope the dashboard needs.")
 			return
 		}
 		v := &view{P: p, Nav: strings.SplitN(name, "_", 2)[0], CSRF: h.csrf(r), Flash: h.takeFlash(w, r), Now: time.Now()}
-		if p.Tenant == api.AllTenants {
+		if p.Tenant == auth.AllTenants {
 			v.Tenant = r.URL.Query().Get("tenant")
 		}
 		if v.Nav == "job" || v.Nav == "workflow" {
@@ -328,7 +322,7 @@ func badInput(format string, a ...any) error {
 }
 
 // renderError shows the error page, titled by the status, with msg.
-func (h *Handler) renderError(w http.ResponseWriter, r *http.Request, p api.Principal, nav string, status int, msg string) {
+func (h *Handler) renderError(w http.ResponseWriter, r *http.Request, p auth.Principal, nav string, status int, msg string) {
 	h.render(w, r, status, "error", &view{P: p, Nav: nav, Title: http.StatusText(status), Data: msg})
 }
 

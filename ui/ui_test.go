@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gafferhq/gaffer/api"
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/dlq"
@@ -33,7 +33,7 @@ type env struct {
 	t      *testing.T
 	st     *store.Store
 	srv    *httptest.Server
-	tokens *api.Tokens
+	tokens *auth.Tokens
 	jobs   *job.Client
 }
 
@@ -51,9 +51,9 @@ func newTLSEnv(t *testing.T, mut ...func(*ui.Config)) *env {
 func startEnv(t *testing.T, serve func(http.Handler) *httptest.Server, mut ...func(*ui.Config)) *env {
 	t.Helper()
 	st := pgtest.NewStore(t)
-	e := &env{t: t, st: st, tokens: api.NewTokens(st), jobs: job.NewClient(st, nil)}
-	cfg := ui.Config{Store: st, Tokens: e.tokens, Jobs: e.jobs, DLQ: dlq.NewClient(st), Cron: cron.NewClient(st),
-		Workflows: workflow.NewClient(st), Admin: cluster.NewAdmin(st)}
+	e := &env{t: t, st: st, tokens: auth.NewTokens(st.Pool()), jobs: job.NewClient(st.Pool(), nil)}
+	cfg := ui.Config{Sessions: auth.NewSessions(st.Pool(), 0), Tokens: e.tokens, Jobs: e.jobs, DLQ: dlq.NewClient(st.Pool()), Cron: cron.NewClient(st.Pool()),
+		Workflows: workflow.NewClient(st.Pool()), Admin: cluster.NewAdmin(st.Pool())}
 	for _, m := range mut {
 		m(&cfg)
 	}
@@ -69,7 +69,7 @@ func startEnv(t *testing.T, serve func(http.Handler) *httptest.Server, mut ...fu
 // token makes an API token and returns its text.
 func (e *env) token(tenant string, scopes ...string) string {
 	e.t.Helper()
-	text, _, err := e.tokens.Create(context.Background(), api.NewTokenRequest{Name: "t-" + strings.Join(scopes, "-"), Tenant: tenant, Scopes: scopes})
+	text, _, err := e.tokens.Create(context.Background(), auth.NewTokenRequest{Name: "t-" + strings.Join(scopes, "-"), Tenant: tenant, Scopes: scopes})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestSignIn(t *testing.T) {
 	for _, c := range []struct{ token, want string }{
 		{"", "Enter an API token"},
 		{"gft_nonsense", "not valid"},
-		{e.token("acme", api.ScopeJobsWrite), "lacks the jobs:read scope"},
+		{e.token("acme", auth.ScopeJobsWrite), "lacks the jobs:read scope"},
 	} {
 		p := b.post("/ui/login", url.Values{"token": {c.token}})
 		if p.status != http.StatusUnauthorized || !strings.Contains(p.body, c.want) {
@@ -218,7 +218,7 @@ func TestSignIn(t *testing.T) {
 	}
 
 	// next must stay on the dashboard: no open redirect.
-	reader := e.token("acme", api.ScopeJobsRead)
+	reader := e.token("acme", auth.ScopeJobsRead)
 	for _, next := range []string{"//evil.example/x", "https://evil.example/", "/ui/\\evil", "/elsewhere"} {
 		p := e.browser().post("/ui/login", url.Values{"token": {reader}, "next": {next}})
 		if p.status != http.StatusSeeOther || p.header.Get("Location") != "/ui/" {
@@ -263,14 +263,14 @@ func TestSignIn(t *testing.T) {
 	}
 
 	// A revoked token's session ends.
-	admin := e.token(api.AllTenants, api.ScopeAdmin)
+	admin := e.token(auth.AllTenants, auth.ScopeAdmin)
 	b.login(admin)
 	recs, err := e.tokens.List(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range recs {
-		if r.Tenant == api.AllTenants {
+		if r.Tenant == auth.AllTenants {
 			if err := e.tokens.Revoke(context.Background(), r.ID); err != nil {
 				t.Fatal(err)
 			}
@@ -285,7 +285,7 @@ func TestActionsNeedCSRFSameOriginAndScope(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	admin := e.browser()
-	admin.login(e.token(api.AllTenants, api.ScopeAdmin))
+	admin.login(e.token(auth.AllTenants, auth.ScopeAdmin))
 	csrf := admin.csrf()
 
 	refused := []struct {
@@ -309,14 +309,14 @@ func TestActionsNeedCSRFSameOriginAndScope(t *testing.T) {
 	}
 	// Another user's CSRF token does not work with this session.
 	other := e.browser()
-	other.login(e.token(api.AllTenants, api.ScopeAdmin))
+	other.login(e.token(auth.AllTenants, auth.ScopeAdmin))
 	if p := admin.post("/ui/queues/default/pause", url.Values{"csrf": {other.csrf()}}); p.status != http.StatusForbidden {
 		t.Fatalf("another session's csrf: %d", p.status)
 	}
 
 	// A reader may look but not act, and sees no action buttons.
 	reader := e.browser()
-	reader.login(e.token("default", api.ScopeJobsRead))
+	reader.login(e.token("default", auth.ScopeJobsRead))
 	if p := reader.post("/ui/queues/default/pause", url.Values{"csrf": {reader.csrf()}}); p.status != http.StatusForbidden || !strings.Contains(p.body, "lacks the admin scope") {
 		t.Fatalf("reader pausing a queue: %d", p.status)
 	}
@@ -331,7 +331,7 @@ func TestActionsNeedCSRFSameOriginAndScope(t *testing.T) {
 		t.Fatalf("reader's nodes page: %d", p.status)
 	}
 	ops := e.browser()
-	ops.login(e.token("default", api.ScopeJobsRead, api.ScopeClusterRead))
+	ops.login(e.token("default", auth.ScopeJobsRead, auth.ScopeClusterRead))
 	if p := ops.get("/ui/nodes"); p.status != http.StatusOK || !strings.Contains(p.body, "node-x") || strings.Contains(p.body, "/drain") {
 		t.Fatalf("cluster:read's nodes page: %d, has a drain form: %v", p.status, strings.Contains(p.body, "/drain"))
 	}
@@ -340,7 +340,7 @@ func TestActionsNeedCSRFSameOriginAndScope(t *testing.T) {
 	}
 	// A jobs:write token may cancel jobs but not pause queues or drain nodes.
 	writer := e.browser()
-	writer.login(e.token("default", api.ScopeJobsRead, api.ScopeJobsWrite))
+	writer.login(e.token("default", auth.ScopeJobsRead, auth.ScopeJobsWrite))
 	if p := writer.post("/ui/nodes/node-x/drain", url.Values{"csrf": {writer.csrf()}, "deadline": {"1m"}}); p.status != http.StatusForbidden {
 		t.Fatalf("writer draining a node: %d", p.status)
 	}
@@ -387,7 +387,7 @@ func TestTenantsAreIsolated(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := e.browser()
-	b.login(e.token("acme", api.ScopeJobsRead, api.ScopeJobsWrite))
+	b.login(e.token("acme", auth.ScopeJobsRead, auth.ScopeJobsWrite))
 	csrf := b.csrf()
 
 	if p := b.get(fmt.Sprintf("/ui/jobs/%d", theirs.Job.ID)); p.status != http.StatusNotFound || strings.Contains(p.body, "globex-payroll") {
@@ -443,7 +443,7 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	b := e.browser()
-	b.login(e.token(api.AllTenants, api.ScopeAdmin))
+	b.login(e.token(auth.AllTenants, auth.ScopeAdmin))
 	csrf := b.csrf()
 	if err := e.st.RegisterNode(context.Background(), "node-x", "host", "dev", "2025c", map[string]int{"default": 1}, nil); err != nil {
 		t.Fatal(err)
@@ -521,7 +521,7 @@ func TestCronPages(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	c := cron.NewClient(e.st)
+	c := cron.NewClient(e.st.Pool())
 	// 104 entries in two tenants: one full page of 100 and 4 on the next,
 	// the page boundary falling inside the second tenant.
 	for i := range 104 {
@@ -534,7 +534,7 @@ func TestCronPages(t *testing.T) {
 		}
 	}
 	b := e.browser()
-	b.login(e.token(api.AllTenants, api.ScopeAdmin))
+	b.login(e.token(auth.AllTenants, auth.ScopeAdmin))
 	p := b.get("/ui/cron")
 	next := regexp.MustCompile(`href="(/ui/cron\?[^"]*after=[^"]*)"`).FindStringSubmatch(p.body)
 	if p.status != http.StatusOK || next == nil || !strings.Contains(p.body, "e099") || strings.Contains(p.body, "e100") {
@@ -550,7 +550,7 @@ func TestCronPages(t *testing.T) {
 	}
 	// A token bound to one tenant sees only its entries.
 	acme := e.browser()
-	acme.login(e.token("acme", api.ScopeJobsRead))
+	acme.login(e.token("acme", auth.ScopeJobsRead))
 	if p := acme.get("/ui/cron"); !strings.Contains(p.body, "e059") || strings.Contains(p.body, "e060") || strings.Contains(p.body, "next →") {
 		t.Fatalf("acme's cron page shows another tenant's entries or a next page (%d)", p.status)
 	}
@@ -566,7 +566,7 @@ func TestQueuesPageShowsLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	ops := e.browser()
-	ops.login(e.token("default", api.ScopeJobsRead, api.ScopeClusterRead))
+	ops.login(e.token("default", auth.ScopeJobsRead, auth.ScopeClusterRead))
 	p := ops.get("/ui/queues")
 	for _, want := range []string{"mail-slow", "queue mail", "http-per-host", "host(args.url)"} {
 		if !strings.Contains(p.body, want) {
@@ -574,7 +574,7 @@ func TestQueuesPageShowsLimits(t *testing.T) {
 		}
 	}
 	tenant := e.browser()
-	tenant.login(e.token("acme", api.ScopeJobsRead))
+	tenant.login(e.token("acme", auth.ScopeJobsRead))
 	if p := tenant.get("/ui/queues"); p.status != 200 || strings.Contains(p.body, "mail-slow") || strings.Contains(p.body, "http-per-host") {
 		t.Fatalf("a tenant's queues page (%d) shows the limits", p.status)
 	}

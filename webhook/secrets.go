@@ -11,6 +11,7 @@ import (
 
 	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Limits on signing secrets.
@@ -57,9 +58,9 @@ type cachedKeys struct {
 	at   time.Time
 }
 
-// NewSecrets returns the secrets of st.
-func NewSecrets(st *store.Store) *Secrets {
-	return &Secrets{store: st, cache: map[string]cachedKeys{}}
+// NewSecrets returns the signing secrets kept in pool's database.
+func NewSecrets(pool *pgxpool.Pool) *Secrets {
+	return &Secrets{store: store.New(pool), cache: map[string]cachedKeys{}}
 }
 
 // Rotate creates a new current secret for tenant and returns it with its

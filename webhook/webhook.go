@@ -184,7 +184,31 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 }
 
 // Register adds h to r as the handler of the "http" kind.
-func (h *Handler) Register(r *job.Registry) { r.Handle(Kind, h) }
+func (h *Handler) Register(r *job.Registry) { r.Handle(Kind, h, job.KindOptions{Check: h.check}) }
+
+// CodeDestinationNotAllowed is the ValidationError code of an http job
+// whose URL names, by its spelling alone, a destination the node refuses.
+const CodeDestinationNotAllowed = "destination_not_allowed"
+
+// check is the http kind's check where a request enters: its args must be
+// valid http args to an allowed destination, and its destination host
+// becomes its fairness key unless it has one, so that one slow
+// receiver's backlog does not hold up the tenant's calls elsewhere.
+func (h *Handler) check(r *job.Request) error {
+	raw, _ := r.Args.(json.RawMessage)
+	a, _, err := h.Validate(raw)
+	var de *DestinationError
+	if errors.As(err, &de) {
+		return &job.ValidationError{Field: de.Field, Message: de.Message, Code: CodeDestinationNotAllowed}
+	}
+	if err != nil {
+		return err
+	}
+	if r.FairnessKey == "" {
+		r.FairnessKey = a.Host()
+	}
+	return nil
+}
 
 // Result is what a completed call records.
 type Result struct {

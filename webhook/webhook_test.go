@@ -74,7 +74,7 @@ func start(t *testing.T, signed bool, allow ...string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	secrets := webhook.NewSecrets(st)
+	secrets := webhook.NewSecrets(st.Pool())
 	h.SetSecrets(secrets)
 	var secret string
 	if signed {
@@ -83,7 +83,7 @@ func start(t *testing.T, signed bool, allow ...string) *env {
 		}
 	}
 	h.Register(reg)
-	w, err := job.NewWorker(job.WorkerConfig{Store: st, Registry: reg, NodeID: "n", PollInterval: 50 * time.Millisecond})
+	w, err := job.NewWorker(job.WorkerConfig{Pool: st.Pool(), Registry: reg, NodeID: "n", PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func start(t *testing.T, signed bool, allow ...string) *env {
 		defer cancel()
 		w.Stop(ctx)
 	})
-	return &env{t: t, st: st, client: job.NewClient(st, nil), secret: secret}
+	return &env{t: t, st: st, client: job.NewClient(st.Pool(), nil), secret: secret}
 }
 
 func (e *env) enqueue(args map[string]any) *job.Job {
@@ -322,7 +322,7 @@ func TestDeliveriesAreSignedWithTheirTenantsSecret(t *testing.T) {
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
 	e := start(t, false, srv.Listener.Addr().String())
-	secrets := webhook.NewSecrets(e.st)
+	secrets := webhook.NewSecrets(e.st.Pool())
 	_, acme, err := secrets.Rotate(ctx, "acme", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -459,12 +459,12 @@ func TestHTTPPerHostLimitByDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Register(reg)
-	w, err := job.NewWorker(job.WorkerConfig{Store: st, Registry: reg, NodeID: "n", PollInterval: 50 * time.Millisecond,
+	w, err := job.NewWorker(job.WorkerConfig{Pool: st.Pool(), Registry: reg, NodeID: "n", PollInterval: 50 * time.Millisecond,
 		Queues: map[string]int{"default": 30}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := job.NewClient(st, nil)
+	client := job.NewClient(st.Pool(), nil)
 	ctx := context.Background()
 	for range 25 {
 		if _, err := client.Enqueue(ctx, job.Request{Kind: "http", Args: map[string]any{"url": slow.URL}}); err != nil {

@@ -89,7 +89,7 @@ func (b *Builder) Definition() (Definition, error) {
 	if b.err != nil {
 		return Definition{}, b.err
 	}
-	if _, err := b.def.Validate(); err != nil {
+	if err := b.def.Validate(); err != nil {
 		return Definition{}, err
 	}
 	return b.def, nil

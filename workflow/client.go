@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
@@ -67,10 +68,21 @@ var (
 )
 
 // Client submits and manages workflow runs. It needs only PostgreSQL.
-type Client struct{ store *store.Store }
+type Client struct {
+	store *store.Store
+	kinds *job.Registry // nil: no kind-specific checks
+}
+
+// WithKinds returns a client that also checks each step's job with the
+// Check its kind has in r (see job.KindOptions.Check).
+func (c *Client) WithKinds(r *job.Registry) *Client {
+	cp := *c
+	cp.kinds = r
+	return &cp
+}
 
 // NewClient returns a client on st.
-func NewClient(st *store.Store) *Client { return &Client{store: st} }
+func NewClient(pool *pgxpool.Pool) *Client { return &Client{store: store.New(pool)} }
 
 // Submit validates def and starts a run: its steps without dependencies
 // are enqueued in the same transaction. Errors: *job.ValidationError
@@ -94,7 +106,7 @@ func (c *Client) submit(ctx context.Context, tx pgx.Tx, def Definition) (Run, er
 	if tx != nil {
 		q = tx
 	}
-	steps, err := def.Validate()
+	steps, err := def.steps(c.kinds)
 	if err != nil {
 		return Run{}, err
 	}

@@ -69,11 +69,17 @@ func stepErr(i int, field, format string, args ...any) error {
 	return &job.ValidationError{Field: fmt.Sprintf("steps[%d].%s", i, field), Message: fmt.Sprintf(format, args...)}
 }
 
-// Validate checks the definition and returns the steps to store. Errors
-// are *job.ValidationError naming the field: a missing or duplicate name,
-// an unknown dependency, a cycle (with its path), size limits, and every
-// job field of every step.
-func (d Definition) Validate() ([]store.WorkflowStepParams, error) {
+// Validate checks the definition. Errors are *job.ValidationError naming
+// the field: a missing or duplicate name, an unknown dependency, a cycle
+// (with its path), size limits, and every job field of every step.
+func (d Definition) Validate() error {
+	_, err := d.steps(nil)
+	return err
+}
+
+// steps checks the definition, each step's job also with its kind's check
+// in kinds, and returns the steps to store.
+func (d Definition) steps(kinds *job.Registry) ([]store.WorkflowStepParams, error) {
 	if !runName.MatchString(d.Name) {
 		return nil, &job.ValidationError{Field: "name", Message: fmt.Sprintf("%q is not a valid workflow name: 1-128 letters, digits, '_', '.', ':', '/' or '-'", d.Name)}
 	}
@@ -111,7 +117,7 @@ func (d Definition) Validate() ([]store.WorkflowStepParams, error) {
 			}
 			seen[dep] = true
 		}
-		p, err := s.params(i)
+		p, err := s.params(i, kinds)
 		if err != nil {
 			return nil, err
 		}
@@ -123,7 +129,7 @@ func (d Definition) Validate() ([]store.WorkflowStepParams, error) {
 	return out, nil
 }
 
-func (s Step) params(i int) (store.WorkflowStepParams, error) {
+func (s Step) params(i int, kinds *job.Registry) (store.WorkflowStepParams, error) {
 	p := store.WorkflowStepParams{Name: s.Name, Type: TypeJob, DependsOn: s.DependsOn, AllowFailure: s.AllowFailure}
 	kind, args := s.Kind, s.Args
 	switch {
@@ -152,15 +158,18 @@ func (s Step) params(i int) (store.WorkflowStepParams, error) {
 	if p.Type != TypeJob {
 		maxAttempts = 1 // a timer that fires fails at once: a signal that never came
 	}
-	params, err := job.Request{Kind: kind, Args: args, Queue: s.Queue, Priority: s.Priority, MaxAttempts: maxAttempts, Timeout: s.Timeout}.Params()
+	params, err := job.Request{Kind: kind, Args: args, Queue: s.Queue, Priority: s.Priority, MaxAttempts: maxAttempts, Timeout: s.Timeout}.Check()
+	if err == nil {
+		err = kinds.CheckRequest(&params)
+	}
 	if err != nil {
 		var ve *job.ValidationError
 		if errors.As(err, &ve) {
-			return p, stepErr(i, ve.Field, "%s", ve.Message)
+			return p, &job.ValidationError{Field: fmt.Sprintf("steps[%d].%s", i, ve.Field), Message: ve.Message, Code: ve.Code}
 		}
 		return p, err
 	}
-	p.Kind, p.Queue, p.Args, p.Priority, p.MaxAttempts, p.Timeout = params.Kind, params.Queue, params.Args, params.Priority, params.MaxAttempts, params.Timeout
+	p.Kind, p.Queue, p.Args, p.Priority, p.MaxAttempts, p.Timeout = params.Kind, params.Queue, params.Args.(json.RawMessage), params.Priority, params.MaxAttempts, params.Timeout
 	return p, nil
 }
 

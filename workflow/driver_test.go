@@ -80,7 +80,7 @@ func (e *env) replayStep(run int64, name string) int64 {
 		`SELECT id FROM gaffer.dlq WHERE workflow_run = $1 AND step = $2 AND replayed_at IS NULL`, run, name).Scan(&id); err != nil {
 		e.t.Fatalf("DLQ entry of %s: %v", name, err)
 	}
-	r, err := dlq.NewClient(e.st).Replay(context.Background(), "", id)
+	r, err := dlq.NewClient(e.st.Pool()).Replay(context.Background(), "", id)
 	if err != nil {
 		e.t.Fatalf("replay %s: %v", name, err)
 	}

@@ -96,7 +96,7 @@ func TestResumedRunRestartsStepsCancelledWhileFailed(t *testing.T) {
 	}
 	// b's job, pending in a failed run, is cancelled: b ends cancelled
 	// and leaves no DLQ entry to replay.
-	if state, err := job.NewClient(e.st, nil).Cancel(ctx, "", step(failed, "b").JobID); err != nil || state != job.Cancelled {
+	if state, err := job.NewClient(e.st.Pool(), nil).Cancel(ctx, "", step(failed, "b").JobID); err != nil || state != job.Cancelled {
 		t.Fatalf("cancel b's job: %s %v", state, err)
 	}
 	if b := step(e.get(run), "b"); b.State != "cancelled" {

@@ -31,11 +31,11 @@ func newEnv(t *testing.T) *env {
 	st := pgtest.NewStore(t)
 	reg := job.NewRegistry()
 	workflow.RegisterBuiltins(reg)
-	return &env{t: t, st: st, reg: reg, wf: workflow.NewClient(st)}
+	return &env{t: t, st: st, reg: reg, wf: workflow.NewClient(st.Pool())}
 }
 
 func (e *env) start() *job.Worker {
-	w, err := job.NewWorker(job.WorkerConfig{Store: e.st, Registry: e.reg, NodeID: "n", Queues: map[string]int{"default": 20},
+	w, err := job.NewWorker(job.WorkerConfig{Pool: e.st.Pool(), Registry: e.reg, NodeID: "n", Queues: map[string]int{"default": 20},
 		PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		e.t.Fatal(err)
@@ -308,12 +308,12 @@ func TestDLQReplayResumesRun(t *testing.T) {
 	if step(failed, "c").State != "cancelled" {
 		t.Fatalf("c %+v", step(failed, "c"))
 	}
-	entries, err := dlq.NewClient(e.st).List(context.Background(), dlq.Filter{Kind: "flaky"})
+	entries, err := dlq.NewClient(e.st.Pool()).List(context.Background(), dlq.Filter{Kind: "flaky"})
 	if err != nil || len(entries) != 1 || entries[0].WorkflowRun != run.ID || entries[0].Step != "b" {
 		t.Fatalf("DLQ %+v %v", entries, err)
 	}
 	fixed.Store(true)
-	if _, err := dlq.NewClient(e.st).Replay(context.Background(), "", entries[0].ID); err != nil {
+	if _, err := dlq.NewClient(e.st.Pool()).Replay(context.Background(), "", entries[0].ID); err != nil {
 		t.Fatal(err)
 	}
 	done := e.wait(run.ID, workflow.Completed)

@@ -302,7 +302,7 @@ func enqueueBulk(ctx context.Context, client *job.Client, n, batch int) error {
 func benchEnqueue(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
 	cpu := startCPU()
 	start := time.Now()
-	if err := enqueueBulk(ctx, job.NewClient(st, nil), o.jobs, o.batch); err != nil {
+	if err := enqueueBulk(ctx, job.NewClient(st.Pool(), nil), o.jobs, o.batch); err != nil {
 		return err
 	}
 	r.Jobs, r.Seconds = o.jobs, time.Since(start).Seconds()
@@ -351,7 +351,7 @@ func benchContinuous(ctx context.Context, st *store.Store, o benchOpts, r *bench
 		return err
 	}
 	defer node.Stop(context.Background())
-	client := job.NewClient(st, nil)
+	client := job.NewClient(st.Pool(), nil)
 	var inserted atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -422,7 +422,7 @@ func benchLatency(ctx context.Context, st *store.Store, o benchOpts, r *benchRes
 	}
 	defer node.Stop(context.Background())
 	time.Sleep(time.Second) // the first, immediate poll has passed
-	client := job.NewClient(st, nil)
+	client := job.NewClient(st.Pool(), nil)
 	enqueued := map[int64]time.Time{}
 	cpu := startCPU()
 	tick := time.NewTicker(time.Second / time.Duration(o.rate))
@@ -467,7 +467,7 @@ func benchCron(ctx context.Context, st *store.Store, o benchOpts, r *benchResult
 		return err
 	}
 	defer node.Stop(context.Background())
-	crons := cron.NewClient(st)
+	crons := cron.NewClient(st.Pool())
 	var names []string
 	for i := range o.entries {
 		name := fmt.Sprintf("bench-%d", i)

@@ -36,7 +36,7 @@ type fairResult struct {
 // enqueues --rate jobs a second into the same queue while one node works
 // it. Reports a's drain rate and b's enqueue→start latency.
 func benchFairness(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
-	client := job.NewClient(st, nil)
+	client := job.NewClient(st.Pool(), nil)
 	reqs := make([]job.Request, min(o.batch, o.jobs))
 	for i := range reqs {
 		reqs[i] = job.Request{Kind: "bench.a", Tenant: "a", Queue: benchQueue, Args: json.RawMessage(`{}`)}
@@ -112,7 +112,7 @@ func benchFairness(ctx context.Context, st *store.Store, o benchOpts, r *benchRe
 // a limit on the queue that does not bind, and with one that binds
 // (--limit running at once, jobs holding --hold each).
 func benchLimits(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
-	client := job.NewClient(st, nil)
+	client := job.NewClient(st.Pool(), nil)
 	var running, peak atomic.Int64
 	hold := o.hold
 	work := func(ctx context.Context, j *job.Job) error {

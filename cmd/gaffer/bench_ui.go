@@ -10,7 +10,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/gafferhq/gaffer/api"
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/dlq"
@@ -35,7 +35,7 @@ type pageTiming struct {
 // that spans tenants (which sees the most).
 func benchDashboard(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
 	start := time.Now()
-	if err := enqueueBulk(ctx, job.NewClient(st, nil), o.jobs, o.batch); err != nil {
+	if err := enqueueBulk(ctx, job.NewClient(st.Pool(), nil), o.jobs, o.batch); err != nil {
 		return err
 	}
 	// 80% completed, 5% failed, 0.1% running, the rest pending — by id, so
@@ -61,14 +61,14 @@ func benchDashboard(ctx context.Context, st *store.Store, o benchOpts, r *benchR
 	}
 	fmt.Fprintf(os.Stderr, "filled the table with %d jobs in %.1fs\n", o.jobs, time.Since(start).Seconds())
 
-	tokens := api.NewTokens(st)
-	token, rec, err := tokens.Create(ctx, api.NewTokenRequest{Name: "bench dashboard", Tenant: api.AllTenants, Scopes: []string{api.ScopeAdmin}})
+	tokens := auth.NewTokens(st.Pool())
+	token, rec, err := tokens.Create(ctx, auth.NewTokenRequest{Name: "bench dashboard", Tenant: auth.AllTenants, Scopes: []string{auth.ScopeAdmin}})
 	if err != nil {
 		return err
 	}
 	defer tokens.Revoke(context.WithoutCancel(ctx), rec.ID)
-	h, err := ui.New(ui.Config{Store: st, Tokens: tokens, Jobs: job.NewClient(st, nil), DLQ: dlq.NewClient(st), Cron: cron.NewClient(st),
-		Workflows: workflow.NewClient(st), Admin: cluster.NewAdmin(st)})
+	h, err := ui.New(ui.Config{Tokens: tokens, Sessions: auth.NewSessions(st.Pool(), 0), Jobs: job.NewClient(st.Pool(), nil), DLQ: dlq.NewClient(st.Pool()), Cron: cron.NewClient(st.Pool()),
+		Workflows: workflow.NewClient(st.Pool()), Admin: cluster.NewAdmin(st.Pool())})
 	if err != nil {
 		return err
 	}

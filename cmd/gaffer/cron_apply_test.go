@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/api"
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/dlq"
 	"github.com/gafferhq/gaffer/internal/pgtest"
@@ -33,15 +34,15 @@ type applyEnv struct {
 func newApplyEnv(t *testing.T) *applyEnv {
 	t.Helper()
 	st := pgtest.NewStore(t)
-	tokens := api.NewTokens(st)
-	srv, err := api.New(api.Config{Store: st, Tokens: tokens, Jobs: job.NewClient(st, nil), DLQ: dlq.NewClient(st), Cron: cron.NewClient(st), Workflows: workflow.NewClient(st)})
+	tokens := auth.NewTokens(st.Pool())
+	srv, err := api.New(api.Config{Pool: st.Pool(), Tokens: tokens, Jobs: job.NewClient(st.Pool(), nil), DLQ: dlq.NewClient(st.Pool()), Cron: cron.NewClient(st.Pool()), Workflows: workflow.NewClient(st.Pool())})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
 	mk := func(tenant string, scopes ...string) string {
-		text, _, err := tokens.Create(context.Background(), api.NewTokenRequest{Name: "t", Tenant: tenant, Scopes: scopes})
+		text, _, err := tokens.Create(context.Background(), auth.NewTokenRequest{Name: "t", Tenant: tenant, Scopes: scopes})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +131,7 @@ func TestCronApply(t *testing.T) {
 			t.Errorf("first apply lacks %q:\n%s", want, out)
 		}
 	}
-	e, err := cron.NewClient(a.st).Get(ctx, "default", "nightly-report")
+	e, err := cron.NewClient(a.st.Pool()).Get(ctx, "default", "nightly-report")
 	if err != nil || e.Missed != "once" || e.Overlap != "skip" || e.Job.Timeout != 10*time.Minute || e.Job.Queue != "reports" {
 		t.Fatalf("nightly-report as applied: %+v %v", e, err)
 	}
@@ -139,7 +140,7 @@ func TestCronApply(t *testing.T) {
 	if args["since"] != "2027-01-01" || args["ratio"] != 1.5 || args["full"] != true || len(args["tags"].([]any)) != 2 {
 		t.Fatalf("args as applied: %s", e.Job.Args)
 	}
-	if l, _ := cron.NewClient(a.st).Get(ctx, "default", "launch"); !l.NextRunAt.Equal(time.Date(2030, 1, 1, 8, 0, 0, 0, time.UTC)) {
+	if l, _ := cron.NewClient(a.st.Pool()).Get(ctx, "default", "launch"); !l.NextRunAt.Equal(time.Date(2030, 1, 1, 8, 0, 0, 0, time.UTC)) {
 		t.Fatalf("launch's one instant: %s", l.NextRunAt)
 	}
 

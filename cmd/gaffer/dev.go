@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/gafferhq/gaffer"
-	"github.com/gafferhq/gaffer/api"
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/internal/etcdserver"
 	"github.com/gafferhq/gaffer/internal/pgserver"
 	"github.com/gafferhq/gaffer/internal/store"
@@ -134,7 +134,7 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 			return err
 		}
 		if i == 0 {
-			secrets = webhook.NewSecrets(n.Store())
+			secrets = webhook.NewSecrets(n.Pool())
 			hooks.SetSecrets(secrets)
 		}
 		registerBuiltinKinds(n, hooks)
@@ -182,13 +182,13 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 // devAPIToken creates the dev token: an admin token spanning tenants. A
 // token given with --token that a kept database (--data) already holds is
 // used as is.
-func devAPIToken(ctx context.Context, tokens *api.Tokens, text string) (string, error) {
+func devAPIToken(ctx context.Context, tokens *auth.Tokens, text string) (string, error) {
 	if text != "" {
 		if _, err := tokens.Authenticate(ctx, text); err == nil {
 			return text, nil
 		}
 	}
-	created, _, err := tokens.Create(ctx, api.NewTokenRequest{Name: "gaffer dev", Tenant: api.AllTenants, Scopes: []string{api.ScopeAdmin}, Secret: text})
+	created, _, err := tokens.Create(ctx, auth.NewTokenRequest{Name: "gaffer dev", Tenant: auth.AllTenants, Scopes: []string{auth.ScopeAdmin}, Secret: text})
 	if err != nil {
 		return "", fmt.Errorf("create the dev token: %w", err)
 	}

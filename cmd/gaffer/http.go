@@ -9,9 +9,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/hashicorp/go-hclog"
-
-	"github.com/gafferhq/gaffer/api"
 )
 
 // maxHeaderBytes caps a request's header block (Go's default is 1 MiB).
@@ -52,7 +51,7 @@ func addHTTPFlags(fs *flagSet) *httpFlags {
 // httpSettings are the HTTP flags, checked.
 type httpSettings struct {
 	read, write, idle, shutdown time.Duration
-	proxies                     *api.TrustedProxies
+	proxies                     *auth.TrustedProxies
 	sessionLength               time.Duration
 }
 
@@ -63,7 +62,7 @@ func (f *httpFlags) httpSettings() (httpSettings, error) {
 			return httpSettings{}, usageError(fmt.Sprintf("--%s must be positive, got %s", name, d))
 		}
 	}
-	proxies, err := api.ParseTrustedProxies(*f.trustedProxies)
+	proxies, err := auth.ParseTrustedProxies(*f.trustedProxies)
 	if err != nil {
 		return httpSettings{}, usageError("--trusted-proxies: " + err.Error())
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"syscall"
 	"testing"
@@ -249,5 +250,82 @@ func TestGracefulStop(t *testing.T) {
 				t.Fatalf("the job enqueued after the signal is %s, want pending: the stopping node claimed it", s)
 			}
 		})
+	}
+}
+
+// The graceful stop is bounded: a request that would outlast
+// --shutdown-timeout is cut off at it, then the node drains for at most
+// --drain-timeout (a job still running then is released), and the
+// process exits 0 within the sum of the two. Red with an unbounded
+// srv.Shutdown: the process waits on the slow request until
+// --http-read-timeout (30s) cuts it.
+func TestGracefulStopIsBounded(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	e.ok("migrate", "up")
+	token := strings.TrimSpace(e.ok("tokens", "create", "--name", "bounded", "--scopes", "jobs:write,jobs:read"))
+	// A webhook that answers only when the test ends: the job calling it
+	// runs until the drain deadline releases it.
+	called := make(chan struct{}, 1)
+	hang := make(chan struct{})
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case called <- struct{}{}:
+		default:
+		}
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hook.Close()
+	defer close(hang)
+	const shutdownTimeout, drainTimeout = 2 * time.Second, 2 * time.Second
+	proc, base := e.server("bounded-1", "--webhook-allow", strings.TrimPrefix(hook.URL, "http://"),
+		"--shutdown-timeout", shutdownTimeout.String(), "--drain-timeout", drainTimeout.String())
+	e.env = append(e.env, "GAFFER_URL="+base, "GAFFER_TOKEN="+token)
+	var enq struct {
+		Job struct {
+			ID int64 `json:"id"`
+		} `json:"job"`
+	}
+	e.jsonOK(&enq, "jobs", "enqueue", "--kind", "http", "--args", fmt.Sprintf(`{"url":%q,"timeout":"5m"}`, hook.URL))
+	select {
+	case <-called:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the http job never called its webhook")
+	}
+	// An enqueue whose body would take 1000s to arrive.
+	addr := strings.TrimPrefix(base, "http://")
+	req := rawRequest{method: "POST", path: "/v1/jobs", contentLength: 10000, body: `{"kind":"noop","args":{"pad":"`,
+		header: map[string]string{"Content-Type": "application/json", "Authorization": "Bearer " + token}}
+	closed, stop := trickle(t, addr, req, 100*time.Millisecond)
+	defer stop()
+	time.Sleep(300 * time.Millisecond)
+	signalled := time.Now()
+	if err := proc.process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	bound := shutdownTimeout + drainTimeout
+	if err := waitExit(proc, bound+10*time.Second); err != nil {
+		t.Fatalf("after SIGTERM: %v", err)
+	}
+	took := time.Since(signalled)
+	t.Logf("exited %s after SIGTERM (--shutdown-timeout %s + --drain-timeout %s)", took.Round(time.Millisecond), shutdownTimeout, drainTimeout)
+	// Each phase ran to its deadline (the request and the job outlast
+	// both), and no longer.
+	if took < bound-200*time.Millisecond || took > bound+3*time.Second {
+		t.Errorf("exited %s after SIGTERM, want about %s", took.Round(time.Millisecond), bound)
+	}
+	select {
+	case raw := <-closed:
+		if strings.Contains(raw, " 201 ") {
+			t.Errorf("the request cut off at the shutdown timeout was accepted: %q", raw)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the slow request's connection is still open after the process exited")
+	}
+	if s := e.scalar(`SELECT state FROM gaffer.jobs WHERE id = $1`, enq.Job.ID); s != "pending" {
+		t.Errorf("the job running at the drain deadline is %s, want pending (released for another node)", s)
 	}
 }

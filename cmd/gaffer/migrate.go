@@ -41,26 +41,28 @@ func (m *Main) runMigrate(ctx context.Context, args []string) error {
 	defer st.Close()
 	switch fs.Arg(0) {
 	case "up":
+		// Each migration commits on its own: report what landed, also
+		// before a failure.
 		done, err := st.MigrateUp(ctx)
+		for _, v := range done {
+			fmt.Fprintf(m.Stdout, "applied %04d\n", v)
+		}
 		if err != nil {
 			return err
 		}
 		if len(done) == 0 {
 			fmt.Fprintf(m.Stdout, "schema is up to date (version %d)\n", store.LatestVersion())
 		}
-		for _, v := range done {
-			fmt.Fprintf(m.Stdout, "applied %04d\n", v)
-		}
 	case "down":
 		done, err := st.MigrateDown(ctx, *steps)
+		for _, v := range done {
+			fmt.Fprintf(m.Stdout, "reverted %04d\n", v)
+		}
 		if err != nil {
 			return err
 		}
 		if len(done) == 0 {
 			fmt.Fprintln(m.Stdout, "nothing to revert")
-		}
-		for _, v := range done {
-			fmt.Fprintf(m.Stdout, "reverted %04d\n", v)
 		}
 	case "status":
 		statuses, err := st.MigrationStatuses(ctx)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gafferhq/gaffer"
 	"github.com/gafferhq/gaffer/api"
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/internal/egress"
 	"github.com/gafferhq/gaffer/internal/redact"
@@ -53,7 +54,7 @@ func addNodeFlags(fs *flagSet) *nodeFlags {
 		rateLimit:     fs.Int("rate-limit", "", 200, "API requests per second allowed per token (burst: twice that)"),
 		tlsCert:       fs.String("tls-cert", "", "", "serve HTTPS with this certificate (PEM); needs --tls-key"),
 		tlsKey:        fs.String("tls-key", "", "", "the certificate's private key (PEM)"),
-		etcd:          fs.String("etcd", "", "", "etcd endpoints, comma-separated; without them the node runs alone (no leader election, no cron)"),
+		etcd:          fs.String("etcd", "", "", "etcd endpoints, comma-separated; without them the node runs alone: no leader election, and cron and the other leader-only services run on it unfenced"),
 		sessionTTL:    fs.Duration("session-ttl", "", 10*time.Second, "etcd session TTL: how soon a dead node is noticed and a new leader elected"),
 		prefix:        fs.String("cluster-prefix", "", "/gaffer", "etcd key prefix; clusters sharing an etcd need different prefixes"),
 		queues:        fs.String("queues", "", "default=10", "queues to work and how many jobs of each to run at once: name=N,…"),
@@ -194,7 +195,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	secrets := webhook.NewSecrets(node.Store())
+	secrets := webhook.NewSecrets(node.Pool())
 	hooks.SetSecrets(secrets)
 	registerBuiltinKinds(node, hooks)
 	if err := node.Start(ctx); err != nil {
@@ -252,7 +253,7 @@ func healthMux(reg *prometheus.Registry, metricsToken string, nodes ...*gaffer.N
 		defer cancel()
 		var problems []string
 		for _, n := range nodes {
-			if err := n.Store().Pool().Ping(ctx); err != nil {
+			if err := n.Pool().Ping(ctx); err != nil {
 				problems = append(problems, fmt.Sprintf("node %s: postgres: %v", n.ID(), err))
 			}
 		}
@@ -296,26 +297,26 @@ func bearerOnly(token string, next http.Handler) http.Handler {
 
 // httpHandler serves the API under /v1 and the dashboard under /ui beside
 // the health endpoints.
-func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, hooks *webhook.Handler, secrets *webhook.Secrets, nodes ...*gaffer.Node) (http.Handler, *api.Tokens, error) {
+func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, hooks *webhook.Handler, secrets *webhook.Secrets, nodes ...*gaffer.Node) (http.Handler, *auth.Tokens, error) {
 	n := nodes[0]
 	hs, err := nf.httpSettings()
 	if err != nil {
 		return nil, nil, err
 	}
-	tokens := api.NewTokens(n.Store())
+	tokens := auth.NewTokens(n.Pool())
 	// One budget of failed authentications per client address, for the
 	// API and the dashboard's sign-in alike.
-	failures := api.NewFailureLimiter(api.FailureLimiterConfig{})
-	a, err := api.New(api.Config{Store: n.Store(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
-		Admin: cluster.NewAdmin(n.Store()), Cluster: n.Cluster(), Webhook: hooks, WebhookSecrets: secrets, Logger: log, Registerer: reg,
+	failures := auth.NewFailureLimiter(auth.FailureLimiterConfig{})
+	a, err := api.New(api.Config{Pool: n.Pool(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
+		Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), WebhookSecrets: secrets, Logger: log, Registerer: reg,
 		RateLimit: float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit, IdempotencyRetention: *nf.idemRetention,
 		TrustedProxies: hs.proxies, Failures: failures})
 	if err != nil {
 		return nil, nil, err
 	}
-	dash, err := ui.New(ui.Config{Store: n.Store(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
-		Admin: cluster.NewAdmin(n.Store()), Cluster: n.Cluster(), Logger: log,
-		SessionLength: hs.sessionLength, TrustedProxies: hs.proxies, Failures: failures})
+	dash, err := ui.New(ui.Config{Tokens: tokens, Sessions: auth.NewSessions(n.Pool(), hs.sessionLength), Jobs: n.Client(), DLQ: n.DLQ(),
+		Cron: n.Cron(), Workflows: n.Workflows(), Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Logger: log,
+		TrustedProxies: hs.proxies, Failures: failures})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gafferhq/gaffer/api"
+	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/internal/store"
 )
 
@@ -59,7 +59,7 @@ func (m *Main) tokensCreate(ctx context.Context, args []string) error {
 			sc = append(sc, s)
 		}
 	}
-	text, rec, err := api.NewTokens(st).Create(ctx, api.NewTokenRequest{Name: *name, Tenant: *tenant, Scopes: sc})
+	text, rec, err := auth.NewTokens(st.Pool()).Create(ctx, auth.NewTokenRequest{Name: *name, Tenant: *tenant, Scopes: sc})
 	if err != nil {
 		return usageError(err.Error())
 	}
@@ -83,7 +83,7 @@ func (m *Main) tokensList(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	toks, err := api.NewTokens(st).List(ctx)
+	toks, err := auth.NewTokens(st.Pool()).List(ctx)
 	if err != nil {
 		return err
 	}
@@ -123,7 +123,7 @@ func (m *Main) tokensRevoke(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	if err := api.NewTokens(st).Revoke(ctx, fs.Arg(0)); err != nil {
+	if err := auth.NewTokens(st.Pool()).Revoke(ctx, fs.Arg(0)); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("no token %q", fs.Arg(0))
 		}

@@ -211,7 +211,7 @@ func (s *Store) ReadFence(ctx context.Context) (Fence, error) {
 // leader's raise waits for it, and a transaction begun after a raise
 // sees the new epoch and returns ErrFenced without running fn. A deposed
 // leader stopped mid-transaction holds the lock at most IdleInTxTimeout.
-func (s *Store) Fenced(ctx context.Context, epoch int64, fn func(q DB) error) error {
+func (s *Store) Fenced(ctx context.Context, epoch int64, fn func(tx pgx.Tx) error) error {
 	return pgx.BeginTxFunc(ctx, s.pool, guarded, func(tx pgx.Tx) error {
 		var current int64
 		if err := tx.QueryRow(ctx, sqlCheckFence).Scan(&current); err != nil {

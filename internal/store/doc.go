@@ -8,6 +8,19 @@
 // The gaffer schema: jobs, queues, dlq and schema_migrations. Each row
 // carries a tenant; every lookup can be scoped to one.
 //
+// # Migrations
+//
+// Migrator applies them oldest first, each committed on its own: in its
+// own transaction with its schema_migrations row, or, for a file whose
+// first line is "-- gaffer:no-transaction", statement by statement (what
+// CREATE INDEX CONCURRENTLY needs), recorded after the last. One session
+// advisory lock, on the one connection a run uses throughout, serialises
+// runs. Before any step, every applied row's checksum (SHA-256 of the up
+// file) is compared with the migration's: an edited one is refused, a
+// row without one (applied before checksums) gets it. An INVALID index
+// of the name a CREATE INDEX CONCURRENTLY builds — a failed earlier run's
+// — is dropped before the build, so a re-run is never wedged by it.
+//
 // # The hot path
 //
 // A job is touched three times: inserted (COPY for batches), claimed

@@ -23,18 +23,12 @@ const (
 	ChannelCron = "gaffer_cron"
 )
 
-// Notification is one NOTIFY received.
-type Notification struct {
-	Channel string
-	Payload string
-}
-
 // ListenerConfig configures a Listener.
 type ListenerConfig struct {
 	Channels []string
 	// OnNotify is called for every notification, from the listener's
 	// goroutine: it must not block.
-	OnNotify func(Notification)
+	OnNotify func(channel, payload string)
 	// OnConnect is called after every (re)connection, once LISTEN is in
 	// place: notifications sent while disconnected are lost, so callers
 	// resynchronise here. Must not block.
@@ -57,7 +51,7 @@ func (s *Store) NewListener(cfg ListenerConfig) *Listener {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	if cfg.OnNotify == nil {
-		cfg.OnNotify = func(Notification) {}
+		cfg.OnNotify = func(string, string) {}
 	}
 	if cfg.OnConnect == nil {
 		cfg.OnConnect = func() {}
@@ -120,7 +114,7 @@ func (l *Listener) session(ctx context.Context, connected func()) error {
 		n, err := conn.WaitForNotification(waitCtx)
 		cancel()
 		if err == nil {
-			l.cfg.OnNotify(Notification{Channel: n.Channel, Payload: n.Payload})
+			l.cfg.OnNotify(n.Channel, n.Payload)
 			continue
 		}
 		if ctx.Err() != nil || waitCtx.Err() == nil {

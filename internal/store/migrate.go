@@ -3,30 +3,15 @@ package store
 import (
 	"context"
 	"crypto/sha256"
-	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
-	"path"
-	"regexp"
-	"sort"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
-
-//go:embed migrations/*.sql
-var migrationFiles embed.FS
-
-// Migration is one versioned schema change, embedded in the binary.
-type Migration struct {
-	Version int
-	Name    string
-	up      string
-	down    string
-}
 
 // MigrationStatus reports whether a migration is applied, and when.
 type MigrationStatus struct {
@@ -39,116 +24,116 @@ type MigrationStatus struct {
 // migrations this binary carries.
 var ErrSchemaBehind = errors.New("database schema is behind")
 
-var migrationName = regexp.MustCompile(`^(\d{4})_([a-z0-9_]+)\.(up|down)\.sql$`)
+// ErrMigrationEdited is returned when a migration applied to the
+// database differs from this binary's migration of the same version.
+var ErrMigrationEdited = errors.New("applied migration was edited")
 
 // migrationLockID is the advisory lock that serialises migration runs.
 const migrationLockID = 0x6761666665720001
 
-var migrations = mustLoadMigrations()
-
-func mustLoadMigrations() []Migration {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
-	if err != nil {
-		panic(err)
-	}
-	byVersion := map[int]*Migration{}
-	for _, e := range entries {
-		m := migrationName.FindStringSubmatch(e.Name())
-		if m == nil {
-			panic("store: badly named migration " + e.Name())
-		}
-		v, _ := strconv.Atoi(m[1])
-		body, err := migrationFiles.ReadFile(path.Join("migrations", e.Name()))
-		if err != nil {
-			panic(err)
-		}
-		mig := byVersion[v]
-		if mig == nil {
-			mig = &Migration{Version: v, Name: m[2]}
-			byVersion[v] = mig
-		}
-		if m[3] == "up" {
-			mig.up = string(body)
-		} else {
-			mig.down = string(body)
-		}
-	}
-	out := make([]Migration, 0, len(byVersion))
-	for _, m := range byVersion {
-		if m.up == "" || m.down == "" {
-			panic(fmt.Sprintf("store: migration %04d needs both up and down files", m.Version))
-		}
-		out = append(out, *m)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
-	for i, m := range out {
-		if m.Version != i+1 {
-			panic(fmt.Sprintf("store: migrations must be numbered 1, 2, 3…; found %04d at position %d", m.Version, i+1))
-		}
-	}
-	return out
-}
-
 // LatestVersion is the schema version this binary needs.
-func LatestVersion() int { return len(migrations) }
+func LatestVersion() int { return len(embeddedMigrations) }
 
+// The checksum column came after the table: databases created before it
+// gain it on their next run, and their rows get checksums then.
 const bootstrapSQL = `
 CREATE SCHEMA IF NOT EXISTS gaffer;
 CREATE TABLE IF NOT EXISTS gaffer.schema_migrations (
     version    integer PRIMARY KEY,
     name       text NOT NULL,
     applied_at timestamptz NOT NULL DEFAULT now()
-)`
+);
+ALTER TABLE gaffer.schema_migrations ADD COLUMN IF NOT EXISTS checksum text`
 
-// MigrateUp applies every pending migration in one transaction (all land or
-// none do) and returns the versions it applied. Concurrent callers are serialised
-// by an advisory lock, so several nodes may run it at once.
-func (s *Store) MigrateUp(ctx context.Context) ([]int, error) {
-	return s.migrate(ctx, func(tx pgx.Tx, current int) ([]int, error) {
+// Migrator applies one set of migrations to one database. Every run holds
+// a session advisory lock on a single connection from start to end, so
+// concurrent runs (several nodes upgrading at once) are serialised, across
+// transactions and across no-transaction migrations alike.
+type Migrator struct {
+	pool       *pgxpool.Pool
+	migrations []Migration
+}
+
+// NewMigrator returns a migrator for the migrations in fsys
+// (NNNN_name.up.sql and NNNN_name.down.sql at its root), or an error
+// naming the file that is wrong. Gaffer's own are MigrationFiles().
+func NewMigrator(pool *pgxpool.Pool, fsys fs.FS) (*Migrator, error) {
+	ms, err := loadMigrations(fsys)
+	if err != nil {
+		return nil, err
+	}
+	return &Migrator{pool: pool, migrations: ms}, nil
+}
+
+func (s *Store) migrator() *Migrator { return &Migrator{pool: s.pool, migrations: embeddedMigrations} }
+
+// MigrateUp applies every pending migration of this binary; see Migrator.Up.
+func (s *Store) MigrateUp(ctx context.Context) ([]int, error) { return s.migrator().Up(ctx) }
+
+// MigrateDown reverts the latest steps migrations; see Migrator.Down.
+func (s *Store) MigrateDown(ctx context.Context, steps int) ([]int, error) {
+	return s.migrator().Down(ctx, steps)
+}
+
+// MigrationStatuses lists every migration this binary carries and whether
+// the database has it.
+func (s *Store) MigrationStatuses(ctx context.Context) ([]MigrationStatus, error) {
+	return s.migrator().Statuses(ctx)
+}
+
+// Up applies every pending migration, oldest first, and returns the
+// versions it applied, also when it fails partway: each migration commits
+// on its own (in its own transaction, or statement by statement for a
+// no-transaction one), so a failure leaves the database at the last
+// version that landed, and the next run resumes from there.
+//
+// Before applying anything it checks the applied migrations against this
+// set: a migration whose up file changed since it was applied is refused
+// with ErrMigrationEdited, naming it. Rows applied before checksums
+// existed get this set's checksums.
+func (m *Migrator) Up(ctx context.Context) ([]int, error) {
+	return m.run(ctx, func(conn *pgx.Conn, current int) ([]int, error) {
 		var done []int
-		for _, m := range migrations[current:] {
-			if _, err := tx.Exec(ctx, m.up); err != nil {
-				return done, fmt.Errorf("migration %04d_%s up: %w", m.Version, m.Name, err)
+		for _, mig := range m.migrations[current:] {
+			err := apply(ctx, conn, mig.up, `INSERT INTO gaffer.schema_migrations (version, name, checksum) VALUES ($1, $2, $3)`,
+				mig.Version, mig.Name, mig.Checksum())
+			if err != nil {
+				return done, fmt.Errorf("migration %s up: %w", mig, err)
 			}
-			if _, err := tx.Exec(ctx, `INSERT INTO gaffer.schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
-				return done, err
-			}
-			done = append(done, m.Version)
+			done = append(done, mig.Version)
 		}
 		return done, nil
 	})
 }
 
-// MigrateDown reverts the latest `steps` applied migrations, newest first,
-// and returns the versions it reverted.
-func (s *Store) MigrateDown(ctx context.Context, steps int) ([]int, error) {
+// Down reverts the latest steps applied migrations, newest first, each
+// committed on its own, and returns the versions it reverted.
+func (m *Migrator) Down(ctx context.Context, steps int) ([]int, error) {
 	if steps < 1 {
 		return nil, fmt.Errorf("steps must be at least 1, got %d", steps)
 	}
-	return s.migrate(ctx, func(tx pgx.Tx, current int) ([]int, error) {
+	return m.run(ctx, func(conn *pgx.Conn, current int) ([]int, error) {
 		var done []int
 		for v := current; v > 0 && len(done) < steps; v-- {
-			m := migrations[v-1]
-			if _, err := tx.Exec(ctx, m.down); err != nil {
-				return done, fmt.Errorf("migration %04d_%s down: %w", m.Version, m.Name, err)
+			mig := m.migrations[v-1]
+			if err := apply(ctx, conn, mig.down, `DELETE FROM gaffer.schema_migrations WHERE version = $1`, mig.Version); err != nil {
+				return done, fmt.Errorf("migration %s down: %w", mig, err)
 			}
-			if _, err := tx.Exec(ctx, `DELETE FROM gaffer.schema_migrations WHERE version = $1`, m.Version); err != nil {
-				return done, err
-			}
-			done = append(done, m.Version)
+			done = append(done, mig.Version)
 		}
 		return done, nil
 	})
 }
 
-// migrate runs fn in one transaction holding the migration lock: either
-// every step lands or none does.
-func (s *Store) migrate(ctx context.Context, fn func(tx pgx.Tx, current int) ([]int, error)) ([]int, error) {
-	conn, err := s.pool.Acquire(ctx)
+// run calls fn on a connection holding the migration lock, after checking
+// the applied migrations against this set.
+func (m *Migrator) run(ctx context.Context, fn func(conn *pgx.Conn, current int) ([]int, error)) ([]int, error) {
+	pc, err := m.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
-	defer conn.Release()
+	defer pc.Release()
+	conn := pc.Conn()
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(migrationLockID)); err != nil {
 		return nil, fmt.Errorf("migrate: take lock: %w", err)
 	}
@@ -156,22 +141,111 @@ func (s *Store) migrate(ctx context.Context, fn func(tx pgx.Tx, current int) ([]
 	if _, err := conn.Exec(ctx, bootstrapSQL); err != nil {
 		return nil, fmt.Errorf("migrate: bootstrap: %w", err)
 	}
-	var done []int
-	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		current, err := currentVersion(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if current > len(migrations) {
-			return fmt.Errorf("database schema is at version %d, newer than this binary knows (%d): use a newer gaffer", current, len(migrations))
-		}
-		done, err = fn(tx, current)
-		return err
-	})
+	current, err := m.verify(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
-	return done, nil
+	return fn(conn, current)
+}
+
+// verify checks every applied migration against this set, records the
+// checksums of rows that have none, and returns the current version.
+func (m *Migrator) verify(ctx context.Context, conn *pgx.Conn) (int, error) {
+	rows, err := conn.Query(ctx, `SELECT version, name, checksum FROM gaffer.schema_migrations ORDER BY version`)
+	if err != nil {
+		return 0, fmt.Errorf("migrate: read applied migrations: %w", err)
+	}
+	type applied struct {
+		version  int
+		name     string
+		checksum *string
+	}
+	all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (a applied, err error) {
+		err = row.Scan(&a.version, &a.name, &a.checksum)
+		return a, err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("migrate: read applied migrations: %w", err)
+	}
+	current := 0
+	var unsummed []Migration
+	for _, a := range all {
+		if a.version > len(m.migrations) {
+			return 0, fmt.Errorf("database schema is at version %d, newer than this binary knows (%d): use a newer gaffer", a.version, len(m.migrations))
+		}
+		mig := m.migrations[a.version-1]
+		switch {
+		case a.name != mig.Name:
+			return 0, fmt.Errorf("%w: the database has %04d_%s applied where this gaffer has %s", ErrMigrationEdited, a.version, a.name, mig)
+		case a.checksum == nil:
+			unsummed = append(unsummed, mig)
+		case *a.checksum != mig.Checksum():
+			return 0, fmt.Errorf("%w: migration %s changed after it was applied (checksum %.12s in the database, %.12s in this gaffer); "+
+				"never edit an applied migration, add a new one", ErrMigrationEdited, mig, *a.checksum, mig.Checksum())
+		}
+		current = a.version
+	}
+	if current != len(all) {
+		return 0, fmt.Errorf("migrate: applied migrations are not 1 to %d: the schema_migrations table was changed by hand", current)
+	}
+	for _, mig := range unsummed {
+		if _, err := conn.Exec(ctx, `UPDATE gaffer.schema_migrations SET checksum = $2 WHERE version = $1 AND checksum IS NULL`,
+			mig.Version, mig.Checksum()); err != nil {
+			return 0, fmt.Errorf("migrate: record checksum of %s: %w", mig, err)
+		}
+	}
+	return current, nil
+}
+
+// apply runs one direction of a migration and the statement that records
+// it. A transactional script and its record commit together. A
+// no-transaction script runs statement by statement, each committing on
+// its own, and is recorded after its last: a script that fails partway is
+// run again from its first statement, which is why each must be safe to
+// repeat.
+func apply(ctx context.Context, conn *pgx.Conn, sc script, record string, args ...any) error {
+	if !sc.noTx {
+		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, sc.sql); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, record, args...)
+			return err
+		})
+	}
+	for _, stmt := range sc.statements {
+		if m := concurrentIndex.FindStringSubmatch(stmt); m != nil {
+			if err := dropInvalidIndex(ctx, conn, m[3], indexName(m[2])); err != nil {
+				return err
+			}
+		}
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return err
+		}
+	}
+	_, err := conn.Exec(ctx, record, args...)
+	return err
+}
+
+// dropInvalidIndex drops the index name on table if it is INVALID: what a
+// failed or cancelled CREATE INDEX CONCURRENTLY leaves behind. IF NOT
+// EXISTS would otherwise skip the build and leave the invalid index in
+// place for good. Concurrent runs hold the migration lock, so an invalid
+// index found here is no other run's build in progress.
+func dropInvalidIndex(ctx context.Context, conn *pgx.Conn, table, name string) error {
+	var qualified string
+	err := conn.QueryRow(ctx, `SELECT c.oid::regclass::text FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE i.indrelid = to_regclass($1) AND c.relname = $2 AND NOT i.indisvalid`, table, name).Scan(&qualified)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look for an invalid index %s: %w", name, err)
+	}
+	if _, err := conn.Exec(ctx, `DROP INDEX CONCURRENTLY IF EXISTS `+qualified); err != nil {
+		return fmt.Errorf("drop invalid index %s left by an earlier build: %w", qualified, err)
+	}
+	return nil
 }
 
 // SchemaVersion returns the highest applied migration, 0 for none.
@@ -183,29 +257,23 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	if !exists {
 		return 0, nil
 	}
-	return currentVersion(ctx, s.pool)
-}
-
-func currentVersion(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}) (int, error) {
 	var v int
-	if err := q.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM gaffer.schema_migrations`).Scan(&v); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM gaffer.schema_migrations`).Scan(&v); err != nil {
 		return 0, fmt.Errorf("read schema version: %w", err)
 	}
 	return v, nil
 }
 
-// MigrationStatuses lists every migration this binary carries and whether
-// the database has it.
-func (s *Store) MigrationStatuses(ctx context.Context) ([]MigrationStatus, error) {
+// Statuses lists every migration of this set and whether the database
+// has it.
+func (m *Migrator) Statuses(ctx context.Context) ([]MigrationStatus, error) {
 	applied := map[int]time.Time{}
 	var exists bool
-	if err := s.pool.QueryRow(ctx, `SELECT to_regclass('gaffer.schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+	if err := m.pool.QueryRow(ctx, `SELECT to_regclass('gaffer.schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
 		return nil, err
 	}
 	if exists {
-		rows, err := s.pool.Query(ctx, `SELECT version, applied_at FROM gaffer.schema_migrations`)
+		rows, err := m.pool.Query(ctx, `SELECT version, applied_at FROM gaffer.schema_migrations`)
 		if err != nil {
 			return nil, err
 		}
@@ -221,10 +289,10 @@ func (s *Store) MigrationStatuses(ctx context.Context) ([]MigrationStatus, error
 			return nil, err
 		}
 	}
-	out := make([]MigrationStatus, len(migrations))
-	for i, m := range migrations {
-		out[i] = MigrationStatus{Version: m.Version, Name: m.Name}
-		if at, ok := applied[m.Version]; ok {
+	out := make([]MigrationStatus, len(m.migrations))
+	for i, mig := range m.migrations {
+		out[i] = MigrationStatus{Version: mig.Version, Name: mig.Name}
+		if at, ok := applied[mig.Version]; ok {
 			out[i].AppliedAt = &at
 		}
 	}
@@ -248,8 +316,8 @@ func (s *Store) CheckSchema(ctx context.Context) error {
 // harnesses key template databases on it.
 func MigrationsHash() string {
 	h := sha256.New()
-	for _, m := range migrations {
-		fmt.Fprintf(h, "%d\x00%s\x00%s\x00", m.Version, m.up, m.down)
+	for _, m := range embeddedMigrations {
+		fmt.Fprintf(h, "%d\x00%s\x00%s\x00", m.Version, m.up.sql, m.down.sql)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }

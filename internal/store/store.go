@@ -174,8 +174,8 @@ var guarded = pgx.TxOptions{BeginQuery: fmt.Sprintf("BEGIN; SET LOCAL idle_in_tr
 
 // InTx runs fn in a transaction, committing if fn returns nil. The
 // transaction is bounded by IdleInTxTimeout.
-func (s *Store) InTx(ctx context.Context, fn func(q DB) error) error {
-	return pgx.BeginTxFunc(ctx, s.pool, guarded, func(tx pgx.Tx) error { return fn(tx) })
+func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, s.pool, guarded, fn)
 }
 
 // Begin starts a transaction bounded by IdleInTxTimeout, for callers that

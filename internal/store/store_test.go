@@ -11,6 +11,7 @@ import (
 
 	"github.com/gafferhq/gaffer/internal/pgtest"
 	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/jackc/pgx/v5"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -432,7 +433,7 @@ func TestPausedTransactionReleasesItsLocks(t *testing.T) {
 	locked := make(chan struct{})
 	txErr := make(chan error, 1)
 	go func() {
-		txErr <- st.InTx(ctx, func(q store.DB) error {
+		txErr <- st.InTx(ctx, func(q pgx.Tx) error {
 			if _, err := q.Exec(ctx, `SELECT id FROM gaffer.jobs WHERE id = $1 FOR UPDATE`, ids[0]); err != nil {
 				return err
 			}
@@ -484,7 +485,7 @@ func TestPausedTransactionReleasesItsLocks(t *testing.T) {
 		}
 		return v
 	}
-	if err := st.InTx(ctx, func(q store.DB) error {
+	if err := st.InTx(ctx, func(q pgx.Tx) error {
 		if v := show(q); v != want {
 			t.Errorf("InTx: idle_in_transaction_session_timeout = %s, want %s", v, want)
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gafferhq/gaffer"
+	"github.com/gafferhq/gaffer/internal/knobs"
 	"github.com/gafferhq/gaffer/job"
 )
 
@@ -57,8 +58,8 @@ func runNode() int {
 		QueueMonitorInterval: 200 * time.Millisecond,
 		PollInterval:         200 * time.Millisecond, Logger: log, Registerer: reg,
 		SessionTTL: sessionTTL, ReportInterval: 500 * time.Millisecond, ClusterPrefix: os.Getenv("GAFFER_TEST_PREFIX"),
-		TrustFenceOnly: os.Getenv("GAFFER_TEST_FENCE_ONLY") != "",
 	}
+	knobs.SetTrustFenceOnly(cfg.ID, os.Getenv("GAFFER_TEST_FENCE_ONLY") != "")
 	if e := os.Getenv("GAFFER_TEST_ETCD"); e != "" {
 		cfg.EtcdEndpoints = strings.Split(e, ",")
 	}
@@ -67,7 +68,7 @@ func runNode() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	pool := node.Store().Pool()
+	pool := node.Pool()
 	type workArgs struct {
 		MS      int    `json:"ms"`
 		Outcome string `json:"outcome"`

@@ -1,4 +1,4 @@
-package api
+package auth
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -17,69 +16,8 @@ import (
 
 	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
-
-// Scopes a token can hold. admin implies the others. cluster:read sees
-// the cluster's own views (nodes, leader, etcd), which show nothing of any
-// tenant but are the operator's, not a tenant's, to see.
-const (
-	ScopeJobsRead    = "jobs:read"
-	ScopeJobsWrite   = "jobs:write"
-	ScopeClusterRead = "cluster:read"
-	ScopeAdmin       = "admin"
-)
-
-// Scopes lists every scope, for messages and validation.
-var Scopes = []string{ScopeJobsRead, ScopeJobsWrite, ScopeClusterRead, ScopeAdmin}
-
-// AllTenants is the tenant of an admin token that spans tenants.
-const AllTenants = "*"
-
-// Principal is the authenticated caller.
-type Principal struct {
-	TokenID string
-	Tenant  string // a tenant, or AllTenants
-	Scopes  []string
-}
-
-// Allows reports whether the principal holds scope (admin holds every
-// scope).
-func (p Principal) Allows(scope string) bool {
-	return slices.Contains(p.Scopes, scope) || slices.Contains(p.Scopes, ScopeAdmin)
-}
-
-// ReadTenant is the tenant reads are confined to: the token's own, or for
-// a token spanning tenants the one requested ("" = every tenant).
-func (p Principal) ReadTenant(requested string) string {
-	if p.Tenant != AllTenants {
-		return p.Tenant
-	}
-	return requested
-}
-
-// tenantFilter is the tenant the caller's reads are confined to: its own,
-// or for a spanning token the ?tenant= it asks for ("" = every tenant).
-func (p Principal) tenantFilter(r *http.Request) string {
-	return p.ReadTenant(r.URL.Query().Get("tenant"))
-}
-
-// writeTenant is the tenant a write acts for: the token's, or for a
-// spanning token the one the request names (default "default").
-func (p Principal) writeTenant(requested string) (string, *Problem) {
-	if p.Tenant == AllTenants {
-		if requested == "" {
-			return job.DefaultTenant, nil
-		}
-		if err := job.ValidateName("tenant", requested); err != nil {
-			return "", asProblem(err)
-		}
-		return requested, nil
-	}
-	if requested != "" && requested != p.Tenant {
-		return "", problem(http.StatusForbidden, CodeForbidden, fmt.Sprintf("this token acts for tenant %q, not %q", p.Tenant, requested))
-	}
-	return p.Tenant, nil
-}
 
 // Tokens creates, checks and revokes API tokens. Tokens are stored as
 // sha256 hashes; a check looks the hash up and compares it in constant
@@ -103,19 +41,36 @@ type cachedToken struct {
 	at  time.Time
 }
 
+// Token is a token's record; its text is never kept.
+type Token struct {
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	Tenant    string     `json:"tenant"`
+	Scopes    []string   `json:"scopes"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+func tokenOf(r store.Token) Token {
+	return Token{ID: r.ID, Name: r.Name, Tenant: r.Tenant, Scopes: r.Scopes, CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt}
+}
+
 // tokenCacheSize bounds each cache: beyond it, the positive cache starts
 // afresh and the negative cache drops what has expired (or, under a flood
 // of distinct bad tokens, everything).
 const tokenCacheSize = 10000
 
-// NewTokens returns a token service on st.
-func NewTokens(st *store.Store) *Tokens {
-	return &Tokens{store: st, cacheFor: 5 * time.Second, badFor: 10 * time.Second,
+// NewTokens returns the tokens kept in pool's database.
+func NewTokens(pool *pgxpool.Pool) *Tokens {
+	return &Tokens{store: store.New(pool), cacheFor: 5 * time.Second, badFor: 10 * time.Second,
 		cache: map[string]cachedToken{}, bad: map[string]time.Time{}}
 }
 
 // ErrBadToken: the token is unknown or revoked.
 var ErrBadToken = errors.New("invalid or revoked token")
+
+// ErrNotFound: no token has that id.
+var ErrNotFound = errors.New("token not found")
 
 // NewTokenRequest describes a token to create.
 type NewTokenRequest struct {
@@ -129,27 +84,27 @@ type NewTokenRequest struct {
 
 // Create makes a token and returns its text — shown once, never stored —
 // and its record.
-func (t *Tokens) Create(ctx context.Context, req NewTokenRequest) (string, store.Token, error) {
+func (t *Tokens) Create(ctx context.Context, req NewTokenRequest) (string, Token, error) {
 	if req.Name == "" {
-		return "", store.Token{}, &job.ValidationError{Field: "name", Message: "is required"}
+		return "", Token{}, &job.ValidationError{Field: "name", Message: "is required"}
 	}
 	if req.Tenant == "" {
 		req.Tenant = job.DefaultTenant
 	}
 	if len(req.Scopes) == 0 {
-		return "", store.Token{}, &job.ValidationError{Field: "scopes", Message: "at least one of " + strings.Join(Scopes, ", ") + " is required"}
+		return "", Token{}, &job.ValidationError{Field: "scopes", Message: "at least one of " + strings.Join(Scopes, ", ") + " is required"}
 	}
 	for _, s := range req.Scopes {
 		if !slices.Contains(Scopes, s) {
-			return "", store.Token{}, &job.ValidationError{Field: "scopes", Message: fmt.Sprintf("unknown scope %q: use %s", s, strings.Join(Scopes, ", "))}
+			return "", Token{}, &job.ValidationError{Field: "scopes", Message: fmt.Sprintf("unknown scope %q: use %s", s, strings.Join(Scopes, ", "))}
 		}
 	}
 	if req.Tenant == AllTenants {
 		if !slices.Contains(req.Scopes, ScopeAdmin) {
-			return "", store.Token{}, &job.ValidationError{Field: "tenant", Message: `only admin tokens may span tenants ("*")`}
+			return "", Token{}, &job.ValidationError{Field: "tenant", Message: `only admin tokens may span tenants ("*")`}
 		}
 	} else if err := job.ValidateName("tenant", req.Tenant); err != nil {
-		return "", store.Token{}, err
+		return "", Token{}, err
 	}
 	text := req.Secret
 	if text == "" {
@@ -157,7 +112,7 @@ func (t *Tokens) Create(ctx context.Context, req NewTokenRequest) (string, store
 		rand.Read(b)
 		text = "gft_" + base64.RawURLEncoding.EncodeToString(b)
 	} else if len(text) < 16 {
-		return "", store.Token{}, &job.ValidationError{Field: "secret", Message: "a token must be at least 16 characters"}
+		return "", Token{}, &job.ValidationError{Field: "secret", Message: "a token must be at least 16 characters"}
 	}
 	idb := make([]byte, 6)
 	rand.Read(idb)
@@ -165,12 +120,12 @@ func (t *Tokens) Create(ctx context.Context, req NewTokenRequest) (string, store
 	rec, err := t.store.InsertToken(ctx, store.Token{ID: "tok_" + hex.EncodeToString(idb), Name: req.Name, Hash: sum[:],
 		Tenant: req.Tenant, Scopes: req.Scopes})
 	if err != nil {
-		return "", store.Token{}, err
+		return "", Token{}, err
 	}
 	t.mu.Lock()
 	delete(t.bad, string(sum[:]))
 	t.mu.Unlock()
-	return text, rec, nil
+	return text, tokenOf(rec), nil
 }
 
 // Authenticate checks a bearer token's text.
@@ -227,32 +182,26 @@ func (t *Tokens) rememberBad(key string) {
 }
 
 // List returns every token record.
-func (t *Tokens) List(ctx context.Context) ([]store.Token, error) { return t.store.ListTokens(ctx) }
+func (t *Tokens) List(ctx context.Context) ([]Token, error) {
+	rows, err := t.store.ListTokens(ctx)
+	out := make([]Token, len(rows))
+	for i, r := range rows {
+		out[i] = tokenOf(r)
+	}
+	return out, err
+}
 
-// Revoke revokes a token by id. Errors: store.ErrNotFound.
+// Revoke revokes a token by id. Errors: ErrNotFound.
 func (t *Tokens) Revoke(ctx context.Context, id string) error {
-	if err := t.store.RevokeToken(ctx, id); err != nil {
+	err := t.store.RevokeToken(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	if err != nil {
 		return err
 	}
 	t.mu.Lock()
 	t.cache = map[string]cachedToken{}
 	t.mu.Unlock()
 	return nil
-}
-
-type principalKey struct{}
-
-func principalFrom(ctx context.Context) Principal {
-	p, _ := ctx.Value(principalKey{}).(Principal)
-	return p
-}
-
-// bearer extracts the token from an Authorization header.
-func bearer(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
-	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
-		return "", false
-	}
-	return strings.TrimSpace(tok), true
 }

@@ -1,7 +1,9 @@
-package api
+package auth
 
 import (
+	"math"
 	"net/netip"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -140,4 +142,10 @@ func (l *FailureLimiter) prune(now time.Time) {
 			delete(l.buckets, k)
 		}
 	}
+}
+
+// RetryAfter formats wait as a Retry-After header value: whole seconds,
+// rounded up, at least 1.
+func RetryAfter(wait time.Duration) string {
+	return strconv.Itoa(max(1, int(math.Ceil(wait.Seconds()))))
 }
