@@ -49,6 +49,17 @@ func (m *Main) runMigrate(ctx context.Context, args []string) error {
 			return err
 		}
 		if len(done) == 0 {
+			v, err := st.SchemaVersion(ctx)
+			if err != nil {
+				return err
+			}
+			if v > store.LatestVersion() {
+				// A newer gaffer migrated it, with expands only: this one
+				// works on it as it is (a rolling upgrade in progress).
+				fmt.Fprintf(m.Stdout, "schema is at version %d, ahead of this gaffer (%d); the migrations after %d are compatible with it\n",
+					v, store.LatestVersion(), store.LatestVersion())
+				return nil
+			}
 			fmt.Fprintf(m.Stdout, "schema is up to date (version %d)\n", store.LatestVersion())
 		}
 	case "down":
