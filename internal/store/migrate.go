@@ -172,8 +172,8 @@ func (m *Migrator) run(ctx context.Context, fn func(conn *pgx.Conn, current int,
 	}
 	defer pc.Release()
 	conn := pc.Conn()
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(migrationLockID)); err != nil {
-		return nil, fmt.Errorf("migrate: take lock: %w", err)
+	if err := takeMigrationLock(ctx, conn); err != nil {
+		return nil, err
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(migrationLockID))
 	if _, err := conn.Exec(ctx, bootstrapSQL); err != nil {
@@ -184,6 +184,29 @@ func (m *Migrator) run(ctx context.Context, fn func(conn *pgx.Conn, current int,
 		return nil, err
 	}
 	return fn(conn, current, ahead)
+}
+
+// takeMigrationLock takes the migration lock on conn, polling for it
+// rather than waiting in pg_advisory_lock: a session blocked there sits
+// in a statement, and CREATE INDEX CONCURRENTLY, run by the lock's holder,
+// waits for every transaction older than its build — that one included —
+// while the blocked session waits for the holder: a deadlock, which
+// PostgreSQL breaks by failing one of the two.
+func takeMigrationLock(ctx context.Context, conn *pgx.Conn) error {
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 250*time.Millisecond) {
+		var ok bool
+		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, int64(migrationLockID)).Scan(&ok); err != nil {
+			return fmt.Errorf("migrate: take lock: %w", err)
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("migrate: take lock: %w", ctx.Err())
+		case <-time.After(wait):
+		}
+	}
 }
 
 // verify checks every applied migration this set carries against it,

@@ -347,3 +347,40 @@ func TestSchemaAheadNeedsDeclaredCompatibility(t *testing.T) {
 		t.Errorf("after a run of the version-3 binary recorded its declarations: %v, want version 1 accepted", err)
 	}
 }
+
+// Concurrent runs wait for the migration lock without deadlocking a
+// CREATE INDEX CONCURRENTLY the lock's holder runs: that build waits for
+// every older transaction, a session blocked in pg_advisory_lock
+// included, which waits for the holder in turn. Red with a blocking
+// pg_advisory_lock: PostgreSQL breaks the deadlock by failing a run.
+func TestConcurrentMigrateUpAcrossConcurrentIndexBuild(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := emptyPool(t)
+	fsys := migrations(
+		"0001_things.up.sql", thingsUp+"INSERT INTO gaffer.things SELECT g FROM generate_series(1, 20000) g;\n",
+		"0001_things.down.sql", thingsDown,
+		"0002_things_idx.up.sql", "-- gaffer:no-transaction\nCREATE INDEX CONCURRENTLY IF NOT EXISTS things_v_idx ON gaffer.things (v);\n",
+		"0002_things_idx.down.sql", "-- gaffer:no-transaction\nDROP INDEX CONCURRENTLY IF EXISTS gaffer.things_v_idx;\n",
+	)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := migrator(t, pool, fsys).Up(ctx)
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if n := scalarInt(t, pool, `SELECT count(*) FROM pg_index WHERE indexrelid = 'gaffer.things_v_idx'::regclass AND indisvalid`); n != 1 {
+		t.Fatal("the index is not there, valid")
+	}
+}
