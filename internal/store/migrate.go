@@ -15,9 +15,12 @@ import (
 
 // MigrationStatus reports whether a migration is applied, and when.
 type MigrationStatus struct {
-	Version   int
-	Name      string
-	AppliedAt *time.Time
+	Version int
+	Name    string
+	// CompatibleFrom is the oldest schema version whose binaries keep
+	// working once the migration is applied (see Migration).
+	CompatibleFrom int
+	AppliedAt      *time.Time
 }
 
 // ErrSchemaBehind is returned by CheckSchema when the database needs
@@ -64,7 +67,7 @@ type Migrator struct {
 // (NNNN_name.up.sql and NNNN_name.down.sql at its root), or an error
 // naming the file that is wrong. Gaffer's own are MigrationFiles().
 func NewMigrator(pool *pgxpool.Pool, fsys fs.FS) (*Migrator, error) {
-	ms, err := loadMigrations(fsys)
+	ms, err := loadMigrations(fsys, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -400,7 +403,7 @@ func (m *Migrator) Statuses(ctx context.Context) ([]MigrationStatus, error) {
 	}
 	out := make([]MigrationStatus, len(m.migrations))
 	for i, mig := range m.migrations {
-		out[i] = MigrationStatus{Version: mig.Version, Name: mig.Name}
+		out[i] = MigrationStatus{Version: mig.Version, Name: mig.Name, CompatibleFrom: mig.CompatibleFrom}
 		if at, ok := applied[mig.Version]; ok {
 			out[i].AppliedAt = &at
 		}
@@ -440,7 +443,7 @@ func (m *Migrator) CheckSchema(ctx context.Context) error {
 func MigrationsHash() string {
 	h := sha256.New()
 	for _, m := range embeddedMigrations {
-		fmt.Fprintf(h, "%d\x00%s\x00%s\x00", m.Version, m.up.sql, m.down.sql)
+		fmt.Fprintf(h, "%d\x00%d\x00%s\x00%s\x00", m.Version, m.CompatibleFrom, m.up.sql, m.down.sql)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
