@@ -33,7 +33,7 @@ func (s *Server) listQueues(r *http.Request, p auth.Principal, _ []byte) (int, a
 	for i, q := range qs {
 		views[i] = queueView{Name: q.Name, Paused: q.Paused, Pending: q.Pending, Retrying: q.Retrying, Running: q.Running, OldestDueAge: q.OldestDueAge.Seconds()}
 	}
-	return http.StatusOK, list{Data: views}, nil
+	return http.StatusOK, list[queueView]{Data: views}, nil
 }
 
 type queueState struct {
@@ -111,7 +111,7 @@ func (s *Server) listNodes(r *http.Request, _ auth.Principal, _ []byte) (int, an
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, list{Data: views}, nil
+	return http.StatusOK, list[nodeView]{Data: views}, nil
 }
 
 type drainBody struct {
