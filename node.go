@@ -61,7 +61,22 @@ type Config struct {
 	// IdempotencyRetention: how long API Idempotency-Keys are kept.
 	// Default 24h.
 	IdempotencyRetention time.Duration
-	// SkipSchemaCheck starts the node even if the schema is behind.
+	// WorkflowRetention: how long a finished workflow run and its steps
+	// are kept. A failed run stays while a DLQ entry of one of its steps
+	// could still be replayed (which resumes it), and any run while a job
+	// of one of its steps is unfinished. Default 7 days.
+	WorkflowRetention time.Duration
+	// DeadNodeRetention: how long the row of a node that left or was
+	// lost is kept. Default 7 days.
+	DeadNodeRetention time.Duration
+	// CronHistoryRetention: how long cron occurrence records are kept.
+	// Default 7 days.
+	CronHistoryRetention time.Duration
+	// RevokedTokenRetention: how long a revoked API token's record is
+	// kept. Default 30 days.
+	RevokedTokenRetention time.Duration
+	// SkipSchemaCheck starts the node even on a schema it cannot work
+	// with (behind it, or ahead by a contract).
 	SkipSchemaCheck bool
 
 	// EtcdEndpoints makes the node a cluster member: it registers in etcd,
@@ -192,8 +207,10 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		fence = n.cluster
 	}
-	cleaner, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Pool: pool, Logger: n.log,
-		JobRetention: cfg.JobRetention, DLQRetention: cfg.DLQRetention, IdempotencyRetention: cfg.IdempotencyRetention, Fence: fence})
+	cleaner, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Pool: pool, Logger: n.log, Fence: fence,
+		JobRetention: cfg.JobRetention, DLQRetention: cfg.DLQRetention, IdempotencyRetention: cfg.IdempotencyRetention,
+		WorkflowRetention: cfg.WorkflowRetention, DeadNodeRetention: cfg.DeadNodeRetention,
+		CronHistoryRetention: cfg.CronHistoryRetention, RevokedTokenRetention: cfg.RevokedTokenRetention})
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}

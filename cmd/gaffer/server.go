@@ -40,6 +40,10 @@ type nodeFlags struct {
 	jobRetention  *time.Duration
 	dlqRetention  *time.Duration
 	idemRetention *time.Duration
+	runRetention  *time.Duration
+	nodeRetention *time.Duration
+	cronRetention *time.Duration
+	tokRetention  *time.Duration
 	logLevel      *string
 	logJSON       *bool
 	metricsToken  *string
@@ -64,6 +68,10 @@ func addNodeFlags(fs *flagSet) *nodeFlags {
 		jobRetention:  fs.Duration("job-retention", "", 24*time.Hour, "how long finished jobs are kept"),
 		dlqRetention:  fs.Duration("dlq-retention", "", 14*24*time.Hour, "how long DLQ entries are kept"),
 		idemRetention: fs.Duration("idempotency-retention", "", 24*time.Hour, "how long an API Idempotency-Key replays its first response"),
+		runRetention:  fs.Duration("workflow-retention", "", 7*24*time.Hour, "how long finished workflow runs are kept (failed ones also while a step's DLQ entry waits)"),
+		nodeRetention: fs.Duration("dead-node-retention", "", 7*24*time.Hour, "how long a node that left or died stays in the nodes list"),
+		cronRetention: fs.Duration("cron-history-retention", "", 7*24*time.Hour, "how long cron occurrence history is kept"),
+		tokRetention:  fs.Duration("revoked-token-retention", "", 30*24*time.Hour, "how long a revoked API token stays listed"),
 		logLevel:      fs.String("log-level", "", "info", "trace, debug, info, warn or error"),
 		logJSON:       fs.Bool("log-json", "", false, "log JSON lines instead of text"),
 		metricsToken:  fs.String("metrics-token", "", "", "when set, /metrics answers only requests with Authorization: Bearer <this token>"),
@@ -98,7 +106,8 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 	}
 	for name, d := range map[string]time.Duration{"lease-ttl": *f.leaseTTL, "poll-interval": *f.pollInterval,
 		"drain-timeout": *f.drainTimeout, "job-retention": *f.jobRetention, "dlq-retention": *f.dlqRetention,
-		"idempotency-retention": *f.idemRetention} {
+		"idempotency-retention": *f.idemRetention, "workflow-retention": *f.runRetention, "dead-node-retention": *f.nodeRetention,
+		"cron-history-retention": *f.cronRetention, "revoked-token-retention": *f.tokRetention} {
 		if d <= 0 {
 			return gaffer.Config{}, usageError(fmt.Sprintf("--%s must be positive, got %s", name, d))
 		}
@@ -125,7 +134,9 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 		}
 	}
 	cfg := gaffer.Config{Queues: queues, LeaseTTL: *f.leaseTTL, PollInterval: *f.pollInterval,
-		JobRetention: *f.jobRetention, DLQRetention: *f.dlqRetention, IdempotencyRetention: *f.idemRetention, EtcdEndpoints: endpoints,
+		JobRetention: *f.jobRetention, DLQRetention: *f.dlqRetention, IdempotencyRetention: *f.idemRetention,
+		WorkflowRetention: *f.runRetention, DeadNodeRetention: *f.nodeRetention, CronHistoryRetention: *f.cronRetention,
+		RevokedTokenRetention: *f.tokRetention, EtcdEndpoints: endpoints,
 		SessionTTL: *f.sessionTTL, ClusterPrefix: *f.prefix, Version: version()}
 	if err := f.etcdAccess(&cfg); err != nil {
 		return gaffer.Config{}, err

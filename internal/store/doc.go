@@ -12,8 +12,12 @@
 //
 // Migrator applies them oldest first, each committed on its own: in its
 // own transaction with its schema_migrations row, or, for a file whose
-// first line is "-- gaffer:no-transaction", statement by statement (what
-// CREATE INDEX CONCURRENTLY needs), recorded after the last. One session
+// header says "-- gaffer:no-transaction", statement by statement (what
+// CREATE INDEX CONCURRENTLY needs), recorded after the last. The header
+// also says whether older binaries keep working on the schema once the
+// migration is applied ("-- gaffer:expand", "-- gaffer:compatible-from
+// N"; otherwise it is a contract); the row records it, and CheckSchema
+// refuses a schema ahead of the binary by a contract it does not carry. One session
 // advisory lock, on the one connection a run uses throughout, serialises
 // runs. Before any step, every applied row's checksum (SHA-256 of the up
 // file) is compared with the migration's: an edited one is refused, a
@@ -66,7 +70,9 @@
 //     millions.
 //   - Finished jobs are deleted after JobRetention (default 24h) and DLQ
 //     entries after DLQRetention (default 14 days), oldest first, in
-//     batches of 5,000 under SKIP LOCKED.
+//     batches of 5,000 under SKIP LOCKED; so are finished workflow runs,
+//     idempotency keys, cron history and the rows of dead nodes and
+//     revoked tokens, each after its own retention (job.RetentionCleaner).
 //
 // # What it must never do
 //
