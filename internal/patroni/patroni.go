@@ -144,7 +144,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			c.Stop()
 			return nil, err
 		}
-		m.proxy.SetLatency(cfg.ReplicationLatency)
+		m.proxy.SetDelay(cfg.ReplicationLatency)
 		if err := os.MkdirAll(m.dir, 0o700); err != nil {
 			c.Stop()
 			return nil, err
