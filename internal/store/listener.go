@@ -167,8 +167,8 @@ var ErrListenDeaf = errors.New("LISTEN receives nothing on this connection: a no
 	"give the node a direct or session-pooled URL for it (--listen-database-url); until then it finds new work by polling")
 
 // listenProbeTimeout is how long a notification sent through the pool
-// may take to reach a new LISTEN connection.
-const listenProbeTimeout = 10 * time.Second
+// may take to reach a new LISTEN connection (a variable for tests).
+var listenProbeTimeout = 10 * time.Second
 
 // probe proves the connection hears what the pool says: it sends a
 // notification on the connection's private channel through the pool and
