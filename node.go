@@ -176,6 +176,9 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 		for _, note := range st.Notes() {
 			n.log.Info(note)
 		}
+		for _, w := range st.Warnings() {
+			n.log.Warn(w)
+		}
 	default:
 		return nil, errors.New("gaffer: Config.Pool or Config.DatabaseURL is required")
 	}

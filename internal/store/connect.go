@@ -151,7 +151,16 @@ func OpenWith(ctx context.Context, databaseURL string, o ConnectOptions) (*Store
 	if err != nil {
 		return nil, fmt.Errorf("connect to database: %w", err)
 	}
-	return &Store{pool: pool, notes: notes}, nil
+	s := &Store{pool: pool, notes: notes}
+	if _, sent := cfg.ConnConfig.RuntimeParams["jit"]; !sent {
+		var jit string
+		if err := pool.QueryRow(ctx, "SHOW jit").Scan(&jit); err == nil && jit == "on" {
+			s.warnings = append(s.warnings, "PostgreSQL's JIT is on for this database URL (it cannot be turned off at connection here): "+
+				"queries the planner thinks expensive, such as the dashboard's queue depths, then spend seconds compiling; "+
+				"turn it off for Gaffer's role or database: ALTER ROLE … SET jit = off")
+		}
+	}
+	return s, nil
 }
 
 func connectPool(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
@@ -176,3 +185,7 @@ func refusedJit(err error) bool {
 // Notes are what Open chose or worked around that an operator should see
 // at start-up (see PoolConfig); nil for a Store made with New.
 func (s *Store) Notes() []string { return s.notes }
+
+// Warnings are what Open found wrong but could start with; nil for a
+// Store made with New.
+func (s *Store) Warnings() []string { return s.warnings }

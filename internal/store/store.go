@@ -41,8 +41,9 @@ type DB interface {
 // Store is Gaffer's PostgreSQL access layer. All SQL lives here. A Store
 // is safe for concurrent use.
 type Store struct {
-	pool  *pgxpool.Pool
-	notes []string
+	pool     *pgxpool.Pool
+	notes    []string
+	warnings []string
 }
 
 // New wraps an existing pool. The caller keeps ownership of the pool.
