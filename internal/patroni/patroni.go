@@ -287,8 +287,8 @@ func (m *Member) start(bin string) error {
 }
 
 // Restart starts a killed member's Patroni again on its data: it rejoins
-// as a standby (rewound or cloned afresh).
-func (m *Member) Restart(bin string) error { return m.start(bin) }
+// as a standby (rewound, or cloned afresh when it cannot be).
+func (c *Cluster) Restart(m *Member) error { return m.start(c.bin) }
 
 // Kill SIGKILLs the member's Patroni and every process of its PostgreSQL
 // at once, as a machine that dies would lose them, and waits for Patroni
@@ -330,9 +330,6 @@ func (m *Member) killPostgres(sig syscall.Signal) {
 	}
 	syscall.Kill(pid, sig)
 }
-
-// Bin is the patroni command, for Member.Restart.
-func (c *Cluster) Bin() string { return c.bin }
 
 // Dir holds every member's directory (its patroni.log and data).
 func (c *Cluster) Dir() string { return c.dir }
