@@ -38,11 +38,13 @@ type Config struct {
 	// through a transaction-mode pooler, which cannot carry LISTEN: a
 	// direct (or session-pooled) URL to the same database.
 	ListenDatabaseURL string
-	// TransactionPooler says DatabaseURL goes through a transaction-mode
-	// pooler (PgBouncer with pool_mode = transaction): the node's pool
-	// prepares no statements and sends no jit parameter, and without
-	// ListenDatabaseURL the node runs no LISTEN connection and finds new
-	// work by polling only (it says so at start-up). Default false.
+	// TransactionPooler says the node's pool reaches PostgreSQL through a
+	// transaction-mode pooler (PgBouncer with pool_mode = transaction).
+	// A pool the node opens from DatabaseURL then prepares no statements
+	// and sends no jit parameter (a Pool you pass is yours to set up so:
+	// pgx.QueryExecModeCacheDescribe); and without ListenDatabaseURL the
+	// node runs no LISTEN connection and finds new work by polling only,
+	// which it says at start-up. Default false.
 	TransactionPooler bool
 	// MaxConns caps the pool the node opens from DatabaseURL. Default: the
 	// total concurrency of Queues / 10, between 4 and 20.
