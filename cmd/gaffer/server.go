@@ -127,7 +127,7 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 	}
 	cfg := gaffer.Config{Queues: queues, LeaseTTL: *f.leaseTTL, PollInterval: *f.pollInterval,
 		JobRetention: *f.jobRetention, DLQRetention: *f.dlqRetention, IdempotencyRetention: *f.idemRetention, EtcdEndpoints: endpoints,
-		SessionTTL: *f.sessionTTL, ClusterPrefix: *f.prefix, Version: Version}
+		SessionTTL: *f.sessionTTL, ClusterPrefix: *f.prefix, Version: version()}
 	if err := f.etcdAccess(&cfg); err != nil {
 		return gaffer.Config{}, err
 	}
