@@ -67,6 +67,12 @@ func TestChaos(t *testing.T) {
 	if !ok || name == "mutation" {
 		t.Fatalf("unknown CHAOS_PROFILE %q", name)
 	}
+	if d := os.Getenv("CHAOS_DURATION"); d != "" {
+		var err error
+		if p.Duration, err = time.ParseDuration(d); err != nil {
+			t.Fatalf("CHAOS_DURATION: %v", err)
+		}
+	}
 	r := Run(t, Options{Profile: p, Seed: seed(t)})
 	summarize(t, r)
 	for _, v := range r.Violations {

@@ -30,6 +30,9 @@ const (
 	// that runs jobs, and requires its jobs to run again before etcd
 	// returns: no leader is needed to rescue an expired lease.
 	FaultKillInEtcdOutage = "kill-during-etcd-outage"
+	// FaultPGFailover kills the PostgreSQL primary (Patroni and all);
+	// Patroni promotes the synchronous standby. Long profile only.
+	FaultPGFailover = "pg-failover"
 )
 
 // AllFaults is every fault kind the harness can inject.
@@ -128,9 +131,15 @@ func (h *harness) inject(kind string) {
 		}
 	case FaultPGRestart:
 		h.logf("restart postgres (immediate)")
+		if h.db != nil {
+			h.db.crashPrimary(h)
+			return
+		}
 		if err := h.pg.Restart(ctx); err != nil {
 			h.t.Fatalf("restart postgres: %v", err)
 		}
+	case FaultPGFailover:
+		h.db.failover(h)
 	case FaultEtcdStop:
 		i := h.etcd.Leader()
 		if i < 0 || h.rng.IntN(2) == 0 {

@@ -49,9 +49,11 @@ var Profiles = map[string]Profile{
 		JobsPerSec: 40, FailShare: 0.1, JobMS: [2]int{10, 300}, CronEntries: 2, WorkflowEvery: 4 * time.Second,
 		ScriptedEvery: 4 * time.Second, Faults: AllFaults, Ensure: []string{FaultSigterm, FaultKillInEtcdOutage},
 		Settle: 2 * time.Minute},
+	// long runs PostgreSQL as a Patroni primary and synchronous standby
+	// (failover.go), so that it can fail over too.
 	"long": {Name: "long", Duration: 30 * time.Minute, FaultGap: [2]time.Duration{2 * time.Second, 8 * time.Second},
 		JobsPerSec: 60, FailShare: 0.1, JobMS: [2]int{10, 500}, CronEntries: 3, WorkflowEvery: 3 * time.Second,
-		ScriptedEvery: 2 * time.Second, Faults: append(append([]string(nil), AllFaults...), FaultSigterm, FaultKillInEtcdOutage),
+		ScriptedEvery: 2 * time.Second, Faults: append(slices.Clip(AllFaults), FaultPGFailover),
 		Ensure: []string{FaultSigterm, FaultKillInEtcdOutage}, Settle: 3 * time.Minute},
 	// mutation: stale workers galore, for the run whose nodes lack the
 	// lease check. The load stays below what two nodes can work (12/s of
@@ -117,7 +119,7 @@ type Report struct {
 type slot struct {
 	id    string
 	child *testnode.Child
-	pg    *faultproxy.Proxy
+	pg    pgPaths
 	etcd  []*faultproxy.Proxy
 	down  bool
 }
@@ -126,7 +128,8 @@ type harness struct {
 	t     *testing.T
 	o     Options
 	rng   *rand.Rand
-	pg    *pgserver.Server
+	pg    *pgserver.Server // nil when patroni runs PostgreSQL
+	db    *patroniDB       // with pg-failover among the faults
 	url   string
 	pool  *pgxpool.Pool
 	etcd  *etcdserver.Cluster
@@ -221,14 +224,24 @@ func (h *harness) setUp() {
 	t := h.t
 	ctx := context.Background()
 	var err error
-	// Durable: PostgreSQL gets crash-restarted, and with synchronous_commit
-	// off a crash loses commits it had already acknowledged (a first run
-	// without it "lost" accepted jobs that way).
-	if h.pg, err = pgserver.Start(ctx, pgserver.Config{Durable: true}); err != nil {
+	if h.etcd, err = etcdserver.StartCluster(3); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { h.pg.Stop() })
-	h.url = h.pg.URL()
+	t.Cleanup(h.etcd.Close)
+	var pgAddrs []string
+	if slices.Contains(h.o.Profile.Faults, FaultPGFailover) {
+		h.db = startPatroni(t, h.etcd.Endpoints())
+		h.url, pgAddrs = h.db.url(), h.db.addrs()
+	} else {
+		// Durable: PostgreSQL gets crash-restarted, and with synchronous_commit
+		// off a crash loses commits it had already acknowledged (a first run
+		// without it "lost" accepted jobs that way).
+		if h.pg, err = pgserver.Start(ctx, pgserver.Config{Durable: true}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.pg.Stop() })
+		h.url, pgAddrs = h.pg.URL(), []string{fmt.Sprintf("127.0.0.1:%d", h.pg.Port())}
+	}
 	if h.pool, err = pgxpool.New(ctx, h.url); err != nil {
 		t.Fatal(err)
 	}
@@ -251,16 +264,16 @@ func (h *harness) setUp() {
 	}
 	auditSteps(t, h.pool)
 	h.admin = cluster.NewAdmin(h.pool)
-	if h.etcd, err = etcdserver.StartCluster(3); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.etcd.Close)
 	for i := range h.o.Nodes {
 		s := &slot{id: fmt.Sprintf("chaos-%d", i+1)}
-		if s.pg, err = faultproxy.Start(fmt.Sprintf("127.0.0.1:%d", h.pg.Port())); err != nil {
-			t.Fatal(err)
+		for _, addr := range pgAddrs {
+			p, err := faultproxy.Start(addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(p.Close)
+			s.pg = append(s.pg, p)
 		}
-		t.Cleanup(s.pg.Close)
 		for _, ep := range h.etcd.Endpoints() {
 			p, err := faultproxy.Start(strings.TrimPrefix(ep, "http://"))
 			if err != nil {
@@ -292,7 +305,7 @@ func (h *harness) startNode(s *slot) {
 	for _, p := range s.etcd {
 		eps = append(eps, "http://"+p.Addr())
 	}
-	dbURL := fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", s.pg.Addr())
+	dbURL := s.pg.url()
 	s.child = testnode.Start(h.t, dbURL, s.id, h.o.Lease,
 		"GAFFER_TEST_ETCD="+strings.Join(eps, ","), "GAFFER_TEST_SESSION_TTL="+h.o.TTL.String(),
 		"GAFFER_TEST_PREFIX=/chaos", "GAFFER_TEST_CONCURRENCY=8")

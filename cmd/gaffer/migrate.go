@@ -11,7 +11,7 @@ import (
 
 func (m *Main) runMigrate(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("migrate", "migrate up|down|status [flags]\n\n  up      apply every pending migration\n  down    revert the latest migration (--steps N for more)\n  status  list migrations and whether each is applied")
-	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL connection URL")
+	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL connection URL: a direct one, not through a transaction-mode pooler (a run holds a session lock)")
 	steps := fs.Int("steps", "", 1, "migrations to revert (down only)")
 	asJSON := fs.Bool("json", "-", false, "status: print JSON instead of a table")
 	fs.choices = []string{"up", "down", "status"}

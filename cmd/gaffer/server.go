@@ -20,6 +20,7 @@ import (
 	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/internal/egress"
 	"github.com/gafferhq/gaffer/internal/redact"
+	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/ui"
 	"github.com/gafferhq/gaffer/webhook"
 )
@@ -145,10 +146,12 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 }
 
 type serverFlags struct {
-	dbURL    *string
-	nodeID   *string
-	addr     *string
-	maxConns *int
+	dbURL     *string
+	listenURL *string
+	pooler    *bool
+	nodeID    *string
+	addr      *string
+	maxConns  *int
 	*nodeFlags
 }
 
@@ -157,7 +160,12 @@ type serverFlags struct {
 func (m *Main) serverFlagSet() (*flagSet, *serverFlags) {
 	fs := m.newFlagSet("server", "server [flags]\n\nRuns one production node: it claims and runs jobs from PostgreSQL and serves\nthe API (/v1), the dashboard (/ui), /metrics, /healthz and /readyz. SIGTERM drains it (see --drain-timeout).")
 	return fs, &serverFlags{
-		dbURL:     fs.String("database-url", "DATABASE_URL", "", "PostgreSQL connection URL (required)"),
+		dbURL: fs.String("database-url", "DATABASE_URL", "", "PostgreSQL connection URL (required); several hosts (postgres://a:5432,b:5432/db) "+
+			"mean the node connects to whichever accepts writes, and follows a failover"),
+		listenURL: fs.String("listen-database-url", "", "", "a direct (or session-pooled) PostgreSQL URL for the node's LISTEN connection "+
+			"(default: --database-url); needed with --transaction-pooler"),
+		pooler: fs.Bool("transaction-pooler", "", false, "--database-url goes through a transaction-mode pooler (PgBouncer pool_mode = transaction): "+
+			"prepare no statements, send no startup parameters, LISTEN over --listen-database-url"),
 		nodeID:    fs.String("node-id", "", "", "this node's id (default hostname-<random>)"),
 		addr:      fs.String("addr", "", ":8080", "HTTP listen address: the API (/v1), the dashboard (/ui), /metrics, /healthz, /readyz"),
 		maxConns:  fs.Int("max-conns", "", 0, "PostgreSQL pool size (default: from total concurrency, 4-20)"),
@@ -196,12 +204,23 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 		return err
 	}
 	defer ln.Close()
-	hooks, err := newWebhooks(ctx, allow, log, *dbURL, append([]string{ln.Addr().String()}, cfg.EtcdEndpoints...)...)
+	own := append([]string{ln.Addr().String()}, cfg.EtcdEndpoints...)
+	if *sf.listenURL != "" {
+		// The LISTEN connection reaches PostgreSQL where the pool may not
+		// (past a pooler): those addresses are the node's own too.
+		eps, err := store.Endpoints(*sf.listenURL)
+		if err != nil {
+			return usageError("--listen-database-url: " + err.Error())
+		}
+		own = append(own, eps...)
+	}
+	hooks, err := newWebhooks(ctx, allow, log, *dbURL, own...)
 	if err != nil {
 		return err
 	}
 	reg := newRegistry()
 	cfg.DatabaseURL, cfg.ID, cfg.MaxConns, cfg.Logger, cfg.Registerer = *dbURL, *nodeID, int32(*maxConns), log, reg
+	cfg.ListenDatabaseURL, cfg.TransactionPooler = *sf.listenURL, *sf.pooler
 	node, err := gaffer.NewNode(ctx, cfg)
 	if err != nil {
 		return err

@@ -25,6 +25,22 @@
 // of the name a CREATE INDEX CONCURRENTLY builds — a failed earlier run's
 // — is dropped before the build, so a re-run is never wedged by it.
 //
+// A migration run needs one server session throughout (the advisory
+// lock): it runs on a direct connection, never through a transaction-mode
+// pooler.
+//
+// # Connections
+//
+// OpenWith reads a URL with Gaffer's defaults (PoolConfig): several hosts
+// mean read-write (the primary, wherever a failover put it) with a
+// connect timeout per host; jit is turned off per connection, except
+// through a transaction-mode pooler (ConnectOptions.TransactionPooler),
+// where nothing may outlive a transaction on a server connection, so no
+// statement is prepared either (pgx's cache_describe mode). The Listener
+// holds the one session-scoped thing at run time, LISTEN, on a connection
+// of its own (ListenerConfig.URL), and proves with a probe notification
+// sent through the pool that it hears what the pool says.
+//
 // # The hot path
 //
 // A job is touched three times: inserted (COPY for batches), claimed
