@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/gafferhq/gaffer/internal/clock"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
@@ -18,7 +19,7 @@ func (c *Cluster) trusted() bool {
 		return false
 	}
 	last := time.Unix(0, c.lastAck.Load())
-	return time.Since(last) < c.cfg.SessionTTL-c.cfg.trustMargin()
+	return clock.Since(c.clock, last) < c.cfg.SessionTTL-c.cfg.trustMargin()
 }
 
 // watchKeepalives records when etcd last answered a keepalive for the
@@ -30,7 +31,7 @@ func (c *Cluster) watchKeepalives(ctx context.Context, sess *concurrency.Session
 	}
 	for resp := range ch {
 		if resp != nil && resp.TTL > 0 {
-			c.lastAck.Store(time.Now().UnixNano())
+			c.lastAck.Store(c.clock.Now().UnixNano())
 		}
 	}
 }
