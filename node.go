@@ -340,9 +340,10 @@ func (n *Node) Pool() *pgxpool.Pool { return n.store.Pool() }
 func (n *Node) Worker() *job.Worker { return n.worker }
 
 // Start checks the schema, then starts listening, claiming and the
-// background services. It does not block. ctx bounds the schema check and
-// is the parent of every loop (cancelling it stops claiming); use Stop to
-// shut down cleanly.
+// background services. It does not block. ctx bounds the schema check
+// only: the loops run until Stop (they take ctx's values, not its
+// cancellation), so that cancelling a start-up context cannot leave a node
+// half running with its jobs' leases unreleased. Stop shuts down cleanly.
 func (n *Node) Start(ctx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/cluster"
+	"github.com/gafferhq/gaffer/internal/tzdata"
 	"github.com/gafferhq/gaffer/job"
 )
 
@@ -69,6 +70,7 @@ type nodeView struct {
 	ID               string         `json:"id"`
 	Hostname         string         `json:"hostname"`
 	Version          string         `json:"version"`
+	TZData           string         `json:"tzdata"`
 	Queues           map[string]int `json:"queues"`
 	State            string         `json:"state"`
 	InFlight         int            `json:"in_flight"`
@@ -94,7 +96,7 @@ func (s *Server) nodes(ctx context.Context) ([]nodeView, cluster.FenceState, err
 	}
 	views := make([]nodeView, len(rows))
 	for i, n := range rows {
-		views[i] = nodeView{ID: n.ID, Hostname: n.Hostname, Version: n.Version, Queues: n.Queues, State: n.State, InFlight: n.InFlight,
+		views[i] = nodeView{ID: n.ID, Hostname: n.Hostname, Version: n.Version, TZData: n.TZData, Queues: n.Queues, State: n.State, InFlight: n.InFlight,
 			Leader: n.ID == fence.Leader && n.State != "dead", StartedAt: n.StartedAt, LastSeen: n.LastSeen, SecondsSinceSeen: n.SinceSeen.Seconds(),
 			DrainRequestedAt: n.DrainRequestedAt, DrainDeadline: n.DrainDeadline, DrainedAt: n.DrainedAt, LeftAt: n.LeftAt, LeftReason: n.LeftReason}
 		if views[i].Queues == nil {
@@ -186,6 +188,9 @@ func (s *Server) clusterStatus(r *http.Request, _ auth.Principal, _ []byte) (int
 	out := clusterView{Leader: fence.Leader, Epoch: fence.Epoch, LeaderSince: fence.RaisedAt, Nodes: map[string]int{"active": 0, "draining": 0, "dead": 0}, Degraded: []string{}}
 	for _, v := range views {
 		out.Nodes[v.State]++
+	}
+	if d := tzdata.Disagreement(views, func(v nodeView) (string, string, bool) { return v.ID, v.TZData, v.State != "dead" }); d != "" {
+		out.Degraded = append(out.Degraded, d)
 	}
 	if s.cfg.Cluster != nil {
 		st := s.cfg.Cluster.Status()

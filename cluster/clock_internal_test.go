@@ -102,7 +102,7 @@ func TestDrainReleasesAtTheDeadlineNotBefore(t *testing.T) {
 	w.inFlight.Store(3)
 	left := make(chan struct{})
 	c, f := newClockedCluster(t, st.Pool(), 0, w, func() { close(left) })
-	if err := st.RegisterNode(ctx, "n", "test", "test", nil, nil); err != nil {
+	if err := st.RegisterNode(ctx, "n", "test", "test", "2025c", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	c.startDrain(ctx, time.Minute)

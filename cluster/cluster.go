@@ -12,6 +12,7 @@ import (
 	"github.com/gafferhq/gaffer/internal/knobs"
 	"github.com/gafferhq/gaffer/internal/service"
 	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/internal/tzdata"
 )
 
 // Cluster is one node's membership in the cluster: its etcd session and
@@ -86,7 +87,7 @@ func (c *Cluster) SetKinds(kinds []string) { c.cfg.Node.Kinds = kinds }
 // block: etcd being unreachable is not an error, the loops keep trying.
 func (c *Cluster) Start(ctx context.Context) error {
 	n := c.cfg.Node
-	if err := c.store.RegisterNode(ctx, n.ID, n.Hostname, n.Version, n.Queues, n.Kinds); err != nil {
+	if err := c.store.RegisterNode(ctx, n.ID, n.Hostname, n.Version, tzdata.Version, n.Queues, n.Kinds); err != nil {
 		return err
 	}
 	c.runner.Start(ctx, c.sessionLoop)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/internal/tzdata"
 )
 
 // reportLoop reports this node to the nodes table every ReportInterval,
@@ -42,7 +43,7 @@ func (c *Cluster) report(ctx context.Context) {
 	order, err := c.store.TouchNode(ctx, c.cfg.Node.ID, inFlight, state)
 	if errors.Is(err, store.ErrNotFound) {
 		n := c.cfg.Node
-		err = c.store.RegisterNode(ctx, n.ID, n.Hostname, n.Version, n.Queues, n.Kinds)
+		err = c.store.RegisterNode(ctx, n.ID, n.Hostname, n.Version, tzdata.Version, n.Queues, n.Kinds)
 	}
 	if err != nil {
 		if ctx.Err() == nil {

@@ -84,7 +84,13 @@ func (p *producer) fill(ctx context.Context) {
 		if len(p.cursors) > 0 && p.lastClaim.Sub(p.cursorSince) > w.cfg.CursorReset {
 			clear(p.cursors)
 		}
+		w.claimGate.RLock()
+		if !w.claiming.Load() {
+			w.claimGate.RUnlock()
+			return
+		}
 		rows, err := p.claim(ctx, n)
+		w.claimGate.RUnlock()
 		if err != nil {
 			if ctx.Err() == nil {
 				w.log.Error("claim jobs", "queue", p.queue, "error", err)

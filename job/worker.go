@@ -28,6 +28,10 @@ type Worker struct {
 
 	producers map[string]*producer
 	claiming  atomic.Bool
+	// claimGate is held (read) by each claim from its last look at
+	// claiming until its rows are taken, so SetClaiming(false) can wait
+	// for the claims already past that look.
+	claimGate sync.RWMutex
 	watcher   service.Runner
 	handlers  sync.WaitGroup
 
@@ -80,12 +84,16 @@ func (w *Worker) Start(ctx context.Context) error {
 }
 
 // SetClaiming turns claiming on or off without stopping running jobs:
-// drain turns it off, undrain back on. Effective before the next claim.
+// drain turns it off, undrain back on. Turning it off returns once no
+// claim is in flight: no job is claimed by this worker after it returns.
 func (w *Worker) SetClaiming(on bool) {
 	w.claiming.Store(on)
 	if on {
 		w.WakeAll()
+		return
 	}
+	w.claimGate.Lock() // waits out the claims in flight; later ones see the flag
+	w.claimGate.Unlock()
 }
 
 // Claiming reports whether the worker claims new jobs.

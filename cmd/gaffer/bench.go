@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"syscall"
 	"time"
 
@@ -91,12 +93,13 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	asJSON := fs.Bool("json", "-", false, "print the result as JSON")
 	cpuProfile := fs.String("cpuprofile", "-", "", "write a CPU profile of the measured phase to this file")
 	pgStats := fs.Bool("pg-statements", "-", false, "throwaway server only: print where PostgreSQL spent its time")
-	if err := fs.parse(args); err != nil {
-		return err
-	}
 	modes := map[string]func(context.Context, *store.Store, benchOpts, *benchResult) error{
 		"backlog": benchBacklog, "continuous": benchContinuous, "latency": benchLatency, "cron": benchCron, "idle": benchIdle, "enqueue": benchEnqueue,
 		"dashboard": benchDashboard, "fairness": benchFairness, "limits": benchLimits,
+	}
+	fs.choices = slices.Sorted(maps.Keys(modes))
+	if err := fs.parse(args); err != nil {
+		return err
 	}
 	run, ok := modes[fs.Arg(0)]
 	if fs.NArg() != 1 || !ok {

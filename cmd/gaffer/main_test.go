@@ -53,6 +53,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"dev", "--nodes", "0"}, nil, "--nodes must be between 1 and 16"},
 		{[]string{"dev", "--token", "short"}, nil, "--token must be at least 16 characters"},
 		{[]string{"dev", "--data", "/tmp/x", "--database-url", "postgres://x"}, nil, "do not mix"},
+		// dev's token is $GAFFER_DEV_TOKEN; $GAFFER_TOKEN is the client commands'.
+		{[]string{"dev", "--webhook-allow", "hooks:99999"}, map[string]string{"GAFFER_TOKEN": "short"}, `allow entry "hooks:99999"`},
+		{[]string{"dev", "--webhook-allow", "hooks:99999"}, map[string]string{"GAFFER_DEV_TOKEN": "short"}, "--token must be at least 16 characters"},
 		{[]string{"bench", "sideways"}, nil, "bench needs a mode"},
 	}
 	for _, c := range cases {

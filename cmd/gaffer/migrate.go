@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"text/tabwriter"
+	"time"
 
 	"github.com/gafferhq/gaffer/internal/store"
 )
@@ -13,6 +13,8 @@ func (m *Main) runMigrate(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("migrate", "migrate up|down|status [flags]\n\n  up      apply every pending migration\n  down    revert the latest migration (--steps N for more)\n  status  list migrations and whether each is applied")
 	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL connection URL")
 	steps := fs.Int("steps", "", 1, "migrations to revert (down only)")
+	asJSON := fs.Bool("json", "-", false, "status: print JSON instead of a table")
+	fs.choices = []string{"up", "down", "status"}
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -67,16 +69,28 @@ func (m *Main) runMigrate(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "VERSION\tNAME\tAPPLIED")
-		for _, s := range statuses {
-			at := "pending"
-			if s.AppliedAt != nil {
-				at = s.AppliedAt.Format("2006-01-02 15:04:05Z07:00")
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", fmt.Sprintf("%04d", s.Version), s.Name, at)
+		rows := make([]migrationRow, len(statuses))
+		for i, s := range statuses {
+			rows[i] = migrationRow{Version: s.Version, Name: s.Name, Applied: s.AppliedAt != nil, AppliedAt: s.AppliedAt}
 		}
-		tw.Flush()
+		return printRows(m, *asJSON, rows, table[migrationRow]{
+			header: "VERSION\tNAME\tAPPLIED",
+			row: func(s migrationRow) []any {
+				at := "pending"
+				if s.AppliedAt != nil {
+					at = s.AppliedAt.Format("2006-01-02 15:04:05Z07:00")
+				}
+				return []any{fmt.Sprintf("%04d", s.Version), s.Name, at}
+			},
+		})
 	}
 	return nil
+}
+
+// migrationRow is a migration as migrate status shows it.
+type migrationRow struct {
+	Version   int        `json:"version"`
+	Name      string     `json:"name"`
+	Applied   bool       `json:"applied"`
+	AppliedAt *time.Time `json:"applied_at"`
 }

@@ -54,7 +54,7 @@ func addNodeFlags(fs *flagSet) *nodeFlags {
 		rateLimit:     fs.Int("rate-limit", "", 200, "API requests per second allowed per token (burst: twice that)"),
 		tlsCert:       fs.String("tls-cert", "", "", "serve HTTPS with this certificate (PEM); needs --tls-key"),
 		tlsKey:        fs.String("tls-key", "", "", "the certificate's private key (PEM)"),
-		etcd:          fs.String("etcd", "", "", "etcd endpoints, comma-separated; without them the node runs alone (no leader election, no cron)"),
+		etcd:          fs.String("etcd", "", "", "etcd endpoints, comma-separated; without them the node runs alone: no leader election, and cron and the other leader-only services run on it unfenced"),
 		sessionTTL:    fs.Duration("session-ttl", "", 10*time.Second, "etcd session TTL: how soon a dead node is noticed and a new leader elected"),
 		prefix:        fs.String("cluster-prefix", "", "/gaffer", "etcd key prefix; clusters sharing an etcd need different prefixes"),
 		queues:        fs.String("queues", "", "default=10", "queues to work and how many jobs of each to run at once: name=N,…"),
@@ -126,7 +126,7 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 	}
 	cfg := gaffer.Config{Queues: queues, LeaseTTL: *f.leaseTTL, PollInterval: *f.pollInterval,
 		JobRetention: *f.jobRetention, DLQRetention: *f.dlqRetention, IdempotencyRetention: *f.idemRetention, EtcdEndpoints: endpoints,
-		SessionTTL: *f.sessionTTL, ClusterPrefix: *f.prefix, Version: Version}
+		SessionTTL: *f.sessionTTL, ClusterPrefix: *f.prefix, Version: version()}
 	if err := f.etcdAccess(&cfg); err != nil {
 		return gaffer.Config{}, err
 	}

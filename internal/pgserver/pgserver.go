@@ -5,7 +5,8 @@
 //
 // PostgreSQL refuses to run as root. When the calling process is root, the
 // data directory is given to the "postgres" system user and the server runs
-// with that user's credentials.
+// with that user's credentials; that user must then be able to reach the
+// data directory (see Config.Parent).
 package pgserver
 
 import (
@@ -44,6 +45,15 @@ type Config struct {
 	Settings map[string]string
 	// LogPath receives the server's log. Empty means <Dir>/postgres.log.
 	LogPath string
+	// Parent, when set, is a directory of the caller's that holds Dir,
+	// perhaps beside other data (gaffer dev --data keeps etcd's data next
+	// to PostgreSQL's). When the server runs as the postgres user, Start
+	// lets that user through Parent and the directories between it and
+	// Dir: their group becomes the postgres user's, with search permission
+	// only, so it can reach Dir but not list or read what lies beside it.
+	// Directories above Parent (or above Dir, without Parent) are left as
+	// they are: if one keeps the postgres user out, Start says which.
+	Parent string
 }
 
 // Server is a running PostgreSQL server.
@@ -94,6 +104,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			os.RemoveAll(s.dir)
 		}
 		return nil, err
+	}
+	if err := letThrough(s.dir, cfg.Parent, cred); err != nil {
+		return fail(err)
 	}
 	if err := chownForServer(s.dir, cred); err != nil {
 		return fail(err)
@@ -348,6 +361,71 @@ func credential() (*syscall.Credential, error) {
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// letThrough makes sure the server's user can reach dir: it opens parent
+// and the directories between it and dir to that user (group search
+// only), and checks the directories above. Nothing to do when the server
+// runs as the caller.
+func letThrough(dir, parent string, cred *syscall.Credential) error {
+	if cred == nil {
+		return nil
+	}
+	dir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return err
+	}
+	if parent != "" {
+		if parent, err = filepath.Abs(parent); err == nil {
+			parent, err = filepath.EvalSymlinks(parent)
+		}
+		if err != nil {
+			return fmt.Errorf("data directory parent: %w", err)
+		}
+		if rel, err := filepath.Rel(parent, dir); err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+			return fmt.Errorf("data directory %s is not inside %s", dir, parent)
+		}
+	}
+	ours := parent != ""
+	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if !canSearch(fi, cred) {
+			if !ours {
+				st := fi.Sys().(*syscall.Stat_t)
+				return fmt.Errorf("PostgreSQL runs as the postgres user (uid %d), which cannot enter %s (mode %#o, owner %d:%d) to reach %s: put the data elsewhere, or let that user through %s",
+					cred.Uid, p, fi.Mode().Perm(), st.Uid, st.Gid, dir, p)
+			}
+			if err := os.Chown(p, -1, int(cred.Gid)); err != nil {
+				return err
+			}
+			if err := os.Chmod(p, fi.Mode().Perm()&^0o070|0o010); err != nil {
+				return err
+			}
+		}
+		if p == parent {
+			ours = false
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
+}
+
+// canSearch reports whether the user of cred (no supplementary groups:
+// the server is started without any) may enter the directory fi.
+func canSearch(fi os.FileInfo, cred *syscall.Credential) bool {
+	st := fi.Sys().(*syscall.Stat_t)
+	perm := fi.Mode().Perm()
+	switch {
+	case st.Uid == cred.Uid:
+		return perm&0o100 != 0
+	case st.Gid == cred.Gid:
+		return perm&0o010 != 0
+	}
+	return perm&0o001 != 0
 }
 
 func chownForServer(dir string, cred *syscall.Credential) error {

@@ -29,6 +29,7 @@ import (
 	"github.com/gafferhq/gaffer"
 	"github.com/gafferhq/gaffer/internal/knobs"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/webhook"
 )
 
 // runNode is a worker node process for the process tests. It serves
@@ -40,6 +41,8 @@ import (
 //     (honouring cancellation) and completes with result {"node": id}.
 //   - "stubborn": sleeps args.ms ignoring cancellation, then returns
 //     args.outcome: "complete" (nil) or "fail" (an error).
+//   - "http", the built-in kind, when GAFFER_TEST_WEBHOOK_ALLOW names the
+//     loopback destinations it may call.
 func runNode() int {
 	ctx := context.Background()
 	reg := prometheus.NewRegistry()
@@ -127,6 +130,16 @@ func runNode() int {
 		}
 		return tx.Commit(ctx)
 	}, job.KindOptions{Backoff: job.ExponentialBackoff{Base: 200 * time.Millisecond, Max: 2 * time.Second}})
+	// http: the built-in kind, allowed to call the loopback destinations
+	// GAFFER_TEST_WEBHOOK_ALLOW names.
+	if allow := os.Getenv("GAFFER_TEST_WEBHOOK_ALLOW"); allow != "" {
+		hooks, err := webhook.New(ctx, webhook.Config{Allow: strings.Split(allow, ","), DefaultTimeout: 10 * time.Second})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		hooks.Register(node.Registry())
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -171,7 +184,8 @@ type Child struct {
 
 // Start runs a node process with id against dbURL, with job lease lease
 // and the extra environment given (GAFFER_TEST_ETCD, GAFFER_TEST_SESSION_TTL,
-// GAFFER_TEST_CONCURRENCY, GAFFER_TEST_PREFIX, GAFFER_TEST_FENCE_ONLY), and
+// GAFFER_TEST_CONCURRENCY, GAFFER_TEST_PREFIX, GAFFER_TEST_FENCE_ONLY,
+// GAFFER_TEST_WEBHOOK_ALLOW), and
 // waits until it is ready. The process is killed when t ends.
 func Start(t *testing.T, dbURL, id string, lease time.Duration, extraEnv ...string) *Child {
 	t.Helper()

@@ -2,9 +2,9 @@
 
 -- name: register_node
 -- A (re)starting node: active, drain cleared.
-INSERT INTO gaffer.nodes (id, hostname, version, queues, kinds, state, in_flight, started_at, last_seen)
-VALUES ($1, $2, $3, $4, $5, 'active', 0, now(), now())
-ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, version = excluded.version,
+INSERT INTO gaffer.nodes (id, hostname, version, tzdata, queues, kinds, state, in_flight, started_at, last_seen)
+VALUES ($1, $2, $3, $4, $5, $6, 'active', 0, now(), now())
+ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, version = excluded.version, tzdata = excluded.tzdata,
     queues = excluded.queues, kinds = excluded.kinds, state = 'active', in_flight = 0, started_at = now(), last_seen = now(),
     drain_requested_at = NULL, drain_deadline = NULL, drained_at = NULL, left_at = NULL, left_reason = NULL;
 
@@ -62,7 +62,7 @@ WITH upd AS (
 SELECT id, (SELECT count(*) FROM tell) FROM upd;
 
 -- name: list_nodes
-SELECT id, hostname, version, queues, state, in_flight, started_at, last_seen,
+SELECT id, hostname, version, tzdata, queues, state, in_flight, started_at, last_seen,
        drain_requested_at, drain_deadline, drained_at, left_at, coalesce(left_reason, ''),
        extract(epoch FROM now() - last_seen)::float8
 FROM gaffer.nodes
