@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gafferhq/gaffer/internal/clock"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/gafferhq/gaffer/internal/clock"
 )
 
 // leadership is one term as leader.

@@ -7,10 +7,11 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/gafferhq/gaffer/internal/clock"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
+
+	"github.com/gafferhq/gaffer/internal/clock"
 )
 
 // connect returns the etcd client, creating it the first time. Without a

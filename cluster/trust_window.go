@@ -4,8 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/gafferhq/gaffer/internal/clock"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/gafferhq/gaffer/internal/clock"
 )
 
 // trusted reports whether this node may act as leader now: its session
