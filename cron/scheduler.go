@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/service"
 	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
@@ -52,6 +53,7 @@ type Scheduler struct {
 	metrics *metrics
 	runner  service.Runner
 	wake    chan struct{}
+	clock   clock.Clock // when to look again; due times are the database's
 }
 
 // NewScheduler validates cfg and returns a stopped scheduler.
@@ -74,7 +76,7 @@ func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	return &Scheduler{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("cron"), metrics: newMetrics(cfg.Registerer),
-		wake: make(chan struct{}, 1)}, nil
+		wake: make(chan struct{}, 1), clock: clock.Real}, nil
 }
 
 // Start begins evaluating in the background; non-blocking, idempotent.
@@ -107,12 +109,12 @@ func (s *Scheduler) loop(ctx context.Context) {
 			s.log.Error("evaluate cron entries", "error", err)
 			wait = time.Second
 		}
-		t := time.NewTimer(min(max(wait, 0), s.cfg.MaxSleep))
+		t := s.clock.NewTimer(min(max(wait, 0), s.cfg.MaxSleep))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
-		case <-t.C:
+		case <-t.C():
 		case <-s.wake:
 			t.Stop()
 		}

@@ -31,7 +31,7 @@ func (w *Worker) launch(p *producer, row store.Job, claimedAt time.Time) {
 	j := fromRow(row)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	e := &execution{job: j, lease: store.Lease{ID: row.ID, Attempt: row.Attempt, Token: row.LeaseToken},
-		cancel: cancel, started: time.Now(), renewedAt: claimedAt, producer: p}
+		cancel: cancel, started: w.clock.Now(), renewedAt: claimedAt, producer: p}
 	if j.AttemptedAt != nil {
 		w.metrics.forKind(j.Queue, j.Kind).queueWait.Observe(max(0, j.AttemptedAt.Sub(j.RunAt).Seconds()))
 	}

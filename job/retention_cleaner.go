@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/service"
 	"github.com/gafferhq/gaffer/internal/store"
 )
@@ -75,6 +76,7 @@ type RetentionCleaner struct {
 	store  *store.Store
 	log    hclog.Logger
 	runner service.Runner
+	clock  clock.Clock
 }
 
 // NewRetentionCleaner validates cfg and returns a stopped cleaner.
@@ -132,12 +134,12 @@ func NewRetentionCleaner(cfg RetentionCleanerConfig) (*RetentionCleaner, error) 
 	if cfg.Fence == nil {
 		cfg.Fence = Unfenced{Pool: cfg.Pool}
 	}
-	return &RetentionCleaner{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("retention")}, nil
+	return &RetentionCleaner{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("retention"), clock: clock.Real}, nil
 }
 
 // Start begins sweeping in the background; non-blocking and idempotent.
 func (c *RetentionCleaner) Start(ctx context.Context) error {
-	c.runner.StartEvery(ctx, c.cfg.Interval, func(ctx context.Context) error {
+	c.runner.StartEvery(ctx, c.clock, c.cfg.Interval, func(ctx context.Context) error {
 		_, err := c.RunOnce(ctx)
 		return err
 	}, c.log, "delete expired rows")

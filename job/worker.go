@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/service"
 	"github.com/gafferhq/gaffer/internal/store"
 )
@@ -23,6 +24,7 @@ type Worker struct {
 	store   *store.Store
 	log     hclog.Logger
 	metrics *Metrics
+	clock   clock.Clock // the claim, poll and heartbeat timing
 
 	producers map[string]*producer
 	claiming  atomic.Bool
@@ -49,7 +51,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{
-		cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("worker"), metrics: cfg.Metrics,
+		cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("worker"), metrics: cfg.Metrics, clock: clock.Real,
 		producers: map[string]*producer{}, executing: map[store.Lease]*execution{},
 	}
 	for q, n := range cfg.Queues {
