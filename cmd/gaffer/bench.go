@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -47,7 +48,9 @@ type benchResult struct {
 	// Dashboard mode: each page's serving time.
 	Pages []pageTiming `json:"pages,omitempty"`
 	// Fairness and limits modes.
-	Fair      *fairResult `json:"fair,omitempty"`
+	Fair *fairResult `json:"fair,omitempty"`
+	// Soak mode: the series and its summary.
+	Soak      *soakResult `json:"soak,omitempty"`
 	GoVersion string      `json:"go_version"`
 	CPUs      int         `json:"cpus"`
 }
@@ -56,6 +59,10 @@ type benchOpts struct {
 	jobs, batch, concurrency, claimBatch, nodes, rate, entries, limit int
 	duration, warmup, hold                                            time.Duration
 	url                                                               string
+	// Soak: finished jobs' retention, the sampling interval, and whether
+	// --rate was given (else the soak measures capacity and takes 80%).
+	retention, sample time.Duration
+	rateSet           bool
 }
 
 func (m *Main) runBench(ctx context.Context, args []string) error {
@@ -74,6 +81,10 @@ Modes:
               into the same queue: a's drain rate, b's enqueue→start latency
   limits      work off --jobs with no limit, with a limit that does not bind,
               and with one of --limit running at once (jobs holding --hold)
+  soak        enqueue at --rate jobs/s (default: 80% of a 30s continuous
+              run) for --duration, finished jobs deleted after --retention;
+              every --sample: throughput, enqueue→start p99, table and
+              index size (--svg draws them)
 
 Without --database-url a throwaway PostgreSQL is started (fsync on,
 shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
@@ -84,18 +95,22 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	concurrency := fs.Int("concurrency", "-", 2000, "jobs the node runs at once")
 	claimBatch := fs.Int("claim-batch", "-", 1000, "most jobs one claim takes")
 	nodes := fs.Int("nodes", "-", 3, "idle: nodes to run")
-	rate := fs.Int("rate", "-", 0, "latency (default 100), fairness (default 20): jobs per second")
+	rate := fs.Int("rate", "-", 0, "latency (default 100), fairness (default 20), soak (default 80% of capacity): jobs per second")
 	entries := fs.Int("entries", "-", 10, "cron: entries")
 	limit := fs.Int("limit", "-", 50, "limits: the binding limit's concurrency")
 	hold := fs.Duration("hold", "-", 100*time.Millisecond, "limits: how long each job runs under the binding limit")
-	duration := fs.Duration("duration", "-", 30*time.Second, "continuous, latency, cron, idle: how long to measure")
+	duration := fs.Duration("duration", "-", 30*time.Second, "continuous, latency, cron, idle, soak: how long to measure")
+	retention := fs.Duration("retention", "-", 5*time.Minute, "soak: how long finished jobs are kept")
+	sample := fs.Duration("sample", "-", time.Minute, "soak: the sampling interval")
+	svg := fs.String("svg", "-", "", "soak: write a plot of the series to this SVG file")
 	warmup := fs.Duration("warmup", "-", 5*time.Second, "continuous: time before measuring")
 	asJSON := fs.Bool("json", "-", false, "print the result as JSON")
 	cpuProfile := fs.String("cpuprofile", "-", "", "write a CPU profile of the measured phase to this file")
 	pgStats := fs.Bool("pg-statements", "-", false, "throwaway server only: print where PostgreSQL spent its time")
+	pgSettings := fs.String("pg-settings", "-", "", "throwaway server only: extra settings, name=value[,name=value...] (e.g. autovacuum_naptime=10s)")
 	modes := map[string]func(context.Context, *store.Store, benchOpts, *benchResult) error{
 		"backlog": benchBacklog, "continuous": benchContinuous, "latency": benchLatency, "cron": benchCron, "idle": benchIdle, "enqueue": benchEnqueue,
-		"dashboard": benchDashboard, "fairness": benchFairness, "limits": benchLimits,
+		"dashboard": benchDashboard, "fairness": benchFairness, "limits": benchLimits, "soak": benchSoak,
 	}
 	fs.choices = slices.Sorted(maps.Keys(modes))
 	if err := fs.parse(args); err != nil {
@@ -104,8 +119,9 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	run, ok := modes[fs.Arg(0)]
 	if fs.NArg() != 1 || !ok {
 		fs.Usage()
-		return usageError("bench needs a mode: backlog, continuous, latency, cron, idle, enqueue, dashboard, fairness or limits")
+		return usageError("bench needs a mode: backlog, continuous, latency, cron, idle, enqueue, dashboard, fairness, limits or soak")
 	}
+	rateSet := *rate != 0
 	if *rate == 0 {
 		*rate = map[string]int{"fairness": 20}[fs.Arg(0)]
 		if *rate == 0 {
@@ -113,7 +129,14 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 		}
 	}
 	o = benchOpts{jobs: *jobs, batch: *batch, concurrency: *concurrency, claimBatch: *claimBatch, nodes: *nodes, rate: *rate,
-		entries: *entries, duration: *duration, warmup: *warmup, limit: *limit, hold: *hold}
+		entries: *entries, duration: *duration, warmup: *warmup, limit: *limit, hold: *hold,
+		retention: *retention, sample: *sample, rateSet: rateSet}
+	if o.retention <= 0 || o.sample <= 0 {
+		return usageError("--retention and --sample must be positive")
+	}
+	if fs.Arg(0) != "soak" {
+		o.retention = 0 // the node's default: nothing is deleted while measuring
+	}
 	if o.limit < 1 || o.hold <= 0 {
 		return usageError("--limit and --hold must be positive")
 	}
@@ -130,6 +153,16 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 		settings := map[string]string{"shared_buffers": "1GB"}
 		if *pgStats {
 			settings["shared_preload_libraries"] = "pg_stat_statements"
+		}
+		for kv := range strings.SplitSeq(*pgSettings, ",") {
+			if kv == "" {
+				continue
+			}
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return usageError("--pg-settings takes name=value pairs separated by commas")
+			}
+			settings[strings.TrimSpace(k)] = strings.TrimSpace(v)
 		}
 		srv, err := pgserver.Start(ctx, pgserver.Config{Durable: true, Settings: settings})
 		if err != nil {
@@ -173,6 +206,16 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 			return err
 		}
 	}
+	if *svg != "" && res.Soak != nil {
+		f, err := os.Create(*svg)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := writeSoakSVG(f, res.Soak, o.retention.Minutes()+1); err != nil {
+			return err
+		}
+	}
 	if *asJSON {
 		return json.NewEncoder(m.Stdout).Encode(res)
 	}
@@ -199,6 +242,8 @@ func printBench(m *Main, r benchResult) error {
 		fmt.Fprintf(w, "bulk enqueue: %d jobs at %.0f jobs/s\n", r.Jobs, r.EnqueuePerSec)
 	case "fairness", "limits":
 		printFair(m, r)
+	case "soak":
+		printSoak(m, r)
 	case "dashboard":
 		fmt.Fprintf(w, "dashboard pages with %d jobs in the table (median and slowest of %d requests each):\n", r.Jobs, r.Pages[0].N)
 		for _, p := range r.Pages {

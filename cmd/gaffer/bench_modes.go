@@ -25,7 +25,7 @@ func benchNode(ctx context.Context, url string, o benchOpts, reg prometheus.Regi
 	}
 	node, err := gaffer.NewNode(ctx, gaffer.Config{
 		DatabaseURL: url, ID: "bench", Queues: map[string]int{benchQueue: o.concurrency}, MaxConns: 8,
-		ClaimBatch: o.claimBatch, Registerer: reg, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn}),
+		ClaimBatch: o.claimBatch, JobRetention: o.retention, Registerer: reg, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn}),
 	})
 	if err != nil {
 		return nil, err

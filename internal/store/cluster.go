@@ -301,3 +301,36 @@ func (s *Store) DeleteDeadNodes(ctx context.Context, q DB, age time.Duration, li
 	}
 	return tag.RowsAffected(), nil
 }
+
+// JobTableSize is what gaffer.jobs takes on disk, for benchmarks that
+// watch it grow or stay flat.
+type JobTableSize struct {
+	// TableBytes is the heap with its TOAST and free-space maps;
+	// IndexBytes all its indexes.
+	TableBytes, IndexBytes int64
+	// LiveRows and DeadRows are the statistics collector's estimates.
+	LiveRows, DeadRows int64
+	// Vacuums counts the table's vacuums, manual and automatic.
+	Vacuums int64
+}
+
+// JobTableSize measures gaffer.jobs now.
+func (s *Store) JobTableSize(ctx context.Context) (JobTableSize, error) {
+	var z JobTableSize
+	err := s.pool.QueryRow(ctx, `SELECT pg_table_size(relid), pg_indexes_size(relid), n_live_tup, n_dead_tup,
+		vacuum_count + autovacuum_count FROM pg_stat_user_tables WHERE relid = 'gaffer.jobs'::regclass`).
+		Scan(&z.TableBytes, &z.IndexBytes, &z.LiveRows, &z.DeadRows, &z.Vacuums)
+	if err != nil {
+		return z, fmt.Errorf("job table size: %w", err)
+	}
+	return z, nil
+}
+
+// VacuumJobs vacuums gaffer.jobs, so that a benchmark starts without
+// the dead rows of the one before.
+func (s *Store) VacuumJobs(ctx context.Context) error {
+	if _, err := s.pool.Exec(ctx, `VACUUM gaffer.jobs`); err != nil {
+		return fmt.Errorf("vacuum jobs: %w", err)
+	}
+	return nil
+}
