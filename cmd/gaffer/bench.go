@@ -103,6 +103,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	retention := fs.Duration("retention", "-", 5*time.Minute, "soak: how long finished jobs are kept")
 	sample := fs.Duration("sample", "-", time.Minute, "soak: the sampling interval")
 	svg := fs.String("svg", "-", "", "soak: write a plot of the series to this SVG file")
+	replot := fs.String("replot", "-", "", "soak: run nothing; redraw --svg from this earlier --json result")
 	warmup := fs.Duration("warmup", "-", 5*time.Second, "continuous: time before measuring")
 	asJSON := fs.Bool("json", "-", false, "print the result as JSON")
 	cpuProfile := fs.String("cpuprofile", "-", "", "write a CPU profile of the measured phase to this file")
@@ -147,6 +148,9 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	}
 	if o.duration <= 0 || o.warmup < 0 {
 		return usageError("--duration must be positive and --warmup not negative")
+	}
+	if *replot != "" {
+		return replotSoak(m, *replot, *svg)
 	}
 	o.url = *dbURL
 	if o.url == "" {

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strings"
+	"time"
 )
 
 // writeSoakSVG draws a soak's three series — throughput, enqueue → start
@@ -21,17 +24,18 @@ func writeSoakSVG(w io.Writer, s *soakResult, retentionMin float64) error {
 	}
 	panels := []struct {
 		title, unit string
+		log         bool // a logarithmic axis: latency spans milliseconds to seconds
 		lines       []line
 	}{
-		{"throughput", "jobs/s", []line{
+		{"throughput", "jobs/s", false, []line{
 			{"completed", "#1f77b4", func(x soakSample) float64 { return x.JobsPerSec }},
 			{"enqueued", "#aec7e8", func(x soakSample) float64 { return x.EnqueuedPerSec }},
 		}},
-		{"enqueue → handler start", "ms", []line{
+		{"enqueue → handler start", "ms, log scale", true, []line{
 			{"p99", "#d62728", func(x soakSample) float64 { return x.P99 }},
 			{"p50", "#ff9896", func(x soakSample) float64 { return x.P50 }},
 		}},
-		{"gaffer.jobs on disk", "MB", []line{
+		{"gaffer.jobs on disk", "MB", false, []line{
 			{"table + indexes", "#2ca02c", func(x soakSample) float64 { return x.TableMB + x.IndexMB }},
 			{"table", "#98df8a", func(x soakSample) float64 { return x.TableMB }},
 			{"indexes", "#9467bd", func(x soakSample) float64 { return x.IndexMB }},
@@ -58,10 +62,21 @@ func writeSoakSVG(w io.Writer, s *soakResult, retentionMin float64) error {
 		}
 		yMax = niceCeil(yMax * 1.1)
 		yOf := func(v float64) float64 { return y0 + panelH - v/yMax*panelH }
+		ticks := []float64{0, yMax / 4, yMax / 2, yMax * 3 / 4, yMax}
+		if p.log {
+			// Decades from 1 up to the first power of ten above the data.
+			lo, hi := 0.0, math.Max(1, math.Ceil(math.Log10(math.Max(yMax, 10))))
+			yOf = func(v float64) float64 {
+				return y0 + panelH - (math.Log10(math.Max(v, 1))-lo)/(hi-lo)*panelH
+			}
+			ticks = ticks[:0]
+			for d := lo; d <= hi; d++ {
+				ticks = append(ticks, math.Pow(10, d))
+			}
+		}
 		fmt.Fprintf(&b, `<text x="%d" y="%.0f" font-weight="bold">%s (%s)</text>`+"\n", left, y0-6, p.title, p.unit)
 		fmt.Fprintf(&b, `<rect x="%d" y="%.0f" width="%.0f" height="%d" fill="none" stroke="#999"/>`+"\n", left, y0, plotW, panelH)
-		for k := 0; k <= 4; k++ {
-			v := yMax * float64(k) / 4
+		for _, v := range ticks {
 			fmt.Fprintf(&b, `<line x1="%d" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#eee"/>`, left, float64(left)+plotW, yOf(v), yOf(v))
 			fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", left-6, yOf(v)+4, shortNum(v))
 		}
@@ -78,7 +93,7 @@ func writeSoakSVG(w io.Writer, s *soakResult, retentionMin float64) error {
 				pts = append(pts, fmt.Sprintf("%.1f,%.1f", xOf(x.Minute), yOf(l.y(x))))
 			}
 			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", l.color, strings.Join(pts, " "))
-			lx := float64(left) + 10
+			lx := float64(left) + plotW - 130
 			ly := y0 + 18 + float64(li)*16
 			fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.0f" y2="%.0f" stroke="%s" stroke-width="2"/><text x="%.0f" y="%.0f">%s</text>`+"\n",
 				lx, lx+18, ly-4, ly-4, l.color, lx+24, ly, l.name)
@@ -92,6 +107,38 @@ func writeSoakSVG(w io.Writer, s *soakResult, retentionMin float64) error {
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// replotSoak redraws a soak's plot from its --json result.
+func replotSoak(m *Main, from, svg string) error {
+	if svg == "" {
+		return usageError("--replot needs --svg")
+	}
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	var r benchResult
+	if err := json.Unmarshal(b, &r); err != nil || r.Soak == nil {
+		return fmt.Errorf("%s holds no soak result (bench soak --json): %v", from, err)
+	}
+	retention, err := time.ParseDuration(r.Soak.Retention)
+	if err != nil {
+		return fmt.Errorf("%s: job_retention: %w", from, err)
+	}
+	f, err := os.Create(svg)
+	if err != nil {
+		return err
+	}
+	if err := writeSoakSVG(f, r.Soak, retention.Minutes()+1); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	printSoak(m, r)
+	return nil
 }
 
 // niceCeil rounds v up to 1, 2 or 5 times a power of ten.
