@@ -112,6 +112,7 @@ type Node struct {
 	dlq      *dlq.Client
 
 	worker    *job.Worker
+	remote    *job.RemoteWorkers
 	listener  *store.Listener
 	cluster   *cluster.Cluster // nil without etcd
 	scheduler *cron.Scheduler
@@ -176,6 +177,13 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
+	// Remote workers claim through any node's API; every node sweeps
+	// them (drains, deadlines, silence), unfenced like the lease rescuer:
+	// the sweep's statements are idempotent.
+	n.remote, err = job.NewRemoteWorkers(job.RemoteConfig{Pool: pool, Metrics: n.metrics, Logger: n.log, LeaseTTL: cfg.LeaseTTL})
+	if err != nil {
+		return nil, n.closeOnError(err)
+	}
 	// The lease rescuer runs on every node, unfenced: it is the backstop
 	// for a node that died while no leader can be proven (etcd down), and
 	// its writes are compare-and-set on expired leases, so several nodes
@@ -216,7 +224,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
-	n.services = []backgroundService{labels, rescuer}
+	n.services = []backgroundService{labels, rescuer, n.remote}
 	if n.cluster != nil {
 		// Leader-only: started and stopped by the cluster with leadership.
 		n.cluster.LeaderServices(cleaner, monitor, n.scheduler)
@@ -224,10 +232,13 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 		n.services = append(n.services, cleaner, monitor, n.scheduler)
 	}
 	n.listener = n.store.NewListener(store.ListenerConfig{
-		Channels:  []string{store.ChannelJobs, store.ChannelControl, store.ChannelCron},
-		OnNotify:  n.handleNotification,
-		OnConnect: n.worker.WakeAll,
-		Logger:    n.log.Named("listener"),
+		Channels: []string{store.ChannelJobs, store.ChannelControl, store.ChannelCron},
+		OnNotify: n.handleNotification,
+		OnConnect: func() {
+			n.worker.WakeAll()
+			n.remote.WakeAll()
+		},
+		Logger: n.log.Named("listener"),
 	})
 	return n, nil
 }
@@ -263,6 +274,7 @@ func (n *Node) handleNotification(channel, payload string) {
 		return
 	}
 	n.worker.HandleNotification(channel, payload)
+	n.remote.HandleNotification(channel, payload)
 	if n.cluster != nil {
 		n.cluster.HandleNotification(channel, payload)
 	}
@@ -338,6 +350,11 @@ func (n *Node) Pool() *pgxpool.Pool { return n.store.Pool() }
 
 // Worker is the node's worker, for drain and inspection.
 func (n *Node) Worker() *job.Worker { return n.worker }
+
+// RemoteWorkers serves the remote workers that claim through this node
+// (the API's /v1/work endpoints); its waiting claims are woken by the
+// node's notifications.
+func (n *Node) RemoteWorkers() *job.RemoteWorkers { return n.remote }
 
 // Start checks the schema, then starts listening, claiming and the
 // background services. It does not block. ctx bounds the schema check

@@ -81,6 +81,13 @@ type nodeView struct {
 	DrainedAt        *time.Time     `json:"drained_at,omitempty"`
 	LeftAt           *time.Time     `json:"left_at,omitempty"`
 	LeftReason       string         `json:"left_reason,omitempty"`
+	// Kind is "node" or "remote" (a remote worker: it claims over HTTP;
+	// its queues show 0, since it asks for as many jobs as it wants).
+	// Tenant and Kinds are a remote worker's: the tenant whose jobs it
+	// works ("*": every tenant's) and the kinds it named (none: any).
+	Kind   string   `json:"kind"`
+	Tenant string   `json:"tenant,omitempty"`
+	Kinds  []string `json:"kinds,omitempty"`
 }
 
 func (s *Server) nodes(ctx context.Context) ([]nodeView, cluster.FenceState, error) {
@@ -96,7 +103,8 @@ func (s *Server) nodes(ctx context.Context) ([]nodeView, cluster.FenceState, err
 	for i, n := range rows {
 		views[i] = nodeView{ID: n.ID, Hostname: n.Hostname, Version: n.Version, Queues: n.Queues, State: n.State, InFlight: n.InFlight,
 			Leader: n.ID == fence.Leader && n.State != "dead", StartedAt: n.StartedAt, LastSeen: n.LastSeen, SecondsSinceSeen: n.SinceSeen.Seconds(),
-			DrainRequestedAt: n.DrainRequestedAt, DrainDeadline: n.DrainDeadline, DrainedAt: n.DrainedAt, LeftAt: n.LeftAt, LeftReason: n.LeftReason}
+			DrainRequestedAt: n.DrainRequestedAt, DrainDeadline: n.DrainDeadline, DrainedAt: n.DrainedAt, LeftAt: n.LeftAt, LeftReason: n.LeftReason,
+			Kind: n.Kind, Tenant: n.Tenant, Kinds: n.Kinds}
 		if views[i].Queues == nil {
 			views[i].Queues = map[string]int{}
 		}

@@ -49,6 +49,15 @@ const (
 	CodeUnavailable      = "unavailable"
 )
 
+// Remote worker codes (409): the attempt a write names no longer owns
+// its job; the worker left or was lost (register again); the tenant
+// holds as many remote workers as it may.
+const (
+	CodeLeaseLost      = "lease_lost"
+	CodeWorkerGone     = "worker_gone"
+	CodeTooManyWorkers = "too_many_workers"
+)
+
 // CodeDestinationNotAllowed: an http job's URL is, by its spelling alone,
 // a destination the node refuses to call (loopback, private, the
 // cluster's own endpoints…; see webhook and internal/egress).
@@ -66,6 +75,7 @@ var titles = map[string]string{
 	CodeIdempotencyBusy:  "A request with this idempotency key is in progress", CodeRateLimited: "Too many requests",
 	CodeInternal: "Internal error", CodeUnavailable: "Service unavailable",
 	CodeDestinationNotAllowed: "Destination not allowed",
+	CodeLeaseLost:             "Lease lost", CodeWorkerGone: "Remote worker gone", CodeTooManyWorkers: "Too many remote workers",
 }
 
 func problem(status int, code, detail string) *Problem {

@@ -46,6 +46,11 @@ type Config struct {
 	// Cluster is this node's cluster membership, for GET /v1/cluster; nil
 	// when the node runs without etcd.
 	Cluster *cluster.Cluster
+	// Remote serves remote workers (/v1/workers, /v1/work): give the
+	// node's (Node.RemoteWorkers), whose waiting claims the node's
+	// notifications wake. Default: one of Pool's database whose claims
+	// wake only on this API's own writes and their poll.
+	Remote *job.RemoteWorkers
 	// WebhookSecrets manages the tenants' signing secrets. Default: those
 	// in Pool's database.
 	WebhookSecrets *webhook.Secrets
@@ -93,6 +98,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Admin == nil {
 		cfg.Admin = cluster.NewAdmin(cfg.Pool)
+	}
+	if cfg.Remote == nil {
+		r, err := job.NewRemoteWorkers(job.RemoteConfig{Pool: cfg.Pool, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Remote = r
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -189,6 +201,17 @@ func (s *Server) routes() {
 	s.handle("POST /v1/nodes/{id}/drain", auth.ScopeAdmin, s.drainNode)
 	s.handle("POST /v1/nodes/{id}/undrain", auth.ScopeAdmin, s.undrainNode)
 	s.handle("GET /v1/cluster", auth.ScopeClusterRead, s.clusterStatus)
+
+	s.handle("POST /v1/workers", auth.ScopeWorker, s.registerWorker)
+	s.handle("DELETE /v1/workers/{id}", auth.ScopeWorker, s.leaveWorker)
+	s.handle("POST /v1/work/claim", auth.ScopeWorker, s.claimWork)
+	s.handle("POST /v1/work/heartbeat", auth.ScopeWorker, s.heartbeatWork)
+	s.handle("POST /v1/work/complete", auth.ScopeWorker, s.completeWork)
+	s.handle("POST /v1/work/jobs/{id}/heartbeat", auth.ScopeWorker, s.heartbeatJob)
+	s.handle("POST /v1/work/jobs/{id}/complete", auth.ScopeWorker, s.completeJob)
+	s.handle("POST /v1/work/jobs/{id}/fail", auth.ScopeWorker, s.failJob)
+	s.handle("POST /v1/work/jobs/{id}/snooze", auth.ScopeWorker, s.snoozeJob)
+	s.handle("POST /v1/work/jobs/{id}/progress", auth.ScopeWorker, s.progressJob)
 
 	s.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problem(http.StatusNotFound, CodeNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path))

@@ -581,6 +581,7 @@ func (p *producer) finished() {
 
 func (w *Worker) launch(p *producer, row store.Job, claimedAt time.Time) {
 	j := fromRow(row)
+	j.st = w.store
 	ctx, cancel := context.WithCancelCause(context.Background())
 	e := &execution{job: j, lease: store.Lease{ID: row.ID, Attempt: row.Attempt, Token: row.LeaseToken},
 		cancel: cancel, started: time.Now(), renewedAt: claimedAt, producer: p}

@@ -217,11 +217,15 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 		// The node claims nothing new from the signal on (G6); requests in
 		// flight finish while it can still serve them; then it drains.
 		node.Worker().SetClaiming(false)
+		// Remote workers' waiting claims answer at once, so that the
+		// workers claim through another node.
+		node.RemoteWorkers().EndWaits()
 		shutdownHTTP(srv, *nf.shutdownTimeout, log)
 		log.Info("signal received; draining", "deadline", *nf.drainTimeout)
 		return drain(node, *nf.drainTimeout)
 	case <-node.Done():
 		log.Info("drained through the cluster; exiting")
+		node.RemoteWorkers().EndWaits()
 		shutdownHTTP(srv, *nf.shutdownTimeout, log)
 		return nil
 	}
@@ -308,7 +312,7 @@ func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, hook
 	// API and the dashboard's sign-in alike.
 	failures := auth.NewFailureLimiter(auth.FailureLimiterConfig{})
 	a, err := api.New(api.Config{Pool: n.Pool(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
-		Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), WebhookSecrets: secrets, Logger: log, Registerer: reg,
+		Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Remote: n.RemoteWorkers(), WebhookSecrets: secrets, Logger: log, Registerer: reg,
 		RateLimit: float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit, IdempotencyRetention: *nf.idemRetention,
 		TrustedProxies: hs.proxies, Failures: failures})
 	if err != nil {

@@ -312,10 +312,23 @@ func (s *Store) RequestCancel(ctx context.Context, tenant string, id int64) (str
 }
 
 // GetJob returns one job; tenant, when not empty, scopes the lookup.
+// Its Progress is set when an attempt reported any.
 func (s *Store) GetJob(ctx context.Context, tenant string, id int64) (Job, error) {
-	j, err := scanJob(s.pool.QueryRow(ctx, sqlGetJob, id, nullString(tenant)))
+	var (
+		percent *float32
+		message *string
+		attempt *int32
+		at      *time.Time
+	)
+	j, err := scanJob(s.pool.QueryRow(ctx, sqlGetJob, id, nullString(tenant)), &percent, &message, &attempt, &at)
 	if err != nil {
 		return Job{}, notFound(err)
+	}
+	if percent != nil && attempt != nil && at != nil {
+		j.Progress = &Progress{Percent: float64(*percent), Attempt: int(*attempt), At: *at}
+		if message != nil {
+			j.Progress.Message = *message
+		}
 	}
 	return j, nil
 }
