@@ -21,7 +21,9 @@ type Lease struct {
 	Token   int64
 }
 
-func (l Lease) store() store.Lease { return store.Lease{ID: l.JobID, Attempt: l.Attempt, Token: l.Token} }
+func (l Lease) store() store.Lease {
+	return store.Lease{ID: l.JobID, Attempt: l.Attempt, Token: l.Token}
+}
 
 // RemoteClaim asks for jobs for a remote worker.
 type RemoteClaim struct {
