@@ -181,6 +181,9 @@ type clusterView struct {
 	Epoch       int64          `json:"epoch"`
 	LeaderSince *time.Time     `json:"leader_since,omitempty"`
 	Nodes       map[string]int `json:"nodes"`
+	// RemoteWorkers counts the remote workers by state, apart from the
+	// nodes.
+	RemoteWorkers map[string]int `json:"remote_workers"`
 	// This node's view.
 	EtcdConnected bool     `json:"etcd_connected"`
 	Degraded      []string `json:"degraded"`
@@ -191,9 +194,14 @@ func (s *Server) clusterStatus(r *http.Request, _ auth.Principal, _ []byte) (int
 	if err != nil {
 		return 0, nil, err
 	}
-	out := clusterView{Leader: fence.Leader, Epoch: fence.Epoch, LeaderSince: fence.RaisedAt, Nodes: map[string]int{"active": 0, "draining": 0, "dead": 0}, Degraded: []string{}}
+	out := clusterView{Leader: fence.Leader, Epoch: fence.Epoch, LeaderSince: fence.RaisedAt, Nodes: map[string]int{"active": 0, "draining": 0, "dead": 0},
+		RemoteWorkers: map[string]int{"active": 0, "draining": 0, "dead": 0}, Degraded: []string{}}
 	for _, v := range views {
-		out.Nodes[v.State]++
+		if v.Kind == "remote" {
+			out.RemoteWorkers[v.State]++
+		} else {
+			out.Nodes[v.State]++
+		}
 	}
 	if s.cfg.Cluster != nil {
 		st := s.cfg.Cluster.Status()

@@ -133,7 +133,7 @@ schemas={
  "JobProgress": obj({"attempt":I(),"lease_token":S(),"percent":N,"message":S(maxLength=256)},["attempt","lease_token","percent"]),
  "JobProgressResponse": obj({"id":I(format="int64"),"percent":N,"message":S()},["id","percent","message"]),
  "JobState": obj({"id":I(format="int64"),"state":S(enum=["pending","running","retrying","completed","failed","cancelled"])},["id","state"]),
- "Cluster": obj({"leader":S(),"epoch":I(format="int64"),"leader_since":T(),"nodes":{"type":"object","additionalProperties":I()},"etcd_connected":B,"degraded":arr(S())},["epoch","nodes","etcd_connected","degraded"]),
+ "Cluster": obj({"leader":S(),"epoch":I(format="int64"),"leader_since":T(),"nodes":{"type":"object","additionalProperties":I()},"remote_workers":{"type":"object","additionalProperties":I()},"etcd_connected":B,"degraded":arr(S())},["epoch","nodes","remote_workers","etcd_connected","degraded"]),
 }
 def resp(desc, schema=None, ct="application/json"):
     r={"description":desc}

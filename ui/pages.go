@@ -55,6 +55,8 @@ type overviewData struct {
 	// Nodes are the live nodes and those that left within the hour.
 	Nodes  []nodeView
 	Counts map[string]int
+	// Remote is how many remote workers are live.
+	Remote int
 	DLQ    int64
 }
 
@@ -69,7 +71,13 @@ func (h *Handler) overview(r *http.Request, v *view) error {
 		}
 		d.Fence = fence
 		for _, n := range nodes {
-			d.Counts[n.State]++
+			if n.Kind == "remote" {
+				if n.State != "dead" {
+					d.Remote++
+				}
+			} else {
+				d.Counts[n.State]++
+			}
 			if n.State != "dead" || n.SinceSeen < time.Hour {
 				d.Nodes = append(d.Nodes, n)
 			}

@@ -198,6 +198,16 @@ func queueList(q map[string]int) string {
 	return strings.Join(parts, ",")
 }
 
+// queueNames lists a remote worker's queues.
+func queueNames(q map[string]int) string {
+	names := make([]string, 0, len(q))
+	for name := range q {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ",")
+}
+
 // needArgs checks the count of positional arguments.
 func needArgs(fs *flagSet, n int, what string) error {
 	if fs.NArg() != n {

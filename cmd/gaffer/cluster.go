@@ -75,6 +75,8 @@ type nodeRow struct {
 	Since    float64        `json:"seconds_since_seen"`
 	Deadline *time.Time     `json:"drain_deadline"`
 	Reason   string         `json:"left_reason"`
+	Kind     string         `json:"kind"`
+	Tenant   string         `json:"tenant"`
 }
 
 func (m *Main) runNodes(ctx context.Context, args []string) error {
@@ -101,7 +103,7 @@ func (m *Main) nodesList(ctx context.Context, args []string) error {
 	}
 	json.Unmarshal(raw, &page)
 	return m.output(cf, raw, func(tw *tabwriter.Writer) {
-		fmt.Fprintln(tw, "NODE\tSTATE\tLEADER\tIN FLIGHT\tQUEUES\tLAST SEEN\tHOST\tVERSION")
+		fmt.Fprintln(tw, "NODE\tKIND\tSTATE\tLEADER\tIN FLIGHT\tQUEUES\tLAST SEEN\tHOST\tVERSION")
 		for _, n := range page.Data {
 			state := n.State
 			if n.Reason != "" {
@@ -111,7 +113,12 @@ func (m *Main) nodesList(ctx context.Context, args []string) error {
 			if n.Leader {
 				leader = "*"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%.0fs ago\t%s\t%s\n", n.ID, state, leader, n.InFlight, queueList(n.Queues), n.Since, n.Hostname, n.Version)
+			kind, queues := "node", queueList(n.Queues)
+			if n.Kind == "remote" {
+				// A remote worker has no slots: it asks for what it wants.
+				kind, queues = "remote ("+n.Tenant+")", queueNames(n.Queues)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%.0fs ago\t%s\t%s\n", n.ID, kind, state, leader, n.InFlight, queues, n.Since, n.Hostname, n.Version)
 		}
 	})
 }
