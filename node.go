@@ -49,6 +49,9 @@ type Config struct {
 	// FetchCooldown is the least time between two claims of one queue.
 	// Default 2ms.
 	FetchCooldown time.Duration
+	// RemoteMaxWait bounds how long a remote worker's claim may wait for
+	// work. Default 30s.
+	RemoteMaxWait time.Duration
 	// RescueInterval: how often expired leases are swept. Default 5s.
 	RescueInterval time.Duration
 	// QueueMonitorInterval: how often the leader refreshes the queue
@@ -180,7 +183,8 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	// Remote workers claim through any node's API; every node sweeps
 	// them (drains, deadlines, silence), unfenced like the lease rescuer:
 	// the sweep's statements are idempotent.
-	n.remote, err = job.NewRemoteWorkers(job.RemoteConfig{Pool: pool, Metrics: n.metrics, Logger: n.log, LeaseTTL: cfg.LeaseTTL})
+	n.remote, err = job.NewRemoteWorkers(job.RemoteConfig{Pool: pool, Metrics: n.metrics, Logger: n.log, LeaseTTL: cfg.LeaseTTL,
+		MaxWait: cfg.RemoteMaxWait})
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}

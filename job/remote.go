@@ -154,8 +154,9 @@ var (
 	// ErrUnknownWorker: no remote worker has that id (or it is another
 	// tenant's).
 	ErrUnknownWorker = errors.New("unknown remote worker")
-	// ErrWorkerGone: the remote worker left (drained or stopped) or was
-	// marked lost after falling silent; register again.
+	// ErrWorkerGone: the remote worker left (stopped) or was marked lost
+	// after falling silent; register again. (A drained worker's claims
+	// answer Draining instead.)
 	ErrWorkerGone = errors.New("remote worker gone")
 	// ErrTooManyWorkers: the tenant holds RemoteConfig.MaxPerTenant
 	// remote workers.

@@ -129,6 +129,10 @@ func (r *RemoteWorkers) worker(ctx context.Context, tenant, id string) (store.Re
 		return w, fmt.Errorf("%w %q", ErrUnknownWorker, id)
 	case err != nil:
 		return w, err
+	case w.State == "dead" && w.LeftReason == "drained":
+		// Drained to the end: it is told what a draining worker is, and
+		// stops.
+		return store.RemoteWorkerRow{Draining: true}, nil
 	case w.State == "dead":
 		return store.RemoteWorkerRow{}, fmt.Errorf("%w: %q left or was lost; register again", ErrWorkerGone, id)
 	}

@@ -383,8 +383,8 @@ func TestRemoteWorkerDrain(t *testing.T) {
 	if reason := e.leftReason(w.ID); reason != "drained" {
 		t.Fatalf("left reason %q", reason)
 	}
-	if _, err := r.Claim(ctx, job.RemoteClaim{Tenant: "acme", Worker: w.ID, Max: 1}); !errors.Is(err, job.ErrWorkerGone) {
-		t.Fatalf("claim of a drained worker: %v", err)
+	if res, err := r.Claim(ctx, job.RemoteClaim{Tenant: "acme", Worker: w.ID, Max: 1}); err != nil || !res.Draining {
+		t.Fatalf("claim of a drained worker: %v %+v, want draining", err, res)
 	}
 }
 
@@ -426,6 +426,9 @@ func TestSilentRemoteWorkerLosesItsLeases(t *testing.T) {
 	e.sweep(r)
 	if st, reason := e.nodeState(w.ID), e.leftReason(w.ID); st != "dead" || reason != "lost" {
 		t.Fatalf("silent worker: %s (%s)", st, reason)
+	}
+	if _, err := r.Claim(ctx, job.RemoteClaim{Tenant: "acme", Worker: w.ID, Max: 1}); !errors.Is(err, job.ErrWorkerGone) {
+		t.Fatalf("claim of a lost worker: %v", err)
 	}
 	// Leave: the running job is released at once, no attempt used up.
 	w2 := e.register(r, job.RemoteRegistration{Tenant: "acme", Queues: []string{"default"}})

@@ -74,6 +74,8 @@ type RemoteWorkerRow struct {
 	Kinds    []string
 	State    string
 	Draining bool
+	// LeftReason is why a gone worker left: drained, stopped or lost.
+	LeftReason string
 }
 
 // TouchRemoteWorker records a call from remote worker id and returns it.
@@ -82,7 +84,7 @@ type RemoteWorkerRow struct {
 func (s *Store) TouchRemoteWorker(ctx context.Context, id, tenant string) (RemoteWorkerRow, error) {
 	var w RemoteWorkerRow
 	var queues, kinds []byte
-	err := s.pool.QueryRow(ctx, sqlTouchRemoteWorker, id, nullString(tenant)).Scan(&w.Tenant, &queues, &kinds, &w.State, &w.Draining)
+	err := s.pool.QueryRow(ctx, sqlTouchRemoteWorker, id, nullString(tenant)).Scan(&w.Tenant, &queues, &kinds, &w.State, &w.Draining, &w.LeftReason)
 	if err != nil {
 		return w, notFound(err)
 	}

@@ -17,7 +17,7 @@ RETURNING id;
 -- an unknown worker or another tenant's.
 UPDATE gaffer.nodes SET last_seen = now()
 WHERE id = $1 AND kind = 'remote' AND ($2::text IS NULL OR tenant = $2)
-RETURNING tenant, queues, kinds, state, drain_requested_at IS NOT NULL;
+RETURNING tenant, queues, kinds, state, drain_requested_at IS NOT NULL, coalesce(left_reason, '');
 
 -- name: claim_jobs_remote
 -- claim_jobs for a remote worker: gaffer.claim_pick_remote (migration
