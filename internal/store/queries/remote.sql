@@ -35,8 +35,13 @@ RETURNING {{job:j}};
 -- name: jobs_of_tenant
 -- Which of the jobs $1 belong to tenant $2 (NULL: any), with their queue
 -- and kind: a remote write names jobs, and a tenant's worker may touch
--- only its own.
-SELECT id, queue, kind FROM gaffer.jobs WHERE id = ANY ($1::bigint[]) AND ($2::text IS NULL OR tenant = $2);
+-- only its own. A join on the ids, not id = ANY($1): planned on the
+-- statistics of a small table (a fresh backlog not yet analyzed), the
+-- ANY became a sequential scan testing every row against the whole
+-- array, 2 s for a batch of 1,000 over 100,000 jobs.
+SELECT j.id, j.queue, j.kind
+FROM unnest($1::bigint[]) AS x(id) JOIN gaffer.jobs j ON j.id = x.id
+WHERE $2::text IS NULL OR j.tenant = $2;
 
 -- name: release_node_jobs
 -- $1 node or remote worker ids, $2 reason.
