@@ -24,8 +24,8 @@ ci:               ## what CI runs
 dev:              ## a local cluster with a throwaway database
 	$(GO) run ./cmd/gaffer dev
 
-openapi:          ## regenerate api/openapi.json from api/gen_openapi.py
-	python3 api/gen_openapi.py api/openapi.json
+openapi:          ## regenerate api/openapi.json from the Go routes and types
+	$(GO) generate ./api
 
 chaos:            ## the 30-minute chaos profile (CHAOS_SEED=n replays a schedule)
 	CHAOS_PROFILE=long CHAOS_REPORT=chaos-report.json $(GO) test -run 'TestChaos$$' -v -timeout 60m ./chaos

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/cluster"
+	"github.com/gafferhq/gaffer/internal/tzdata"
 	"github.com/gafferhq/gaffer/job"
 )
 
@@ -32,7 +33,7 @@ func (s *Server) listQueues(r *http.Request, p auth.Principal, _ []byte) (int, a
 	for i, q := range qs {
 		views[i] = queueView{Name: q.Name, Paused: q.Paused, Pending: q.Pending, Retrying: q.Retrying, Running: q.Running, OldestDueAge: q.OldestDueAge.Seconds()}
 	}
-	return http.StatusOK, list{Data: views}, nil
+	return http.StatusOK, list[queueView]{Data: views}, nil
 }
 
 type queueState struct {
@@ -69,6 +70,7 @@ type nodeView struct {
 	ID               string         `json:"id"`
 	Hostname         string         `json:"hostname"`
 	Version          string         `json:"version"`
+	TZData           string         `json:"tzdata"`
 	Queues           map[string]int `json:"queues"`
 	State            string         `json:"state"`
 	InFlight         int            `json:"in_flight"`
@@ -101,7 +103,7 @@ func (s *Server) nodes(ctx context.Context) ([]nodeView, cluster.FenceState, err
 	}
 	views := make([]nodeView, len(rows))
 	for i, n := range rows {
-		views[i] = nodeView{ID: n.ID, Hostname: n.Hostname, Version: n.Version, Queues: n.Queues, State: n.State, InFlight: n.InFlight,
+		views[i] = nodeView{ID: n.ID, Hostname: n.Hostname, Version: n.Version, TZData: n.TZData, Queues: n.Queues, State: n.State, InFlight: n.InFlight,
 			Leader: n.ID == fence.Leader && n.State != "dead", StartedAt: n.StartedAt, LastSeen: n.LastSeen, SecondsSinceSeen: n.SinceSeen.Seconds(),
 			DrainRequestedAt: n.DrainRequestedAt, DrainDeadline: n.DrainDeadline, DrainedAt: n.DrainedAt, LeftAt: n.LeftAt, LeftReason: n.LeftReason,
 			Kind: n.Kind, Tenant: n.Tenant, Kinds: n.Kinds}
@@ -117,7 +119,7 @@ func (s *Server) listNodes(r *http.Request, _ auth.Principal, _ []byte) (int, an
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, list{Data: views}, nil
+	return http.StatusOK, list[nodeView]{Data: views}, nil
 }
 
 type drainBody struct {
@@ -202,6 +204,11 @@ func (s *Server) clusterStatus(r *http.Request, _ auth.Principal, _ []byte) (int
 		} else {
 			out.Nodes[v.State]++
 		}
+	}
+	if d := tzdata.Disagreement(views, func(v nodeView) (string, string, bool) {
+		return v.ID, v.TZData, v.State != "dead" && v.Kind != "remote"
+	}); d != "" {
+		out.Degraded = append(out.Degraded, d)
 	}
 	if s.cfg.Cluster != nil {
 		st := s.cfg.Cluster.Status()

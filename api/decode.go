@@ -19,15 +19,15 @@ func readBody(r *http.Request, max int64) ([]byte, *Problem) {
 	ct := r.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
 	if ct == "" || err != nil || mt != "application/json" {
-		return nil, problem(http.StatusUnsupportedMediaType, CodeUnsupportedMedia, fmt.Sprintf("Content-Type must be application/json, got %q", ct))
+		return nil, problem(CodeUnsupportedMedia, fmt.Sprintf("Content-Type must be application/json, got %q", ct))
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, max))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		return nil, problem(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, fmt.Sprintf("request body must be at most %d bytes", max))
+		return nil, problem(CodeBodyTooLarge, fmt.Sprintf("request body must be at most %d bytes", max))
 	}
 	if err != nil {
-		return nil, problem(http.StatusBadRequest, CodeInvalidJSON, "could not read the request body: "+err.Error())
+		return nil, problem(CodeInvalidJSON, "could not read the request body: "+err.Error())
 	}
 	return body, nil
 }
@@ -39,7 +39,7 @@ func decodeStrict(body []byte, v any) *Problem {
 	// template's args, workflow step args, an http body, a signal payload,
 	// a unique key) is text that jsonb stores and a handler gets unchanged.
 	if err := job.CheckJSONText(body); err != nil {
-		return problem(http.StatusBadRequest, CodeInvalidJSON, err.Error())
+		return problem(CodeInvalidJSON, err.Error())
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -47,7 +47,7 @@ func decodeStrict(body []byte, v any) *Problem {
 		return jsonProblem(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return problem(http.StatusBadRequest, CodeInvalidJSON, "unexpected data after the JSON value")
+		return problem(CodeInvalidJSON, "unexpected data after the JSON value")
 	}
 	return nil
 }
@@ -57,25 +57,25 @@ func jsonProblem(err error) *Problem {
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syn):
-		return problem(http.StatusBadRequest, CodeInvalidJSON, fmt.Sprintf("invalid JSON at byte %d: %v", syn.Offset, syn))
+		return problem(CodeInvalidJSON, fmt.Sprintf("invalid JSON at byte %d: %v", syn.Offset, syn))
 	case errors.As(err, &typ):
 		p := fieldProblem(typ.Field, fmt.Sprintf("%s: expected %s, got JSON %s", typ.Field, typ.Type, typ.Value))
 		return p
 	case errors.Is(err, io.EOF):
-		return problem(http.StatusBadRequest, CodeInvalidJSON, "the body is empty; a JSON object is required")
+		return problem(CodeInvalidJSON, "the body is empty; a JSON object is required")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		p := problem(http.StatusBadRequest, CodeUnknownField, fmt.Sprintf("unknown field %q", name))
+		p := problem(CodeUnknownField, fmt.Sprintf("unknown field %q", name))
 		p.Field = name
 		return p
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return problem(http.StatusBadRequest, CodeInvalidJSON, "the JSON ends early")
+		return problem(CodeInvalidJSON, "the JSON ends early")
 	}
 	var fe *fieldError
 	if errors.As(err, &fe) {
 		return fieldProblem(fe.field, fe.msg)
 	}
-	return problem(http.StatusBadRequest, CodeInvalidJSON, err.Error())
+	return problem(CodeInvalidJSON, err.Error())
 }
 
 // fieldError is returned by custom UnmarshalJSON methods.

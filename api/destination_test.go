@@ -85,7 +85,10 @@ func TestEnqueueHonoursTheNodeAllowList(t *testing.T) {
 	e.expectProblem(r, 400, "destination_not_allowed")
 }
 
-// Every problem code the API can answer is in the OpenAPI document.
+// Every problem code the API can answer is in the OpenAPI document: in
+// the Problem schema's enum, and in the answers of the operations that
+// give it — all but method_not_allowed, which no operation gives (it
+// answers a method no operation has).
 func TestProblemCodesDocumented(t *testing.T) {
 	t.Parallel()
 	doc := loadDoc(t)
@@ -93,9 +96,26 @@ func TestProblemCodesDocumented(t *testing.T) {
 	for _, v := range doc.Components.Schemas["Problem"].Value.Properties["code"].Value.Enum {
 		documented = append(documented, fmt.Sprint(v))
 	}
+	given := map[string]bool{api.CodeMethodNotAllowed: true}
+	for _, item := range doc.Paths.Map() {
+		for _, op := range item.Operations() {
+			for _, res := range op.Responses.Map() {
+				mt := res.Value.Content.Get("application/problem+json")
+				if mt == nil {
+					continue
+				}
+				for _, v := range mt.Schema.Value.Properties["code"].Value.Enum {
+					given[fmt.Sprint(v)] = true
+				}
+			}
+		}
+	}
 	for _, code := range api.ProblemCodes() {
 		if !slices.Contains(documented, code) {
 			t.Errorf("problem code %q is not in the OpenAPI document's enum", code)
+		}
+		if !given[code] {
+			t.Errorf("problem code %q is given by no documented operation", code)
 		}
 	}
 }

@@ -25,7 +25,7 @@ func (b dlqFilterBody) filter(p auth.Principal) (dlq.Filter, *Problem) {
 	if p.Tenant == auth.AllTenants {
 		tenant = b.Tenant
 	} else if b.Tenant != "" && b.Tenant != p.Tenant {
-		return dlq.Filter{}, problem(http.StatusForbidden, CodeForbidden, "this token acts for tenant "+strconv.Quote(p.Tenant))
+		return dlq.Filter{}, problem(CodeForbidden, "this token acts for tenant "+strconv.Quote(p.Tenant))
 	}
 	after, pr := parseTime("failed_after", b.FailedAfter)
 	if pr != nil {
@@ -70,7 +70,7 @@ func (s *Server) listDLQ(r *http.Request, p auth.Principal, _ []byte) (int, any,
 	if err != nil {
 		return 0, nil, err
 	}
-	out := list{Data: entries}
+	out := list[dlq.Entry]{Data: entries}
 	if entries == nil {
 		out.Data = []dlq.Entry{}
 	}
@@ -105,7 +105,7 @@ func (s *Server) replayDLQ(r *http.Request, p auth.Principal, _ []byte) (int, an
 	case errors.Is(err, dlq.ErrNotFound):
 		return 0, nil, notFoundProblem("DLQ entry", id)
 	case errors.Is(err, dlq.ErrAlreadyReplayed):
-		return 0, nil, problem(http.StatusConflict, CodeAlreadyReplayed, "entry "+strconv.FormatInt(id, 10)+" is no longer in the DLQ: "+err.Error())
+		return 0, nil, problem(CodeAlreadyReplayed, "entry "+strconv.FormatInt(id, 10)+" is no longer in the DLQ: "+err.Error())
 	case err != nil:
 		return 0, nil, err
 	}

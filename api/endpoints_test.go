@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/internal/store"
 )
 
@@ -268,7 +269,7 @@ func TestCronEndpoints(t *testing.T) {
 	e.expectProblem(e.do(e.admin, "GET", "/v1/cron?cursor=bm9wZQ", nil), 400, "invalid_parameter")
 	var next struct{ Times []time.Time }
 	e.do(e.reader, "GET", "/v1/cron/nightly/next?n=3", nil).decode(t, &next)
-	london, _ := time.LoadLocation("Europe/London")
+	london, _ := cron.LoadLocation("Europe/London")
 	if len(next.Times) != 3 || !next.Times[0].Equal(entry.NextRunAt) || next.Times[1].In(london).Hour() != 2 {
 		t.Fatalf("next %+v", next)
 	}
@@ -334,7 +335,7 @@ func TestQueueNodeClusterEndpoints(t *testing.T) {
 		t.Fatal("still paused")
 	}
 	// A node to drain.
-	if err := e.st.RegisterNode(ctx, "node-1", "host", "v1", map[string]int{"default": 10}, nil); err != nil {
+	if err := e.st.RegisterNode(ctx, "node-1", "host", "v1", "2025c", map[string]int{"default": 10}, nil); err != nil {
 		t.Fatal(err)
 	}
 	type nodeOut struct {
@@ -387,7 +388,7 @@ func TestNoCrossTenantMetadata(t *testing.T) {
 	for _, b := range []string{`{"kind":"k","queue":"shared"}`, `{"kind":"k","queue":"acme-secret"}`, `{"kind":"k","queue":"acme-secret"}`} {
 		e.do(e.acme, "POST", "/v1/jobs", b)
 	}
-	if err := e.st.RegisterNode(ctx, "node-1", "host", "v1", map[string]int{"ops-queue": 10}, nil); err != nil {
+	if err := e.st.RegisterNode(ctx, "node-1", "host", "v1", "2025c", map[string]int{"ops-queue": 10}, nil); err != nil {
 		t.Fatal(err)
 	}
 	type queue struct {

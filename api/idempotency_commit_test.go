@@ -80,7 +80,7 @@ func TestIdempotencyKeyAfterAnUnseenCommit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e := &env{t: t, st: direct, srv: srv, router: router}
+			e := &env{t: t, st: direct, srv: srv, doc: doc, router: router}
 			count := func() int { return e.count(c.count) }
 
 			proxy.SetLatency(300 * time.Millisecond)

@@ -120,7 +120,7 @@ func (s *Server) listJobs(r *http.Request, p auth.Principal, _ []byte) (int, any
 	for i, j := range jobs {
 		views[i] = viewJob(j)
 	}
-	out := list{Data: views}
+	out := list[jobView]{Data: views}
 	if len(jobs) == f.Limit {
 		out.NextCursor = encodeCursor(strconv.FormatInt(jobs[len(jobs)-1].ID, 10))
 	}
@@ -152,7 +152,7 @@ func (s *Server) cancelJob(r *http.Request, p auth.Principal, _ []byte) (int, an
 	case errors.Is(err, job.ErrNotFound):
 		return 0, nil, notFoundProblem("job", id)
 	case errors.Is(err, job.ErrFinished):
-		return 0, nil, problem(http.StatusConflict, CodeJobFinished, "the job already finished; there is nothing to cancel")
+		return 0, nil, problem(CodeJobFinished, "the job already finished; there is nothing to cancel")
 	case err != nil:
 		return 0, nil, err
 	}
@@ -179,7 +179,7 @@ func (s *Server) retryJob(r *http.Request, p auth.Principal, _ []byte) (int, any
 	case errors.Is(err, job.ErrNotFound):
 		return 0, nil, notFoundProblem("job", id)
 	case errors.Is(err, job.ErrNotRetryable):
-		return 0, nil, problem(http.StatusConflict, CodeNotRetryable, err.Error()+"; only a retrying job, or a failed one whose DLQ entry is unreplayed, can be retried")
+		return 0, nil, problem(CodeNotRetryable, err.Error()+"; only a retrying job, or a failed one whose DLQ entry is unreplayed, can be retried")
 	case err != nil:
 		return 0, nil, err
 	}

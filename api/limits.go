@@ -47,7 +47,7 @@ func (s *Server) listLimits(r *http.Request, _ auth.Principal, _ []byte) (int, a
 	for i, l := range all {
 		views[i] = viewLimit(l)
 	}
-	return http.StatusOK, list{Data: views}, nil
+	return http.StatusOK, list[limitView]{Data: views}, nil
 }
 
 func (s *Server) getLimit(r *http.Request, _ auth.Principal, _ []byte) (int, any, error) {
@@ -112,7 +112,7 @@ func (s *Server) listTenantWeights(r *http.Request, _ auth.Principal, _ []byte) 
 		out = append(out, tenantView{Tenant: t, Weight: w})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Tenant < out[j].Tenant })
-	return http.StatusOK, list{Data: out}, nil
+	return http.StatusOK, list[tenantView]{Data: out}, nil
 }
 
 func (s *Server) putTenantWeight(r *http.Request, _ auth.Principal, body []byte) (int, any, error) {

@@ -13,13 +13,13 @@ import (
 )
 
 // list is the envelope of every list response.
-type list struct {
-	Data       any    `json:"data"`
+type list[T any] struct {
+	Data       []T    `json:"data"`
 	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 func paramProblem(name, detail string) *Problem {
-	p := problem(http.StatusBadRequest, CodeInvalidParameter, detail)
+	p := problem(CodeInvalidParameter, detail)
 	p.Field = name
 	return p
 }

@@ -29,7 +29,7 @@ func writeTenant(p auth.Principal, requested string) (string, *Problem) {
 		return requested, nil
 	}
 	if requested != "" && requested != p.Tenant {
-		return "", problem(http.StatusForbidden, CodeForbidden, fmt.Sprintf("this token acts for tenant %q, not %q", p.Tenant, requested))
+		return "", problem(CodeForbidden, fmt.Sprintf("this token acts for tenant %q, not %q", p.Tenant, requested))
 	}
 	return p.Tenant, nil
 }

@@ -63,27 +63,63 @@ const (
 // cluster's own endpoints…; see webhook and internal/egress).
 const CodeDestinationNotAllowed = "destination_not_allowed"
 
-var titles = map[string]string{
-	CodeInvalidJSON: "Request body is not valid JSON", CodeUnknownField: "Unknown field",
-	CodeInvalidField: "Invalid field", CodeInvalidParameter: "Invalid query parameter",
-	CodeBodyTooLarge: "Request body too large", CodeUnsupportedMedia: "Unsupported media type",
-	CodeUnauthorized: "Authentication required", CodeForbidden: "Insufficient scope",
-	CodeNotFound: "Not found", CodeMethodNotAllowed: "Method not allowed", CodeConflict: "Conflict",
-	CodeAlreadyExists: "Already exists", CodeAlreadyReplayed: "DLQ entry already replayed",
-	CodeJobFinished: "Job already finished", CodeNotRetryable: "Job cannot be retried",
-	CodeIdempotencyReuse: "Idempotency key reused with a different request",
-	CodeIdempotencyBusy:  "A request with this idempotency key is in progress", CodeRateLimited: "Too many requests",
-	CodeInternal: "Internal error", CodeUnavailable: "Service unavailable",
-	CodeDestinationNotAllowed: "Destination not allowed",
-	CodeLeaseLost:             "Lease lost", CodeWorkerGone: "Remote worker gone", CodeTooManyWorkers: "Too many remote workers",
+// problemTypes gives every code the status and title it is always
+// answered with: a code means one status, so handlers name only the code,
+// and the OpenAPI document lists each route's codes under their status.
+var problemTypes = map[string]ProblemType{
+	CodeInvalidJSON:           {http.StatusBadRequest, "Request body is not valid JSON"},
+	CodeUnknownField:          {http.StatusBadRequest, "Unknown field"},
+	CodeInvalidField:          {http.StatusBadRequest, "Invalid field"},
+	CodeInvalidParameter:      {http.StatusBadRequest, "Invalid query parameter"},
+	CodeDestinationNotAllowed: {http.StatusBadRequest, "Destination not allowed"},
+	CodeUnauthorized:          {http.StatusUnauthorized, "Authentication required"},
+	CodeForbidden:             {http.StatusForbidden, "Insufficient scope"},
+	CodeNotFound:              {http.StatusNotFound, "Not found"},
+	CodeMethodNotAllowed:      {http.StatusMethodNotAllowed, "Method not allowed"},
+	CodeConflict:              {http.StatusConflict, "Conflict"},
+	CodeAlreadyExists:         {http.StatusConflict, "Already exists"},
+	CodeAlreadyReplayed:       {http.StatusConflict, "DLQ entry already replayed"},
+	CodeJobFinished:           {http.StatusConflict, "Job already finished"},
+	CodeNotRetryable:          {http.StatusConflict, "Job cannot be retried"},
+	CodeIdempotencyBusy:       {http.StatusConflict, "A request with this idempotency key is in progress"},
+	CodeBodyTooLarge:          {http.StatusRequestEntityTooLarge, "Request body too large"},
+	CodeUnsupportedMedia:      {http.StatusUnsupportedMediaType, "Unsupported media type"},
+	CodeIdempotencyReuse:      {http.StatusUnprocessableEntity, "Idempotency key reused with a different request"},
+	CodeRateLimited:           {http.StatusTooManyRequests, "Too many requests"},
+	CodeInternal:              {http.StatusInternalServerError, "Internal error"},
+	CodeUnavailable:           {http.StatusServiceUnavailable, "Service unavailable"},
+	CodeLeaseLost:             {http.StatusConflict, "Lease lost"},
+	CodeWorkerGone:            {http.StatusConflict, "Remote worker gone"},
+	CodeTooManyWorkers:        {http.StatusConflict, "Too many remote workers"},
 }
 
-func problem(status int, code, detail string) *Problem {
-	return &Problem{Type: "https://gaffer.dev/problems/" + code, Title: titles[code], Status: status, Code: code, Detail: detail}
+// ProblemType is what a problem code always comes with.
+type ProblemType struct {
+	Status int
+	Title  string
+}
+
+// ProblemTypes returns every problem code the API answers with, and its
+// status and title.
+func ProblemTypes() map[string]ProblemType {
+	out := make(map[string]ProblemType, len(problemTypes))
+	for c, t := range problemTypes {
+		out[c] = t
+	}
+	return out
+}
+
+// problem is the problem of code, with its status and title.
+func problem(code, detail string) *Problem {
+	t, ok := problemTypes[code]
+	if !ok {
+		panic("api: problem code " + code + " has no entry in problemTypes")
+	}
+	return &Problem{Type: "https://gaffer.dev/problems/" + code, Title: t.Title, Status: t.Status, Code: code, Detail: detail}
 }
 
 func fieldProblem(field, detail string) *Problem {
-	p := problem(http.StatusBadRequest, CodeInvalidField, detail)
+	p := problem(CodeInvalidField, detail)
 	p.Field = field
 	return p
 }
@@ -104,10 +140,10 @@ func asProblem(err error) *Problem {
 	switch {
 	case errors.As(err, &p):
 		return p
-	case errors.As(err, &ve) && ve.Code != "" && titles[ve.Code] != "":
+	case errors.As(err, &ve) && problemTypes[ve.Code].Status == http.StatusBadRequest:
 		// A refusal the check that made it names (an http job's
 		// destination): 400 with its own code.
-		pr := problem(http.StatusBadRequest, ve.Code, ve.Error())
+		pr := problem(ve.Code, ve.Error())
 		pr.Field = ve.Field
 		return pr
 	case errors.As(err, &ve):
@@ -115,9 +151,9 @@ func asProblem(err error) *Problem {
 	case errors.As(err, &se):
 		return fieldProblem(se.Field, se.Error())
 	}
-	return problem(http.StatusInternalServerError, CodeInternal, "the server failed to handle the request; see its log")
+	return problem(CodeInternal, "the server failed to handle the request; see its log")
 }
 
 func notFoundProblem(what string, id any) *Problem {
-	return problem(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no %s %v", what, id))
+	return problem(CodeNotFound, fmt.Sprintf("no %s %v", what, id))
 }

@@ -86,6 +86,9 @@ type Server struct {
 
 	limitMu  sync.Mutex
 	limiters map[string]*rate.Limiter
+
+	// patterns are the routes registered on mux, in order.
+	patterns []string
 }
 
 // New returns the API handler.
@@ -142,80 +145,30 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 // else, which becomes a 500).
 type handler func(r *http.Request, p auth.Principal, body []byte) (int, any, error)
 
+//go:generate go run ./cmd/openapi-gen -o openapi.json
+
+// openAPIDoc is the document api/cmd/openapi-gen writes from Routes;
+// TestOpenAPIDocumentIsCurrent fails when it is stale.
+//
 //go:embed openapi.json
 var openAPIDoc []byte
 
-// OpenAPI returns the API's OpenAPI 3 document.
+// OpenAPI returns the API's OpenAPI 3 document, as served at
+// /v1/openapi.json.
 func OpenAPI() []byte { return openAPIDoc }
 
+func (s *Server) serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(openAPIDoc)
+}
+
+// routes registers every route of routeTable, and the answer to a
+// request none matches.
 func (s *Server) routes() {
-	s.mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(openAPIDoc)
-	})
-	s.handleTx("POST /v1/jobs", auth.ScopeJobsWrite, s.enqueue)
-	s.handle("GET /v1/jobs", auth.ScopeJobsRead, s.listJobs)
-	s.handle("GET /v1/jobs/{id}", auth.ScopeJobsRead, s.getJob)
-	s.handle("POST /v1/jobs/{id}/cancel", auth.ScopeJobsWrite, s.cancelJob)
-	s.handle("POST /v1/jobs/{id}/retry", auth.ScopeJobsWrite, s.retryJob)
-
-	s.handle("GET /v1/dlq", auth.ScopeJobsRead, s.listDLQ)
-	s.handle("GET /v1/dlq/{id}", auth.ScopeJobsRead, s.getDLQ)
-	s.handle("POST /v1/dlq/{id}/replay", auth.ScopeJobsWrite, s.replayDLQ)
-	s.handle("POST /v1/dlq/replay", auth.ScopeJobsWrite, s.replayDLQMatching)
-	s.handle("POST /v1/dlq/purge", auth.ScopeJobsWrite, s.purgeDLQ)
-	s.handle("DELETE /v1/dlq/{id}", auth.ScopeJobsWrite, s.deleteDLQ)
-
-	s.handle("POST /v1/cron", auth.ScopeJobsWrite, s.createCron)
-	s.handle("GET /v1/cron", auth.ScopeJobsRead, s.listCron)
-	s.handle("GET /v1/cron/{name}", auth.ScopeJobsRead, s.getCron)
-	s.handle("PUT /v1/cron/{name}", auth.ScopeJobsWrite, s.putCron)
-	s.handle("PATCH /v1/cron/{name}", auth.ScopeJobsWrite, s.updateCron)
-	s.handle("DELETE /v1/cron/{name}", auth.ScopeJobsWrite, s.deleteCron)
-	s.handle("GET /v1/cron/{name}/next", auth.ScopeJobsRead, s.nextCron)
-	s.handle("GET /v1/cron/{name}/history", auth.ScopeJobsRead, s.cronHistory)
-	s.handleTx("POST /v1/cron/{name}/trigger", auth.ScopeJobsWrite, s.triggerCron)
-
-	s.handleTx("POST /v1/workflows", auth.ScopeJobsWrite, s.submitWorkflow)
-	s.handle("GET /v1/workflows", auth.ScopeJobsRead, s.listWorkflows)
-	s.handle("GET /v1/workflows/{id}", auth.ScopeJobsRead, s.getWorkflow)
-	s.handle("POST /v1/workflows/{id}/cancel", auth.ScopeJobsWrite, s.cancelWorkflow)
-	s.handle("POST /v1/workflows/{id}/signal", auth.ScopeJobsWrite, s.signalWorkflow)
-
-	s.handle("POST /v1/webhook-secrets", auth.ScopeJobsWrite, s.rotateWebhookSecret)
-	s.handle("GET /v1/webhook-secrets", auth.ScopeJobsRead, s.listWebhookSecrets)
-	s.handle("DELETE /v1/webhook-secrets/{id}", auth.ScopeJobsWrite, s.deleteWebhookSecret)
-
-	s.handle("GET /v1/limits", auth.ScopeClusterRead, s.listLimits)
-	s.handle("GET /v1/limits/{name}", auth.ScopeClusterRead, s.getLimit)
-	s.handle("PUT /v1/limits/{name}", auth.ScopeAdmin, s.putLimit)
-	s.handle("DELETE /v1/limits/{name}", auth.ScopeAdmin, s.deleteLimit)
-	s.handle("GET /v1/tenants", auth.ScopeClusterRead, s.listTenantWeights)
-	s.handle("PUT /v1/tenants/{tenant}", auth.ScopeAdmin, s.putTenantWeight)
-
-	s.handle("GET /v1/queues", auth.ScopeJobsRead, s.listQueues)
-	s.handle("POST /v1/queues/{queue}/pause", auth.ScopeAdmin, s.pauseQueue)
-	s.handle("POST /v1/queues/{queue}/resume", auth.ScopeAdmin, s.resumeQueue)
-
-	s.handle("GET /v1/nodes", auth.ScopeClusterRead, s.listNodes)
-	s.handle("POST /v1/nodes/{id}/drain", auth.ScopeAdmin, s.drainNode)
-	s.handle("POST /v1/nodes/{id}/undrain", auth.ScopeAdmin, s.undrainNode)
-	s.handle("GET /v1/cluster", auth.ScopeClusterRead, s.clusterStatus)
-
-	s.handle("POST /v1/workers", auth.ScopeWorker, s.registerWorker)
-	s.handle("DELETE /v1/workers/{id}", auth.ScopeWorker, s.leaveWorker)
-	s.handle("POST /v1/work/claim", auth.ScopeWorker, s.claimWork)
-	s.handle("POST /v1/work/heartbeat", auth.ScopeWorker, s.heartbeatWork)
-	s.handle("POST /v1/work/complete", auth.ScopeWorker, s.completeWork)
-	s.handle("POST /v1/work/jobs/{id}/heartbeat", auth.ScopeWorker, s.heartbeatJob)
-	s.handle("POST /v1/work/jobs/{id}/complete", auth.ScopeWorker, s.completeJob)
-	s.handle("POST /v1/work/jobs/{id}/fail", auth.ScopeWorker, s.failJob)
-	s.handle("POST /v1/work/jobs/{id}/snooze", auth.ScopeWorker, s.snoozeJob)
-	s.handle("POST /v1/work/jobs/{id}/progress", auth.ScopeWorker, s.progressJob)
-
-	s.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, problem(http.StatusNotFound, CodeNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path))
-	})
+	for _, r := range routeTable {
+		s.register(r)
+	}
+	s.mux.HandleFunc(noRoutePattern, s.noRoute)
 }
 
 // txHandler is an endpoint whose writes run in a transaction the API
@@ -230,19 +183,26 @@ type endpoint struct {
 	atomic txHandler
 }
 
-// handle registers an endpoint behind authentication, scope, rate limit,
-// body checks and, for POSTs, Idempotency-Key.
-func (s *Server) handle(pattern, scope string, h handler) {
-	s.register(pattern, scope, endpoint{plain: h})
-}
-
-// handleTx registers an endpoint that creates something (a job, a run):
-// see txHandler.
-func (s *Server) handleTx(pattern, scope string, h txHandler) {
-	s.register(pattern, scope, endpoint{atomic: h})
-}
-
-func (s *Server) register(pattern, scope string, h endpoint) {
+// register serves rt: a public route as it is, any other behind
+// authentication, scope, rate limit, body checks and, for POSTs,
+// Idempotency-Key (see serve).
+func (s *Server) register(rt Route) {
+	pattern := rt.Pattern()
+	s.patterns = append(s.patterns, pattern)
+	if rt.public != nil {
+		s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) { rt.public(s, w, r) })
+		return
+	}
+	var h endpoint
+	if rt.atomic != nil {
+		h.atomic = func(r *http.Request, p auth.Principal, body []byte, tx pgx.Tx) (int, any, error) {
+			return rt.atomic(s, r, p, body, tx)
+		}
+	} else {
+		h.plain = func(r *http.Request, p auth.Principal, body []byte) (int, any, error) {
+			return rt.plain(s, r, p, body)
+		}
+	}
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
@@ -253,7 +213,7 @@ func (s *Server) register(pattern, scope string, h endpoint) {
 			}
 			s.metrics.WithLabelValues(pattern, strconv.Itoa(rec.status)).Observe(time.Since(start).Seconds())
 		}()
-		s.serve(rec, r, pattern, scope, h)
+		s.serve(rec, r, pattern, rt.Scope, h)
 	})
 }
 
@@ -261,40 +221,40 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern, scope st
 	text, ok := bearer(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="gaffer"`)
-		writeProblem(w, problem(http.StatusUnauthorized, CodeUnauthorized, "send an API token: Authorization: Bearer <token>"))
+		writeProblem(w, problem(CodeUnauthorized, "send an API token: Authorization: Bearer <token>"))
 		return
 	}
 	client := s.cfg.TrustedProxies.ClientAddr(r)
 	if wait, blocked := s.cfg.Failures.Blocked(client); blocked {
 		w.Header().Set("Retry-After", auth.RetryAfter(wait))
-		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "too many failed authentications from this address; retry after the Retry-After seconds"))
+		writeProblem(w, problem(CodeRateLimited, "too many failed authentications from this address; retry after the Retry-After seconds"))
 		return
 	}
 	p, err := s.cfg.Tokens.Authenticate(r.Context(), text)
 	if errors.Is(err, auth.ErrBadToken) {
 		s.cfg.Failures.Fail(client)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="gaffer", error="invalid_token"`)
-		writeProblem(w, problem(http.StatusUnauthorized, CodeUnauthorized, "the token is unknown or revoked"))
+		writeProblem(w, problem(CodeUnauthorized, "the token is unknown or revoked"))
 		return
 	}
 	if err != nil {
 		s.log.Error("authenticate", "error", err)
-		writeProblem(w, problem(http.StatusServiceUnavailable, CodeUnavailable, "could not check the token: the database is unreachable"))
+		writeProblem(w, problem(CodeUnavailable, "could not check the token: the database is unreachable"))
 		return
 	}
 	if !p.Allows(scope) {
-		writeProblem(w, problem(http.StatusForbidden, CodeForbidden, "this endpoint needs the "+scope+" scope"))
+		writeProblem(w, problem(CodeForbidden, "this endpoint needs the "+scope+" scope"))
 		return
 	}
 	if wait, ok := s.allow(p.TokenID); !ok {
 		w.Header().Set("Retry-After", auth.RetryAfter(wait))
-		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "this token is over its request rate; retry after the Retry-After seconds"))
+		writeProblem(w, problem(CodeRateLimited, "this token is over its request rate; retry after the Retry-After seconds"))
 		return
 	}
 	// r.URL.Query() drops what it cannot parse (a ';' separator, a bad
 	// escape): the filter would silently go and the whole list come back.
 	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
-		writeProblem(w, problem(http.StatusBadRequest, CodeInvalidParameter, "the query string is malformed: "+err.Error()))
+		writeProblem(w, problem(CodeInvalidParameter, "the query string is malformed: "+err.Error()))
 		return
 	}
 	var body []byte
@@ -339,7 +299,7 @@ func (s *Server) run(r *http.Request, p auth.Principal, body []byte, h endpoint,
 	}
 	if err := tx.Commit(ctx); err != nil {
 		s.log.Error("commit; the write may or may not have happened", "method", r.Method, "path", r.URL.Path, "error", err)
-		return 0, nil, problem(http.StatusServiceUnavailable, CodeUnavailable,
+		return 0, nil, problem(CodeUnavailable,
 			"the database did not confirm the write; retry with the same Idempotency-Key to learn its outcome")
 	}
 	return status, v, nil
@@ -383,9 +343,9 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p auth.Princ
 	if !taken {
 		switch {
 		case !bytes.Equal(prev.RequestHash, sum[:]):
-			writeProblem(w, problem(http.StatusUnprocessableEntity, CodeIdempotencyReuse, "this Idempotency-Key was used with a different request"))
+			writeProblem(w, problem(CodeIdempotencyReuse, "this Idempotency-Key was used with a different request"))
 		case prev.Status == 0:
-			writeProblem(w, problem(http.StatusConflict, CodeIdempotencyBusy, "the first request with this Idempotency-Key is still in progress; retry shortly"))
+			writeProblem(w, problem(CodeIdempotencyBusy, "the first request with this Idempotency-Key is still in progress; retry shortly"))
 		default:
 			w.Header().Set("Content-Type", prev.ContentType)
 			w.Header().Set("Idempotent-Replayed", "true")

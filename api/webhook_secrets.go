@@ -54,9 +54,9 @@ func (s *Server) rotateWebhookSecret(r *http.Request, p auth.Principal, body []b
 	sec, text, err := s.cfg.WebhookSecrets.Rotate(r.Context(), tenant, grace)
 	switch {
 	case errors.Is(err, webhook.ErrTooManySecrets):
-		return 0, nil, problem(http.StatusConflict, CodeConflict, err.Error())
+		return 0, nil, problem(CodeConflict, err.Error())
 	case errors.Is(err, webhook.ErrRotationRace):
-		return 0, nil, problem(http.StatusConflict, CodeConflict, "another rotation for this tenant ran at the same time; list the secrets and retry")
+		return 0, nil, problem(CodeConflict, "another rotation for this tenant ran at the same time; list the secrets and retry")
 	case err != nil:
 		return 0, nil, err
 	}
@@ -71,7 +71,7 @@ func (s *Server) listWebhookSecrets(r *http.Request, p auth.Principal, _ []byte)
 	if secs == nil {
 		secs = []webhook.Secret{}
 	}
-	return http.StatusOK, list{Data: secs}, nil
+	return http.StatusOK, list[webhook.Secret]{Data: secs}, nil
 }
 
 func (s *Server) deleteWebhookSecret(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {

@@ -453,16 +453,16 @@ func (s *Server) progressJob(r *http.Request, p auth.Principal, body []byte) (in
 func workProblem(err error) error {
 	switch {
 	case errors.Is(err, job.ErrLeaseLost):
-		return problem(http.StatusConflict, CodeLeaseLost,
+		return problem(CodeLeaseLost,
 			"the attempt no longer owns the job (its lease expired and the job moved on, or it was released): stop working on it and drop its result")
 	case errors.Is(err, job.ErrWorkerGone):
-		return problem(http.StatusConflict, CodeWorkerGone, err.Error())
+		return problem(CodeWorkerGone, err.Error())
 	case errors.Is(err, job.ErrTooManyWorkers):
-		return problem(http.StatusConflict, CodeTooManyWorkers, err.Error()+"; stop some (DELETE /v1/workers/{id}) or wait for gone ones to be forgotten")
+		return problem(CodeTooManyWorkers, err.Error()+"; stop some (DELETE /v1/workers/{id}) or wait for gone ones to be forgotten")
 	case errors.Is(err, job.ErrUnknownWorker):
-		return problem(http.StatusNotFound, CodeNotFound, err.Error())
+		return problem(CodeNotFound, err.Error())
 	case errors.Is(err, job.ErrNotFound):
-		return problem(http.StatusNotFound, CodeNotFound, "no such job")
+		return problem(CodeNotFound, "no such job")
 	}
 	return err
 }

@@ -64,9 +64,9 @@ func workflowError(err error, id int64) error {
 	case errors.Is(err, workflow.ErrNotFound):
 		return notFoundProblem("workflow run", id)
 	case errors.Is(err, workflow.ErrFinished):
-		return problem(http.StatusConflict, CodeConflict, "the workflow run already finished")
+		return problem(CodeConflict, "the workflow run already finished")
 	case errors.Is(err, workflow.ErrNotSignalStep), errors.Is(err, workflow.ErrNotWaiting):
-		return problem(http.StatusConflict, CodeConflict, err.Error())
+		return problem(CodeConflict, err.Error())
 	}
 	return err
 }
@@ -100,7 +100,7 @@ func (s *Server) listWorkflows(r *http.Request, p auth.Principal, _ []byte) (int
 	if err != nil {
 		return 0, nil, paramError(err)
 	}
-	out := list{Data: runs}
+	out := list[workflow.Run]{Data: runs}
 	if runs == nil {
 		out.Data = []workflow.Run{}
 	}

@@ -56,7 +56,10 @@ type NodeRecord struct {
 	ID       string
 	Hostname string
 	Version  string
-	Queues   map[string]int
+	// TZData is the IANA release of the zone rules in the node's binary;
+	// "" for a binary too old to report it.
+	TZData string
+	Queues map[string]int
 	// State is active, draining, left or dead.
 	State            string
 	InFlight         int

@@ -326,7 +326,7 @@ func TestDeadNodeFoundWhenLeaderStarts(t *testing.T) {
 	st := pgtest.NewStore(t)
 	// A node that died while no leader was watching: live in PostgreSQL,
 	// absent from etcd, holding a job.
-	if err := st.RegisterNode(ctx, "ghost", "h", "v", nil, nil); err != nil {
+	if err := st.RegisterNode(ctx, "ghost", "h", "v", "2025c", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	client := job.NewClient(st.Pool(), nil)

@@ -53,7 +53,7 @@ func TestReportRacingLeaveKeepsTheLeave(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop() // New dialled nothing; Stop closes whatever a session opened
-	if err := st.RegisterNode(ctx, "n", "test", "test", nil, nil); err != nil {
+	if err := st.RegisterNode(ctx, "n", "test", "test", "2025c", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := NewAdmin(st.Pool()).Drain(ctx, "n", time.Minute); err != nil {
@@ -96,7 +96,7 @@ func TestReportDuringShutdownDrainKeepsDraining(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop()
-	if err := st.RegisterNode(ctx, "n", "test", "test", nil, nil); err != nil {
+	if err := st.RegisterNode(ctx, "n", "test", "test", "2025c", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	c.SetDraining()

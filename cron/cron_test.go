@@ -47,7 +47,7 @@ func TestEntryLifecycle(t *testing.T) {
 	if e.Tenant != "default" || e.Missed != "skip" || e.Overlap != "allow" || e.MissedCap != 100 || e.Job.MaxAttempts != 25 {
 		t.Fatalf("defaults: %+v", e)
 	}
-	ny, _ := time.LoadLocation("America/New_York")
+	ny, _ := cron.LoadLocation("America/New_York")
 	if local := e.NextRunAt.In(ny); local.Hour() != 2 || local.Minute() != 30 || !e.NextRunAt.After(time.Now()) {
 		t.Fatalf("next run %s (%s local)", e.NextRunAt, local)
 	}

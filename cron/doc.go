@@ -63,8 +63,11 @@
 // # Time zones and DST
 //
 // Schedules are evaluated on the wall clock of the entry's time zone (IANA
-// names, from zone data embedded in the binary, or fixed offsets; UTC by
-// default). A local time skipped by a spring-forward transition fires
+// names, or fixed offsets; UTC by default). Zones are loaded only from the
+// rules compiled into the binary (internal/tzdata), never from $ZONEINFO
+// or the OS: nodes of one build agree on every fire time, whatever their
+// images hold; nodes report their rules' release, so a mixed cluster
+// shows. A local time skipped by a spring-forward transition fires
 // once, at the transition instant; a local time repeated by a fall-back
 // transition fires once, the first time. robfig/cron's own Next breaks
 // both halves of this rule, so the package matches fields on civil time

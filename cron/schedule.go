@@ -6,9 +6,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	_ "time/tzdata" // every node agrees on zone rules, whatever its OS has
 
 	robfig "github.com/robfig/cron/v3"
+
+	"github.com/gafferhq/gaffer/internal/tzdata"
 )
 
 // Schedule computes fire times.
@@ -175,7 +176,9 @@ var offsetPattern = regexp.MustCompile(`^(?:UTC)?([+-])(\d{2}):?(\d{2})$`)
 
 // LoadLocation reads a time zone: an IANA name ("America/New_York"),
 // "UTC" or "" for UTC, or a fixed offset ("+05:30", "-0800", "UTC+01:00").
-// Zone data is embedded in the binary, so every node agrees.
+// Zones come only from the rules embedded in the binary (internal/tzdata),
+// never from $ZONEINFO or the OS, so every node running the same build
+// agrees on every fire time.
 func LoadLocation(tz string) (*time.Location, error) {
 	tz = strings.TrimSpace(tz)
 	if tz == "" || tz == "UTC" || tz == "Etc/UTC" {
@@ -196,7 +199,7 @@ func LoadLocation(tz string) (*time.Location, error) {
 	if strings.EqualFold(tz, "local") {
 		return nil, &ScheduleError{"timezone", `"Local" depends on each node's configuration; name the zone, e.g. "Europe/Berlin"`}
 	}
-	loc, err := time.LoadLocation(tz)
+	loc, err := tzdata.LoadLocation(tz)
 	if err != nil {
 		return nil, &ScheduleError{"timezone", fmt.Sprintf("%q is not a known IANA time zone (e.g. \"America/New_York\") or offset (e.g. \"+05:30\")", tz)}
 	}

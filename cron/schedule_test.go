@@ -184,7 +184,7 @@ func FuzzNextIncreases(f *testing.F) {
 // match itself. If this test starts failing, robfig changed: look again.
 func TestRobfigInZoneBreaksTheRule(t *testing.T) {
 	t.Parallel()
-	ny, _ := time.LoadLocation("America/New_York")
+	ny, _ := LoadLocation("America/New_York")
 	native := func(spec, after string) string {
 		s, _ := parser.Parse(spec)
 		s.(*robfig.SpecSchedule).Location = ny

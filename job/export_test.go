@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 
+	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/store"
 )
 
@@ -14,3 +15,7 @@ func FromRow(r store.Job) *Job { return fromRow(r) }
 func SweepRemote(r *RemoteWorkers, ctx context.Context) (store.RemoteSweep, error) {
 	return r.sweep(ctx)
 }
+
+// SetClock makes the worker's claim loops and heartbeats read c, so that
+// a test turns their time by hand. Call it before Start.
+func (w *Worker) SetClock(c clock.Clock) { w.clock = c }

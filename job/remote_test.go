@@ -358,7 +358,7 @@ func TestRemoteWorkerDrain(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiting claim did not wake on the drain order")
 	}
-	e.sweep(r)
+	e.sweepRemote(r)
 	if st := e.nodeState(w.ID); st != "draining" {
 		t.Fatalf("state %q, want draining", st)
 	}
@@ -370,7 +370,7 @@ func TestRemoteWorkerDrain(t *testing.T) {
 	if err := admin.Drain(ctx, w.ID, 0); err != nil {
 		t.Fatal(err)
 	}
-	e.sweep(r)
+	e.sweepRemote(r)
 	for _, cj := range got[1:] {
 		j, _ := e.client.Get(ctx, "", cj.ID)
 		if j.State != job.Pending || len(j.Errors) != 1 || j.Errors[0].Kind != "released" || j.MaxAttempts != cj.MaxAttempts+1 {
@@ -397,7 +397,7 @@ func TestRemoteWorkerDrainedWhenIdle(t *testing.T) {
 	if err := cluster.NewAdmin(e.st.Pool()).Drain(context.Background(), w.ID, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	e.sweep(r)
+	e.sweepRemote(r)
 	if st, reason := e.nodeState(w.ID), e.leftReason(w.ID); st != "dead" || reason != "drained" {
 		t.Fatalf("idle drained worker: %s (%s)", st, reason)
 	}
@@ -423,7 +423,7 @@ func TestSilentRemoteWorkerLosesItsLeases(t *testing.T) {
 	if got, _ := e.client.Get(ctx, "", j.ID); got.State != job.Retrying || got.Errors[0].Kind != "lost" {
 		t.Fatalf("after rescue: %s %+v", got.State, got.Errors)
 	}
-	e.sweep(r)
+	e.sweepRemote(r)
 	if st, reason := e.nodeState(w.ID), e.leftReason(w.ID); st != "dead" || reason != "lost" {
 		t.Fatalf("silent worker: %s (%s)", st, reason)
 	}
@@ -446,7 +446,7 @@ func TestSilentRemoteWorkerLosesItsLeases(t *testing.T) {
 	}
 }
 
-func (e *env) sweep(r *job.RemoteWorkers) {
+func (e *env) sweepRemote(r *job.RemoteWorkers) {
 	e.t.Helper()
 	if _, err := job.SweepRemote(r, context.Background()); err != nil {
 		e.t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/job"
 )
 
@@ -59,10 +60,11 @@ func rel(t time.Time) string {
 	return "in " + dur(d)
 }
 
-// inZone formats t on the wall clock of IANA zone tz, with the zone's
-// abbreviation.
+// inZone formats t on the wall clock of zone tz (an IANA name or an
+// offset, as a cron entry gives it), with the zone's abbreviation. The
+// rules are the binary's own, as the scheduler's are.
 func inZone(t time.Time, tz string) string {
-	loc, err := time.LoadLocation(tz)
+	loc, err := cron.LoadLocation(tz)
 	if err != nil {
 		loc = time.UTC
 	}

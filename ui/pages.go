@@ -9,6 +9,7 @@ import (
 	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/dlq"
+	"github.com/gafferhq/gaffer/internal/tzdata"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/workflow"
 )
@@ -44,6 +45,14 @@ func (h *Handler) nodes(r *http.Request) ([]nodeView, cluster.FenceState, error)
 	return out, fence, nil
 }
 
+// zoneRulesDisagreement words how the live nodes' zone rules differ, or
+// is "" when they agree.
+func zoneRulesDisagreement(nodes []nodeView) string {
+	return tzdata.Disagreement(nodes, func(n nodeView) (string, string, bool) {
+		return n.ID, n.TZData, n.State != "dead" && n.Kind != "remote"
+	})
+}
+
 type overviewData struct {
 	// Cluster is whether the token may see the cluster's own state
 	// (cluster:read): leader, nodes, etcd. Without it those stay empty.
@@ -53,8 +62,10 @@ type overviewData struct {
 	Chart   chart
 	Queues  []job.Queue
 	// Nodes are the live nodes and those that left within the hour.
-	Nodes  []nodeView
-	Counts map[string]int
+	Nodes []nodeView
+	// ZoneRules says how live nodes' time zone rules differ; "" if not.
+	ZoneRules string
+	Counts    map[string]int
 	// Remote is how many remote workers are live.
 	Remote int
 	DLQ    int64
@@ -69,7 +80,7 @@ func (h *Handler) overview(r *http.Request, v *view) error {
 		if err != nil {
 			return err
 		}
-		d.Fence = fence
+		d.Fence, d.ZoneRules = fence, zoneRulesDisagreement(nodes)
 		for _, n := range nodes {
 			if n.Kind == "remote" {
 				if n.State != "dead" {
@@ -230,9 +241,10 @@ func (h *Handler) nodesPage(r *http.Request, v *view) error {
 		return err
 	}
 	v.Data = struct {
-		Nodes []nodeView
-		Fence cluster.FenceState
-	}{nodes, fence}
+		Nodes     []nodeView
+		Fence     cluster.FenceState
+		ZoneRules string
+	}{nodes, fence, zoneRulesDisagreement(nodes)}
 	return nil
 }
 

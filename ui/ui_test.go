@@ -323,7 +323,7 @@ func TestActionsNeedCSRFSameOriginAndScope(t *testing.T) {
 	if e.paused("default") {
 		t.Fatal("a reader paused the queue")
 	}
-	if err := e.st.RegisterNode(context.Background(), "node-x", "host", "dev", map[string]int{"default": 1}, nil); err != nil {
+	if err := e.st.RegisterNode(context.Background(), "node-x", "host", "dev", "2025c", map[string]int{"default": 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// The nodes are the operator's: a jobs:read token is refused them.
@@ -423,7 +423,7 @@ func TestTenantsAreIsolated(t *testing.T) {
 	if _, err := e.jobs.Enqueue(ctx, job.Request{Tenant: "acme", Kind: "report", Queue: "acme-q"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.st.RegisterNode(ctx, "node-secret", "host", "dev", map[string]int{"ops-q": 1}, nil); err != nil {
+	if err := e.st.RegisterNode(ctx, "node-secret", "host", "dev", "2025c", map[string]int{"ops-q": 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, page := range []string{"/ui/", "/ui/queues", "/ui/queues?tenant=globex"} {
@@ -445,7 +445,7 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 	b := e.browser()
 	b.login(e.token(auth.AllTenants, auth.ScopeAdmin))
 	csrf := b.csrf()
-	if err := e.st.RegisterNode(context.Background(), "node-x", "host", "dev", map[string]int{"default": 1}, nil); err != nil {
+	if err := e.st.RegisterNode(context.Background(), "node-x", "host", "dev", "2025c", map[string]int{"default": 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 

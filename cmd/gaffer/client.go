@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/gafferhq/gaffer/job"
@@ -128,22 +127,6 @@ func (f *clientFlags) client() (*apiClient, error) {
 	return &apiClient{base: strings.TrimRight(*f.url, "/"), token: *f.token, http: &http.Client{Timeout: 60 * time.Second}}, nil
 }
 
-// output prints v as indented JSON (--json), or calls table.
-func (m *Main) output(f *clientFlags, raw json.RawMessage, table func(tw *tabwriter.Writer)) error {
-	if *f.json {
-		var buf bytes.Buffer
-		if err := json.Indent(&buf, raw, "", "  "); err != nil {
-			return err
-		}
-		buf.WriteByte('\n')
-		_, err := m.Stdout.Write(buf.Bytes())
-		return err
-	}
-	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
-	table(tw)
-	return tw.Flush()
-}
-
 // action is one subcommand of a resource group.
 type action struct {
 	name    string
@@ -152,6 +135,9 @@ type action struct {
 }
 
 func (m *Main) runGroup(ctx context.Context, group string, actions []action, args []string) error {
+	if m.collect != nil {
+		return m.collectActions(ctx, group, actions)
+	}
 	usage := func() {
 		fmt.Fprintf(m.Stderr, "Usage: gaffer %s <action> [flags]\n\nActions:\n", group)
 		for _, a := range actions {

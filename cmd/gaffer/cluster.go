@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/gafferhq/gaffer/internal/tzdata"
 )
 
 func (m *Main) runQueues(ctx context.Context, args []string) error {
@@ -19,11 +21,9 @@ func (m *Main) runQueues(ctx context.Context, args []string) error {
 			if err != nil {
 				return err
 			}
-			var raw json.RawMessage
-			if err := c.do(ctx, method, "/v1/queues/"+url.PathEscape(fs.Arg(0))+"/"+action, nil, &raw); err != nil {
-				return err
-			}
-			return m.output(cf, raw, func(tw *tabwriter.Writer) { fmt.Fprintf(tw, "queue %s: %sd\n", fs.Arg(0), action) })
+			return show(m, ctx, cf, c, method, "/v1/queues/"+url.PathEscape(fs.Arg(0))+"/"+action, nil, func(tw *tabwriter.Writer, _ json.RawMessage) {
+				fmt.Fprintf(tw, "queue %s: %sd\n", fs.Arg(0), action)
+			})
 		}
 	}
 	return m.runGroup(ctx, "queues", []action{
@@ -40,26 +40,19 @@ func (m *Main) queuesList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, "GET", "/v1/queues", nil, &raw); err != nil {
-		return err
+	type queueRow struct {
+		Name     string  `json:"name"`
+		Paused   bool    `json:"paused"`
+		Pending  int64   `json:"pending"`
+		Retrying int64   `json:"retrying"`
+		Running  int64   `json:"running"`
+		Oldest   float64 `json:"oldest_due_age_seconds"`
 	}
-	var page struct {
-		Data []struct {
-			Name     string  `json:"name"`
-			Paused   bool    `json:"paused"`
-			Pending  int64   `json:"pending"`
-			Retrying int64   `json:"retrying"`
-			Running  int64   `json:"running"`
-			Oldest   float64 `json:"oldest_due_age_seconds"`
-		} `json:"data"`
-	}
-	json.Unmarshal(raw, &page)
-	return m.output(cf, raw, func(tw *tabwriter.Writer) {
-		fmt.Fprintln(tw, "QUEUE\tPAUSED\tPENDING\tRETRYING\tRUNNING\tOLDEST DUE")
-		for _, q := range page.Data {
-			fmt.Fprintf(tw, "%s\t%v\t%d\t%d\t%d\t%s\n", q.Name, q.Paused, q.Pending, q.Retrying, q.Running, time.Duration(q.Oldest*float64(time.Second)).Round(time.Millisecond))
-		}
+	return list(m, ctx, cf, c, "/v1/queues", table[queueRow]{
+		header: "QUEUE\tPAUSED\tPENDING\tRETRYING\tRUNNING\tOLDEST DUE",
+		row: func(q queueRow) []any {
+			return []any{q.Name, q.Paused, q.Pending, q.Retrying, q.Running, time.Duration(q.Oldest * float64(time.Second)).Round(time.Millisecond)}
+		},
 	})
 }
 
@@ -67,6 +60,7 @@ type nodeRow struct {
 	ID       string         `json:"id"`
 	Hostname string         `json:"hostname"`
 	Version  string         `json:"version"`
+	TZData   string         `json:"tzdata"`
 	Queues   map[string]int `json:"queues"`
 	State    string         `json:"state"`
 	InFlight int            `json:"in_flight"`
@@ -94,17 +88,9 @@ func (m *Main) nodesList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, "GET", "/v1/nodes", nil, &raw); err != nil {
-		return err
-	}
-	var page struct {
-		Data []nodeRow `json:"data"`
-	}
-	json.Unmarshal(raw, &page)
-	return m.output(cf, raw, func(tw *tabwriter.Writer) {
-		fmt.Fprintln(tw, "NODE\tKIND\tSTATE\tLEADER\tIN FLIGHT\tQUEUES\tLAST SEEN\tHOST\tVERSION")
-		for _, n := range page.Data {
+	return list(m, ctx, cf, c, "/v1/nodes", table[nodeRow]{
+		header: "NODE\tKIND\tSTATE\tLEADER\tIN FLIGHT\tQUEUES\tLAST SEEN\tHOST\tVERSION\tTZDATA",
+		row: func(n nodeRow) []any {
 			state := n.State
 			if n.Reason != "" {
 				state += " (" + n.Reason + ")"
@@ -118,8 +104,14 @@ func (m *Main) nodesList(ctx context.Context, args []string) error {
 				// A remote worker has no slots: it asks for what it wants.
 				kind, queues = "remote ("+n.Tenant+")", queueNames(n.Queues)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%.0fs ago\t%s\t%s\n", n.ID, kind, state, leader, n.InFlight, queues, n.Since, n.Hostname, n.Version)
-		}
+			return []any{n.ID, kind, state, leader, n.InFlight, queues, fmt.Sprintf("%.0fs ago", n.Since), n.Hostname, n.Version, orDash(n.TZData)}
+		},
+		footer: func(nodes []nodeRow) string {
+			if d := tzdata.Disagreement(nodes, func(n nodeRow) (string, string, bool) { return n.ID, n.TZData, n.State != "dead" && n.Kind != "remote" }); d != "" {
+				return "warning: " + d
+			}
+			return ""
+		},
 	})
 }
 
@@ -132,26 +124,22 @@ func (m *Main) nodesDrain(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var raw json.RawMessage
 	path := "/v1/nodes/" + url.PathEscape(fs.Arg(0))
-	if err := c.do(ctx, "POST", path+"/drain", map[string]string{"deadline": deadline.String()}, &raw); err != nil {
+	n, raw, err := call[nodeRow](ctx, c, "POST", path+"/drain", map[string]string{"deadline": deadline.String()})
+	if err != nil {
 		return err
 	}
 	if !*wait {
-		var n nodeRow
-		json.Unmarshal(raw, &n)
-		return m.output(cf, raw, func(tw *tabwriter.Writer) {
+		return m.output(*cf.json, raw, func(tw *tabwriter.Writer) {
 			fmt.Fprintf(tw, "draining %s: deadline %s, %d jobs in flight\n", n.ID, fmtTime(n.Deadline), n.InFlight)
 		})
 	}
 	for {
-		var page struct {
-			Data []nodeRow `json:"data"`
-		}
-		if err := c.do(ctx, "GET", "/v1/nodes", nil, &page); err != nil {
+		nodes, _, err := call[listPage[nodeRow]](ctx, c, "GET", "/v1/nodes", nil)
+		if err != nil {
 			return err
 		}
-		for _, n := range page.Data {
+		for _, n := range nodes.Data {
 			if n.ID != fs.Arg(0) {
 				continue
 			}
@@ -176,11 +164,9 @@ func (m *Main) nodesUndrain(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, "POST", "/v1/nodes/"+url.PathEscape(fs.Arg(0))+"/undrain", nil, &raw); err != nil {
-		return err
-	}
-	return m.output(cf, raw, func(tw *tabwriter.Writer) { fmt.Fprintf(tw, "%s is active again\n", fs.Arg(0)) })
+	return show(m, ctx, cf, c, "POST", "/v1/nodes/"+url.PathEscape(fs.Arg(0))+"/undrain", nil, func(tw *tabwriter.Writer, _ json.RawMessage) {
+		fmt.Fprintf(tw, "%s is active again\n", fs.Arg(0))
+	})
 }
 
 func (m *Main) runCluster(ctx context.Context, args []string) error {
@@ -190,11 +176,7 @@ func (m *Main) runCluster(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, "GET", "/v1/cluster", nil, &raw); err != nil {
-		return err
-	}
-	var cl struct {
+	type clusterView struct {
 		Leader   string         `json:"leader"`
 		Epoch    int64          `json:"epoch"`
 		Since    *time.Time     `json:"leader_since"`
@@ -202,8 +184,7 @@ func (m *Main) runCluster(ctx context.Context, args []string) error {
 		Etcd     bool           `json:"etcd_connected"`
 		Degraded []string       `json:"degraded"`
 	}
-	json.Unmarshal(raw, &cl)
-	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+	return show(m, ctx, cf, c, "GET", "/v1/cluster", nil, func(tw *tabwriter.Writer, cl clusterView) {
 		fmt.Fprintf(tw, "leader\t%s (epoch %d, since %s)\nnodes\tactive %d, draining %d, dead %d\netcd\t%v\n",
 			orDash(cl.Leader), cl.Epoch, fmtTime(cl.Since), cl.Nodes["active"], cl.Nodes["draining"], cl.Nodes["dead"], cl.Etcd)
 		if len(cl.Degraded) > 0 {

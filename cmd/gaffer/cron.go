@@ -180,13 +180,7 @@ func (m *Main) cronAdd(ctx context.Context, args []string) error {
 	if *tenant != "" {
 		b["tenant"] = *tenant
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, "POST", "/v1/cron", b, &raw); err != nil {
-		return err
-	}
-	var e cronRow
-	json.Unmarshal(raw, &e)
-	return m.output(cf, raw, func(tw *tabwriter.Writer) { printCron(tw, e) })
+	return show(m, ctx, cf, c, "POST", "/v1/cron", b, printCron)
 }
 
 func (m *Main) cronUpdate(ctx context.Context, args []string) error {
@@ -217,16 +211,13 @@ func (m *Main) cronUpdate(ctx context.Context, args []string) error {
 		}
 		b["job"] = cur.Job
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, "PATCH", "/v1/cron/"+url.PathEscape(fs.Arg(0)), b, &raw); err != nil {
-		return err
-	}
-	var e cronRow
-	json.Unmarshal(raw, &e)
-	return m.output(cf, raw, func(tw *tabwriter.Writer) { printCron(tw, e) })
+	return show(m, ctx, cf, c, "PATCH", "/v1/cron/"+url.PathEscape(fs.Arg(0)), b, printCron)
 }
 
-func (m *Main) cronOne(ctx context.Context, args []string, action, method, suffix string, body any) (json.RawMessage, *clientFlags, *flagSet, error) {
+// cronOne runs an action on the entry named by the command's one
+// argument: it sends method to /v1/cron/NAME+suffix and prints the
+// answer, decoded into a T, with print (with --json, as JSON).
+func cronOne[T any](m *Main, ctx context.Context, args []string, action, method, suffix string, body any, print func(tw *tabwriter.Writer, name string, v T)) error {
 	fs := m.newFlagSet("cron "+action, "cron "+action+" NAME [flags]")
 	cf := addClientFlags(fs)
 	var n *int
@@ -235,37 +226,24 @@ func (m *Main) cronOne(ctx context.Context, args []string, action, method, suffi
 	}
 	c, err := cf.start(fs, args, 1, "an entry name")
 	if err != nil {
-		return nil, nil, nil, err
+		return err
 	}
 	path := "/v1/cron/" + url.PathEscape(fs.Arg(0)) + suffix
 	if n != nil {
 		path += "?n=" + strconv.Itoa(*n)
 	}
-	var raw json.RawMessage
-	err = c.do(ctx, method, path, body, &raw)
-	return raw, cf, fs, err
+	return show(m, ctx, cf, c, method, path, body, func(tw *tabwriter.Writer, v T) { print(tw, fs.Arg(0), v) })
 }
 
 func (m *Main) cronGet(ctx context.Context, args []string) error {
-	raw, cf, _, err := m.cronOne(ctx, args, "get", "GET", "", nil)
-	if err != nil {
-		return err
-	}
-	var e cronRow
-	json.Unmarshal(raw, &e)
-	return m.output(cf, raw, func(tw *tabwriter.Writer) { printCron(tw, e) })
+	return cronOne(m, ctx, args, "get", "GET", "", nil, func(tw *tabwriter.Writer, _ string, e cronRow) { printCron(tw, e) })
 }
 
 func (m *Main) cronNext(ctx context.Context, args []string) error {
-	raw, cf, _, err := m.cronOne(ctx, args, "next", "GET", "/next", nil)
-	if err != nil {
-		return err
-	}
-	var r struct {
+	type next struct {
 		Times []time.Time `json:"times"`
 	}
-	json.Unmarshal(raw, &r)
-	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+	return cronOne(m, ctx, args, "next", "GET", "/next", nil, func(tw *tabwriter.Writer, _ string, r next) {
 		for _, t := range r.Times {
 			fmt.Fprintln(tw, t.UTC().Format(time.RFC3339))
 		}
@@ -277,77 +255,70 @@ func (m *Main) cronSetPaused(ctx context.Context, args []string, paused bool) er
 	if paused {
 		action = "pause"
 	}
-	raw, cf, fs, err := m.cronOne(ctx, args, action, "PATCH", "", map[string]bool{"paused": paused})
-	if err != nil {
-		return err
-	}
-	return m.output(cf, raw, func(tw *tabwriter.Writer) { fmt.Fprintf(tw, "%s: paused=%v\n", fs.Arg(0), paused) })
+	return cronOne(m, ctx, args, action, "PATCH", "", map[string]bool{"paused": paused}, func(tw *tabwriter.Writer, name string, _ cronRow) {
+		fmt.Fprintf(tw, "%s: paused=%v\n", name, paused)
+	})
 }
 
 func (m *Main) cronTrigger(ctx context.Context, args []string) error {
-	raw, cf, fs, err := m.cronOne(ctx, args, "trigger", "POST", "/trigger", nil)
-	if err != nil {
-		return err
-	}
-	var r struct {
+	type triggered struct {
 		JobID int64 `json:"job_id"`
 	}
-	json.Unmarshal(raw, &r)
-	return m.output(cf, raw, func(tw *tabwriter.Writer) { fmt.Fprintf(tw, "%s: enqueued job %d\n", fs.Arg(0), r.JobID) })
+	return cronOne(m, ctx, args, "trigger", "POST", "/trigger", nil, func(tw *tabwriter.Writer, name string, r triggered) {
+		fmt.Fprintf(tw, "%s: enqueued job %d\n", name, r.JobID)
+	})
+}
+
+type cronOccurrence struct {
+	ScheduledAt time.Time `json:"scheduled_at"`
+	Status      string    `json:"status"`
+	Count       int       `json:"count"`
+	Epoch       int64     `json:"epoch"`
+	JobID       int64     `json:"job_id"`
+	Reason      string    `json:"reason"`
 }
 
 func (m *Main) cronHistory(ctx context.Context, args []string) error {
-	raw, cf, _, err := m.cronOne(ctx, args, "history", "GET", "/history", nil)
+	fs := m.newFlagSet("cron history", "cron history NAME [flags]: the entry's occurrences, newest first")
+	cf := addClientFlags(fs)
+	pf := addPageFlags(fs, 50)
+	c, err := cf.start(fs, args, 1, "an entry name")
 	if err != nil {
 		return err
 	}
-	var r struct {
-		Data []struct {
-			ScheduledAt time.Time `json:"scheduled_at"`
-			Status      string    `json:"status"`
-			Count       int       `json:"count"`
-			Epoch       int64     `json:"epoch"`
-			JobID       int64     `json:"job_id"`
-			Reason      string    `json:"reason"`
-		} `json:"data"`
-	}
-	json.Unmarshal(raw, &r)
-	return m.output(cf, raw, func(tw *tabwriter.Writer) {
-		fmt.Fprintln(tw, "SCHEDULED AT\tSTATUS\tCOUNT\tEPOCH\tJOB\tREASON")
-		for _, o := range r.Data {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", o.ScheduledAt.UTC().Format(time.RFC3339), o.Status, o.Count, o.Epoch, o.JobID, o.Reason)
-		}
+	return list(m, ctx, cf, c, "/v1/cron/"+url.PathEscape(fs.Arg(0))+"/history?"+pf.query(nil).Encode(), table[cronOccurrence]{
+		header: "SCHEDULED AT\tSTATUS\tCOUNT\tEPOCH\tJOB\tREASON",
+		row: func(o cronOccurrence) []any {
+			return []any{o.ScheduledAt.UTC().Format(time.RFC3339), o.Status, o.Count, o.Epoch, o.JobID, o.Reason}
+		},
 	})
 }
 
 func (m *Main) cronDelete(ctx context.Context, args []string) error {
-	_, cf, fs, err := m.cronOne(ctx, args, "delete", "DELETE", "", nil)
+	fs := m.newFlagSet("cron delete", "cron delete NAME [flags]")
+	cf := addClientFlags(fs)
+	c, err := cf.start(fs, args, 1, "an entry name")
 	if err != nil {
 		return err
 	}
-	return m.output(cf, json.RawMessage(`{"deleted":true}`), func(tw *tabwriter.Writer) { fmt.Fprintf(tw, "deleted %s\n", fs.Arg(0)) })
+	if err := c.do(ctx, "DELETE", "/v1/cron/"+url.PathEscape(fs.Arg(0)), nil, nil); err != nil {
+		return err
+	}
+	return m.output(*cf.json, json.RawMessage(`{"deleted":true}`), func(tw *tabwriter.Writer) { fmt.Fprintf(tw, "deleted %s\n", fs.Arg(0)) })
 }
 
 func (m *Main) cronList(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("cron list", "cron list [flags]")
 	cf := addClientFlags(fs)
+	pf := addPageFlags(fs, 1000)
 	c, err := cf.start(fs, args, 0, "no positional arguments")
 	if err != nil {
 		return err
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, "GET", "/v1/cron?limit=1000", nil, &raw); err != nil {
-		return err
-	}
-	var page struct {
-		Data []cronRow `json:"data"`
-	}
-	json.Unmarshal(raw, &page)
-	return m.output(cf, raw, func(tw *tabwriter.Writer) {
-		fmt.Fprintln(tw, "NAME\tSCHEDULE\tZONE\tKIND\tSTATE\tNEXT RUN\tLAST FIRED\tLAST JOB")
-		for _, e := range page.Data {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.Schedule, e.Timezone, e.Job.Kind, e.state(),
-				fmtTime(e.NextRunAt), fmtTime(e.LastFiredAt), e.lastJob())
-		}
+	return list(m, ctx, cf, c, "/v1/cron?"+pf.query(nil).Encode(), table[cronRow]{
+		header: "NAME\tSCHEDULE\tZONE\tKIND\tSTATE\tNEXT RUN\tLAST FIRED\tLAST JOB",
+		row: func(e cronRow) []any {
+			return []any{e.Name, e.Schedule, e.Timezone, e.Job.Kind, e.state(), fmtTime(e.NextRunAt), fmtTime(e.LastFiredAt), e.lastJob()}
+		},
 	})
 }

@@ -210,7 +210,7 @@ func (m *Main) printApply(cf *clientFlags, tenant string, dry bool, results []ap
 		DryRun  bool          `json:"dry_run"`
 		Results []applyResult `json:"results"`
 	}{tenant, dry, results})
-	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+	return m.output(*cf.json, raw, func(tw *tabwriter.Writer) {
 		counts := map[string]int{}
 		for _, r := range results {
 			counts[r.Action]++

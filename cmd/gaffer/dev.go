@@ -23,7 +23,9 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	dataDir := fs.String("data", "", "", "keep PostgreSQL's data in this directory across runs")
 	nodes := fs.Int("nodes", "", 1, "how many nodes to run")
 	addr := fs.String("addr", "", "127.0.0.1:8080", "HTTP listen address: the API (/v1), the dashboard (/ui), /metrics, /healthz, /readyz")
-	devToken := fs.String("token", "", "", "the dev API token to create (at least 16 characters; default: a random one)")
+	// Not $GAFFER_TOKEN: that is the client commands' API token, often
+	// still exported from the last dev run.
+	devToken := fs.String("token", "GAFFER_DEV_TOKEN", "", "the dev API token to create (at least 16 characters; default: a random one)")
 	nf := addNodeFlags(fs)
 	if err := fs.parse(args); err != nil {
 		return err
@@ -69,13 +71,17 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	}
 	url := *dbURL
 	if url == "" {
-		dir := *dataDir
-		if dir != "" {
-			if dir, err = filepath.Abs(filepath.Join(dir, "postgres")); err != nil {
+		pc := pgserver.Config{Durable: *dataDir != ""}
+		if *dataDir != "" {
+			// --data holds etcd's data beside PostgreSQL's: when PostgreSQL
+			// runs as the postgres user (dev runs as root), that user may
+			// pass through it, no more.
+			if pc.Parent, err = filepath.Abs(*dataDir); err != nil {
 				return err
 			}
+			pc.Dir = filepath.Join(pc.Parent, "postgres")
 		}
-		srv, err := pgserver.Start(ctx, pgserver.Config{Dir: dir, Durable: dir != ""})
+		srv, err := pgserver.Start(ctx, pc)
 		if errors.Is(err, pgserver.ErrNoBinaries) {
 			return err
 		}

@@ -62,32 +62,18 @@ func (m *Main) dlqList(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("dlq list", "dlq list [flags]")
 	cf := addClientFlags(fs)
 	ff := addDLQFilterFlags(fs)
-	limit := fs.Int("limit", "-", 50, "rows per page")
-	cursor := fs.String("cursor", "-", "", "next_cursor of the previous page")
+	pf := addPageFlags(fs, 50)
 	c, err := cf.start(fs, args, 0, "no positional arguments")
 	if err != nil {
 		return err
 	}
-	q := url.Values{}
+	q := pf.query(nil)
 	for k, v := range ff.body() {
 		q.Set(k, v.(string))
 	}
-	if *cursor != "" {
-		q.Set("cursor", *cursor)
-	}
-	q.Set("limit", strconv.Itoa(*limit))
-	var raw json.RawMessage
-	if err := c.do(ctx, "GET", "/v1/dlq?"+q.Encode(), nil, &raw); err != nil {
-		return err
-	}
-	var page struct {
-		Data       []dlqRow `json:"data"`
-		NextCursor string   `json:"next_cursor"`
-	}
-	json.Unmarshal(raw, &page)
-	return m.output(cf, raw, func(tw *tabwriter.Writer) {
-		fmt.Fprintln(tw, "ID\tJOB\tKIND\tQUEUE\tATTEMPTS\tREASON\tFAILED AT\tREPLAYED AS\tLAST ERROR")
-		for _, e := range page.Data {
+	return list(m, ctx, cf, c, "/v1/dlq?"+q.Encode(), table[dlqRow]{
+		header: "ID\tJOB\tKIND\tQUEUE\tATTEMPTS\tREASON\tFAILED AT\tREPLAYED AS\tLAST ERROR",
+		row: func(e dlqRow) []any {
 			last := ""
 			if len(e.Errors) > 0 {
 				last = e.Errors[len(e.Errors)-1].Error
@@ -99,11 +85,8 @@ func (m *Main) dlqList(ctx context.Context, args []string) error {
 			if e.ReplayJobID != 0 {
 				replayed = strconv.FormatInt(e.ReplayJobID, 10)
 			}
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", e.ID, e.JobID, e.Kind, e.Queue, e.Attempts, e.Reason, fmtTime(e.FailedAt), replayed, last)
-		}
-		if page.NextCursor != "" {
-			fmt.Fprintf(tw, "(more: --cursor %s)\n", page.NextCursor)
-		}
+			return []any{e.ID, e.JobID, e.Kind, e.Queue, e.Attempts, e.Reason, fmtTime(e.FailedAt), replayed, last}
+		},
 	})
 }
 
@@ -114,13 +97,7 @@ func (m *Main) dlqGet(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, "GET", "/v1/dlq/"+url.PathEscape(fs.Arg(0)), nil, &raw); err != nil {
-		return err
-	}
-	var e dlqRow
-	json.Unmarshal(raw, &e)
-	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+	return show(m, ctx, cf, c, "GET", "/v1/dlq/"+url.PathEscape(fs.Arg(0)), nil, func(tw *tabwriter.Writer, e dlqRow) {
 		fmt.Fprintf(tw, "entry\t%d\njob\t%d\nkind\t%s\nqueue\t%s\nreason\t%s\nfailed at\t%s\n", e.ID, e.JobID, e.Kind, e.Queue, e.Reason, fmtTime(e.FailedAt))
 		for i, er := range e.Errors {
 			fmt.Fprintf(tw, "error %d\t%s\n", i+1, er.Error)
@@ -140,20 +117,15 @@ func (m *Main) dlqReplay(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var raw json.RawMessage
+	type replay struct {
+		EntryID int64 `json:"entry_id"`
+		JobID   int64 `json:"job_id"`
+	}
 	if fs.NArg() == 1 {
 		if len(ff.body()) > 0 || *all {
 			return usageError("give an entry id or filters with --all, not both")
 		}
-		if err := c.do(ctx, "POST", "/v1/dlq/"+url.PathEscape(fs.Arg(0))+"/replay", nil, &raw); err != nil {
-			return err
-		}
-		var r struct {
-			EntryID int64 `json:"entry_id"`
-			JobID   int64 `json:"job_id"`
-		}
-		json.Unmarshal(raw, &r)
-		return m.output(cf, raw, func(tw *tabwriter.Writer) {
+		return show(m, ctx, cf, c, "POST", "/v1/dlq/"+url.PathEscape(fs.Arg(0))+"/replay", nil, func(tw *tabwriter.Writer, r replay) {
 			fmt.Fprintf(tw, "replayed entry %d as job %d\n", r.EntryID, r.JobID)
 		})
 	}
@@ -161,17 +133,10 @@ func (m *Main) dlqReplay(ctx context.Context, args []string) error {
 		fs.Usage()
 		return usageError("give one entry id, or filters and --all")
 	}
-	if err := c.do(ctx, "POST", "/v1/dlq/replay", ff.body(), &raw); err != nil {
-		return err
+	type replays struct {
+		Replayed []replay `json:"replayed"`
 	}
-	var r struct {
-		Replayed []struct {
-			EntryID int64 `json:"entry_id"`
-			JobID   int64 `json:"job_id"`
-		} `json:"replayed"`
-	}
-	json.Unmarshal(raw, &r)
-	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+	return show(m, ctx, cf, c, "POST", "/v1/dlq/replay", ff.body(), func(tw *tabwriter.Writer, r replays) {
 		fmt.Fprintf(tw, "replayed %d entries\n", len(r.Replayed))
 		for _, x := range r.Replayed {
 			fmt.Fprintf(tw, "  entry %d → job %d\n", x.EntryID, x.JobID)
@@ -189,7 +154,7 @@ func (m *Main) dlqDelete(ctx context.Context, args []string) error {
 	if err := c.do(ctx, "DELETE", "/v1/dlq/"+url.PathEscape(fs.Arg(0)), nil, nil); err != nil {
 		return err
 	}
-	return m.output(cf, json.RawMessage(`{"deleted":1}`), func(tw *tabwriter.Writer) { fmt.Fprintf(tw, "deleted entry %s\n", fs.Arg(0)) })
+	return m.output(*cf.json, json.RawMessage(`{"deleted":1}`), func(tw *tabwriter.Writer) { fmt.Fprintf(tw, "deleted entry %s\n", fs.Arg(0)) })
 }
 
 func (m *Main) dlqPurge(ctx context.Context, args []string) error {
@@ -210,13 +175,8 @@ func (m *Main) dlqPurge(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, "POST", "/v1/dlq/purge", ff.body(), &raw); err != nil {
-		return err
-	}
-	var r struct {
+	type purged struct {
 		Deleted int64 `json:"deleted"`
 	}
-	json.Unmarshal(raw, &r)
-	return m.output(cf, raw, func(tw *tabwriter.Writer) { fmt.Fprintf(tw, "deleted %d entries\n", r.Deleted) })
+	return show(m, ctx, cf, c, "POST", "/v1/dlq/purge", ff.body(), func(tw *tabwriter.Writer, r purged) { fmt.Fprintf(tw, "deleted %d entries\n", r.Deleted) })
 }

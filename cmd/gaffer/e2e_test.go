@@ -22,6 +22,7 @@ import (
 
 	"github.com/gafferhq/gaffer/internal/etcdserver"
 	"github.com/gafferhq/gaffer/internal/pgtest"
+	"github.com/gafferhq/gaffer/internal/tzdata"
 	"github.com/gafferhq/gaffer/webhook"
 )
 
@@ -414,8 +415,20 @@ func TestEndToEnd(t *testing.T) {
 	e.ok("queues", "resume", "slow")
 
 	// Nodes and the cluster; drain node-2 and watch it leave.
-	if out := e.ok("nodes", "list"); !strings.Contains(out, "node-1") || !strings.Contains(out, "node-2") {
+	if out := e.ok("nodes", "list"); !strings.Contains(out, "node-1") || !strings.Contains(out, "node-2") || strings.Contains(out, "warning") {
 		t.Fatalf("nodes list: %s", out)
+	}
+	var nodes struct {
+		Data []struct {
+			ID     string `json:"id"`
+			TZData string `json:"tzdata"`
+		} `json:"data"`
+	}
+	e.jsonOK(&nodes, "nodes", "list")
+	for _, n := range nodes.Data {
+		if n.TZData != tzdata.Version {
+			t.Fatalf("node %s reports zone rules %q, want this build's %s", n.ID, n.TZData, tzdata.Version)
+		}
 	}
 	if out := e.ok("cluster"); !strings.Contains(out, "node-1") {
 		t.Fatalf("cluster: %s", out)

@@ -17,6 +17,9 @@ type flagSet struct {
 	env     map[string]string // flag name → variable
 	envOnly map[string]bool   // secrets: refused on the command line
 	args    []string          // positional arguments
+	// choices are the values the first positional argument may take, for
+	// shell completion; nil when it is free (or there is none).
+	choices []string
 }
 
 // NArg and Arg read the positional arguments, wherever they stood.
@@ -109,6 +112,10 @@ func (fs *flagSet) Bool(name, env string, def bool, usage string) *bool {
 // variables. A bad variable value is an error naming it. Positional
 // arguments are in fs.args.
 func (fs *flagSet) parse(args []string) error {
+	if fs.m.collect != nil {
+		fs.describe(fs.m.collect)
+		return errCollected
+	}
 	fs.args = nil
 	for {
 		if err := fs.FlagSet.Parse(args); err != nil {

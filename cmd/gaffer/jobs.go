@@ -90,22 +90,17 @@ func (m *Main) jobsEnqueue(ctx context.Context, args []string) error {
 	if *attempts != 0 {
 		body["max_attempts"] = *attempts
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, "POST", "/v1/jobs", body, &raw, "Idempotency-Key", *idem); err != nil {
-		return err
-	}
-	var res struct {
+	type enqueued struct {
 		Job      jobRow `json:"job"`
 		Existing bool   `json:"existing"`
 	}
-	json.Unmarshal(raw, &res)
-	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+	return show(m, ctx, cf, c, "POST", "/v1/jobs", body, func(tw *tabwriter.Writer, res enqueued) {
 		if res.Existing {
 			fmt.Fprintf(tw, "unique key held: existing job %d (%s)\n", res.Job.ID, res.Job.State)
 			return
 		}
 		fmt.Fprintf(tw, "enqueued job %d (%s, queue %s)\n", res.Job.ID, res.Job.Kind, res.Job.Queue)
-	})
+	}, "Idempotency-Key", *idem)
 }
 
 func (m *Main) jobsGet(ctx context.Context, args []string) error {
@@ -115,13 +110,7 @@ func (m *Main) jobsGet(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, "GET", "/v1/jobs/"+url.PathEscape(fs.Arg(0)), nil, &raw); err != nil {
-		return err
-	}
-	var j jobRow
-	json.Unmarshal(raw, &j)
-	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+	return show(m, ctx, cf, c, "GET", "/v1/jobs/"+url.PathEscape(fs.Arg(0)), nil, func(tw *tabwriter.Writer, j jobRow) {
 		fmt.Fprintf(tw, "id\t%d\nkind\t%s\ntenant\t%s\nqueue\t%s\nstate\t%s\npriority\t%d\nattempt\t%d of %d\nrun at\t%s\ncreated\t%s\nfinished\t%s\nnode\t%s\nargs\t%s\n",
 			j.ID, j.Kind, j.Tenant, j.Queue, j.State, j.Priority, j.Attempt, j.MaxAttempts, fmtTime(j.RunAt), fmtTime(j.CreatedAt), fmtTime(j.FinalizedAt), orDash(j.Node), j.Args)
 		if p := j.Progress; p != nil {
@@ -145,39 +134,25 @@ func (m *Main) jobsList(ctx context.Context, args []string) error {
 	kind := fs.String("kind", "-", "", "kind")
 	cronEntry := fs.String("cron-entry", "-", "", "only the jobs this cron entry made")
 	workflowRun := fs.Int64("workflow-run", "-", 0, "only the jobs of this workflow run's steps")
-	limit := fs.Int("limit", "-", 50, "rows per page")
-	cursor := fs.String("cursor", "-", "", "next_cursor of the previous page")
+	pf := addPageFlags(fs, 50)
 	c, err := cf.start(fs, args, 0, "no positional arguments")
 	if err != nil {
 		return err
 	}
-	q := url.Values{}
+	q := pf.query(nil)
 	if *workflowRun != 0 {
 		q.Set("workflow_run", strconv.FormatInt(*workflowRun, 10))
 	}
-	for k, v := range map[string]string{"state": *state, "queue": *queue, "kind": *kind, "cron_entry": *cronEntry, "cursor": *cursor} {
+	for k, v := range map[string]string{"state": *state, "queue": *queue, "kind": *kind, "cron_entry": *cronEntry} {
 		if v != "" {
 			q.Set(k, v)
 		}
 	}
-	q.Set("limit", strconv.Itoa(*limit))
-	var raw json.RawMessage
-	if err := c.do(ctx, "GET", "/v1/jobs?"+q.Encode(), nil, &raw); err != nil {
-		return err
-	}
-	var page struct {
-		Data       []jobRow `json:"data"`
-		NextCursor string   `json:"next_cursor"`
-	}
-	json.Unmarshal(raw, &page)
-	return m.output(cf, raw, func(tw *tabwriter.Writer) {
-		fmt.Fprintln(tw, "ID\tKIND\tQUEUE\tSTATE\tATTEMPT\tRUN AT\tNODE")
-		for _, j := range page.Data {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, j.Kind, j.Queue, j.State, j.Attempt, j.MaxAttempts, fmtTime(j.RunAt), orDash(j.Node))
-		}
-		if page.NextCursor != "" {
-			fmt.Fprintf(tw, "(more: --cursor %s)\n", page.NextCursor)
-		}
+	return list(m, ctx, cf, c, "/v1/jobs?"+q.Encode(), table[jobRow]{
+		header: "ID\tKIND\tQUEUE\tSTATE\tATTEMPT\tRUN AT\tNODE",
+		row: func(j jobRow) []any {
+			return []any{j.ID, j.Kind, j.Queue, j.State, fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts), fmtTime(j.RunAt), orDash(j.Node)}
+		},
 	})
 }
 
@@ -188,13 +163,7 @@ func (m *Main) jobsCancel(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, "POST", "/v1/jobs/"+url.PathEscape(fs.Arg(0))+"/cancel", nil, &raw); err != nil {
-		return err
-	}
-	var j jobRow
-	json.Unmarshal(raw, &j)
-	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+	return show(m, ctx, cf, c, "POST", "/v1/jobs/"+url.PathEscape(fs.Arg(0))+"/cancel", nil, func(tw *tabwriter.Writer, j jobRow) {
 		if j.State == "running" {
 			fmt.Fprintf(tw, "job %d is running: its handler is being cancelled\n", j.ID)
 			return
@@ -210,13 +179,10 @@ func (m *Main) jobsRetry(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, "POST", "/v1/jobs/"+url.PathEscape(fs.Arg(0))+"/retry", nil, &raw); err != nil {
-		return err
+	type retried struct {
+		Job jobRow `json:"job"`
 	}
-	var out struct{ Job jobRow }
-	json.Unmarshal(raw, &out)
-	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+	return show(m, ctx, cf, c, "POST", "/v1/jobs/"+url.PathEscape(fs.Arg(0))+"/retry", nil, func(tw *tabwriter.Writer, out retried) {
 		if strconv.FormatInt(out.Job.ID, 10) == fs.Arg(0) {
 			fmt.Fprintf(tw, "job %d is due now\n", out.Job.ID)
 			return

@@ -66,21 +66,11 @@ func (m *Main) limitsList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, "GET", "/v1/limits", nil, &raw); err != nil {
-		return err
-	}
-	var page struct {
-		Data []limitRow `json:"data"`
-	}
-	if err := json.Unmarshal(raw, &page); err != nil {
-		return fmt.Errorf("decode the answer: %w", err)
-	}
-	return m.output(cf, raw, func(tw *tabwriter.Writer) {
-		fmt.Fprintln(tw, "LIMIT\tAPPLIES TO\tPER KEY\tCAP\tRUNNING\tBUSIEST KEY\tDUE")
-		for _, l := range page.Data {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\n", l.Name, l.scope(), orDash(l.Key), l.caps(), l.InUse, l.Busiest, l.Due)
-		}
+	return list(m, ctx, cf, c, "/v1/limits", table[limitRow]{
+		header: "LIMIT\tAPPLIES TO\tPER KEY\tCAP\tRUNNING\tBUSIEST KEY\tDUE",
+		row: func(l limitRow) []any {
+			return []any{l.Name, l.scope(), orDash(l.Key), l.caps(), l.InUse, l.Busiest, l.Due}
+		},
 	})
 }
 
@@ -91,21 +81,14 @@ func (m *Main) limitsGet(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, "GET", "/v1/limits/"+url.PathEscape(fs.Arg(0)), nil, &raw); err != nil {
-		return err
-	}
-	var l struct {
+	type limitDetail struct {
 		limitRow
 		Keys []struct {
 			Key     string `json:"key"`
 			Running int64  `json:"running"`
 		} `json:"keys"`
 	}
-	if err := json.Unmarshal(raw, &l); err != nil {
-		return fmt.Errorf("decode the answer: %w", err)
-	}
-	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+	return show(m, ctx, cf, c, "GET", "/v1/limits/"+url.PathEscape(fs.Arg(0)), nil, func(tw *tabwriter.Writer, l limitDetail) {
 		fmt.Fprintf(tw, "limit\t%s\napplies to\t%s\nper key\t%s\ncap\t%s\nrunning\t%d (busiest key %d)\ndue\t%d\n",
 			l.Name, l.scope(), orDash(l.Key), l.caps(), l.InUse, l.Busiest, l.Due)
 		for _, k := range l.Keys {
@@ -139,15 +122,7 @@ func (m *Main) limitsSet(ctx context.Context, args []string) error {
 		}
 		body["rate"], body["period"] = count, period
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, "PUT", "/v1/limits/"+url.PathEscape(fs.Arg(0)), body, &raw); err != nil {
-		return err
-	}
-	var l limitRow
-	if err := json.Unmarshal(raw, &l); err != nil {
-		return fmt.Errorf("decode the answer: %w", err)
-	}
-	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+	return show(m, ctx, cf, c, "PUT", "/v1/limits/"+url.PathEscape(fs.Arg(0)), body, func(tw *tabwriter.Writer, l limitRow) {
 		fmt.Fprintf(tw, "limit %s: %s, per %s: %s\n", l.Name, l.scope(), orDash(l.Key), l.caps())
 	})
 }
@@ -162,7 +137,7 @@ func (m *Main) limitsDelete(ctx context.Context, args []string) error {
 	if err := c.do(ctx, "DELETE", "/v1/limits/"+url.PathEscape(fs.Arg(0)), nil, nil); err != nil {
 		return err
 	}
-	return m.output(cf, json.RawMessage(`{"deleted":1}`), func(tw *tabwriter.Writer) { fmt.Fprintf(tw, "deleted limit %s\n", fs.Arg(0)) })
+	return m.output(*cf.json, json.RawMessage(`{"deleted":1}`), func(tw *tabwriter.Writer) { fmt.Fprintf(tw, "deleted limit %s\n", fs.Arg(0)) })
 }
 
 func (m *Main) runTenants(ctx context.Context, args []string) error {
@@ -179,24 +154,13 @@ func (m *Main) tenantsList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, "GET", "/v1/tenants", nil, &raw); err != nil {
-		return err
+	type tenantRow struct {
+		Tenant string `json:"tenant"`
+		Weight int    `json:"weight"`
 	}
-	var page struct {
-		Data []struct {
-			Tenant string `json:"tenant"`
-			Weight int    `json:"weight"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(raw, &page); err != nil {
-		return fmt.Errorf("decode the answer: %w", err)
-	}
-	return m.output(cf, raw, func(tw *tabwriter.Writer) {
-		fmt.Fprintln(tw, "TENANT\tWEIGHT")
-		for _, t := range page.Data {
-			fmt.Fprintf(tw, "%s\t%d\n", t.Tenant, t.Weight)
-		}
+	return list(m, ctx, cf, c, "/v1/tenants", table[tenantRow]{
+		header: "TENANT\tWEIGHT",
+		row:    func(t tenantRow) []any { return []any{t.Tenant, t.Weight} },
 	})
 }
 
@@ -211,9 +175,7 @@ func (m *Main) tenantsWeight(ctx context.Context, args []string) error {
 	if err != nil {
 		return usageError(fmt.Sprintf("the weight must be a whole number from 1 to 1000, got %q", fs.Arg(1)))
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, "PUT", "/v1/tenants/"+url.PathEscape(fs.Arg(0)), map[string]int{"weight": w}, &raw); err != nil {
-		return err
-	}
-	return m.output(cf, raw, func(tw *tabwriter.Writer) { fmt.Fprintf(tw, "tenant %s: weight %d\n", fs.Arg(0), w) })
+	return show(m, ctx, cf, c, "PUT", "/v1/tenants/"+url.PathEscape(fs.Arg(0)), map[string]int{"weight": w}, func(tw *tabwriter.Writer, _ json.RawMessage) {
+		fmt.Fprintf(tw, "tenant %s: weight %d\n", fs.Arg(0), w)
+	})
 }

@@ -12,9 +12,6 @@ import (
 	"syscall"
 )
 
-// Version is set at build time with -ldflags "-X main.Version=…".
-var Version = "dev"
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -34,6 +31,11 @@ type Main struct {
 	Stderr io.Writer
 	// Getenv reads the environment; tests replace it.
 	Getenv func(string) string
+
+	// collect, when set, turns every command into a description of
+	// itself: its flags land here and it returns errCollected without
+	// doing anything (see commandTree).
+	collect *cmdSpec
 }
 
 // NewMain returns a Main on the process's streams and environment.
@@ -65,10 +67,8 @@ func commands() []command {
 		{"tokens", "create, list and revoke API tokens", (*Main).runTokens},
 		{"webhook-secrets", "rotate, list and delete a tenant's webhook signing secrets", (*Main).runWebhookSecrets},
 		{"healthcheck", "exit 0 if a node's /readyz answers (for containers)", (*Main).runHealthcheck},
-		{"version", "print the version", func(m *Main, _ context.Context, _ []string) error {
-			fmt.Fprintln(m.Stdout, "gaffer", Version)
-			return nil
-		}},
+		{"version", "print the version", (*Main).runVersion},
+		{"completion", "print a shell completion script: bash, zsh or fish", (*Main).runCompletion},
 	}
 }
 

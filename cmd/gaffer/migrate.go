@@ -4,15 +4,17 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"text/tabwriter"
+	"time"
 
 	"github.com/gafferhq/gaffer/internal/store"
 )
 
 func (m *Main) runMigrate(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("migrate", "migrate up|down|status [flags]\n\n  up      apply every pending migration\n  down    revert the latest migration (--steps N for more)\n  status  list migrations and whether each is applied")
-	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL connection URL")
+	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL connection URL: a direct one, not through a transaction-mode pooler (a run holds a session lock)")
 	steps := fs.Int("steps", "", 1, "migrations to revert (down only)")
+	asJSON := fs.Bool("json", "-", false, "status: print JSON instead of a table")
+	fs.choices = []string{"up", "down", "status"}
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -49,6 +51,17 @@ func (m *Main) runMigrate(ctx context.Context, args []string) error {
 			return err
 		}
 		if len(done) == 0 {
+			v, err := st.SchemaVersion(ctx)
+			if err != nil {
+				return err
+			}
+			if v > store.LatestVersion() {
+				// A newer gaffer migrated it, with expands only: this one
+				// works on it as it is (a rolling upgrade in progress).
+				fmt.Fprintf(m.Stdout, "schema is at version %d, ahead of this gaffer (%d); the migrations after %d are compatible with it\n",
+					v, store.LatestVersion(), store.LatestVersion())
+				return nil
+			}
 			fmt.Fprintf(m.Stdout, "schema is up to date (version %d)\n", store.LatestVersion())
 		}
 	case "down":
@@ -67,16 +80,33 @@ func (m *Main) runMigrate(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "VERSION\tNAME\tAPPLIED")
-		for _, s := range statuses {
-			at := "pending"
-			if s.AppliedAt != nil {
-				at = s.AppliedAt.Format("2006-01-02 15:04:05Z07:00")
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", fmt.Sprintf("%04d", s.Version), s.Name, at)
+		rows := make([]migrationRow, len(statuses))
+		for i, s := range statuses {
+			rows[i] = migrationRow{Version: s.Version, Name: s.Name, Applied: s.AppliedAt != nil, AppliedAt: s.AppliedAt,
+				CompatibleFrom: s.CompatibleFrom}
 		}
-		tw.Flush()
+		return printRows(m, *asJSON, rows, table[migrationRow]{
+			header: "VERSION\tNAME\tAPPLIED\tCOMPATIBLE FROM",
+			row: func(s migrationRow) []any {
+				at := "pending"
+				if s.AppliedAt != nil {
+					at = s.AppliedAt.Format("2006-01-02 15:04:05Z07:00")
+				}
+				return []any{fmt.Sprintf("%04d", s.Version), s.Name, at, fmt.Sprintf("%04d", s.CompatibleFrom)}
+			},
+		})
 	}
 	return nil
+}
+
+// migrationRow is a migration as migrate status shows it.
+type migrationRow struct {
+	Version   int        `json:"version"`
+	Name      string     `json:"name"`
+	Applied   bool       `json:"applied"`
+	AppliedAt *time.Time `json:"applied_at"`
+	// CompatibleFrom is the oldest schema version whose nodes keep
+	// working once it is applied: a rolling upgrade from schema V is
+	// possible when every pending migration has it at V or below.
+	CompatibleFrom int `json:"compatible_from"`
 }

@@ -9,12 +9,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -195,29 +192,7 @@ func TestDevOpensLoopbackButNotItself(t *testing.T) {
 	dbURL := pgtest.NewDatabase(t)
 	addr := freeAddr(t)
 	token := "dev-token-for-the-security-test"
-	cmd := exec.Command(os.Args[0], "dev", "--addr", addr, "--token", token)
-	cmd.Env = append(os.Environ(), "GAFFER_E2E_MAIN=1", "DATABASE_URL="+dbURL)
-	var out, logs lockedBuffer
-	cmd.Stdout, cmd.Stderr = &out, &logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("dev stdout:\n%s\nlog:\n%s", out.String(), logs.String())
-		}
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(out.String(), "Press Ctrl-C to stop") {
-		if time.Now().After(deadline) {
-			t.Fatal("gaffer dev never printed its banner")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	banner := out.String()
+	banner := startDev(t, []string{"DATABASE_URL=" + dbURL}, "--addr", addr, "--token", token).out.String()
 	if !strings.Contains(banner, "outbound:  http jobs may call loopback (127.0.0.0/8, ::1)") || !strings.Contains(banner, "own API, PostgreSQL and etcd ports stay refused") {
 		t.Fatalf("the banner does not say what dev opens:\n%s", banner)
 	}
@@ -249,7 +224,7 @@ func TestDevOpensLoopbackButNotItself(t *testing.T) {
 			t.Errorf("dev: enqueue at %s: %+v, want 400 destination_not_allowed", target, r)
 		}
 	}
-	deadline = time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for hits.Load() == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the local receiver was never called")

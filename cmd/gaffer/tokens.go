@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"text/tabwriter"
+	"time"
 
 	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/internal/store"
@@ -71,7 +71,11 @@ func (m *Main) tokensCreate(ctx context.Context, args []string) error {
 func (m *Main) tokensList(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("tokens list", "tokens list [flags]")
 	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL connection URL")
+	asJSON := fs.Bool("json", "-", false, "print JSON instead of a table")
 	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := needArgs(fs, 0, "no positional arguments"); err != nil {
 		return err
 	}
 	st, err := m.tokenStore(ctx, fs, dbURL)
@@ -83,12 +87,26 @@ func (m *Main) tokensList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tTENANT\tSCOPES\tCREATED\tREVOKED")
-	for _, t := range toks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Tenant, strings.Join(t.Scopes, ","), fmtTime(&t.CreatedAt), fmtTime(t.RevokedAt))
+	rows := make([]tokenRow, len(toks))
+	for i, t := range toks {
+		rows[i] = tokenRow{ID: t.ID, Name: t.Name, Tenant: t.Tenant, Scopes: t.Scopes, CreatedAt: t.CreatedAt, RevokedAt: t.RevokedAt}
 	}
-	return tw.Flush()
+	return printRows(m, *asJSON, rows, table[tokenRow]{
+		header: "ID\tNAME\tTENANT\tSCOPES\tCREATED\tREVOKED",
+		row: func(t tokenRow) []any {
+			return []any{t.ID, t.Name, t.Tenant, strings.Join(t.Scopes, ","), fmtTime(&t.CreatedAt), fmtTime(t.RevokedAt)}
+		},
+	})
+}
+
+// tokenRow is a token as tokens list shows it: never its hash.
+type tokenRow struct {
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	Tenant    string     `json:"tenant"`
+	Scopes    []string   `json:"scopes"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
 }
 
 func (m *Main) tokensRevoke(ctx context.Context, args []string) error {

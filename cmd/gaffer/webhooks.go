@@ -34,19 +34,12 @@ func (m *Main) webhookSecretsRotate(ctx context.Context, args []string) error {
 	if *tenant != "" {
 		body["tenant"] = *tenant
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, "POST", "/v1/webhook-secrets", body, &raw); err != nil {
-		return err
-	}
-	var s struct {
+	type newSecret struct {
 		ID     string `json:"id"`
 		Tenant string `json:"tenant"`
 		Secret string `json:"secret"`
 	}
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return fmt.Errorf("decode the answer: %w", err)
-	}
-	return m.output(cf, raw, func(tw *tabwriter.Writer) {
+	return show(m, ctx, cf, c, "POST", "/v1/webhook-secrets", body, func(tw *tabwriter.Writer, s newSecret) {
 		fmt.Fprintf(tw, "secret %s of tenant %s (shown once):\n%s\n", s.ID, s.Tenant, s.Secret)
 	})
 }
@@ -59,29 +52,20 @@ func (m *Main) webhookSecretsList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, "GET", "/v1/webhook-secrets"+tenantQuery(*tenant), nil, &raw); err != nil {
-		return err
+	type secretRow struct {
+		ID        string     `json:"id"`
+		CreatedAt time.Time  `json:"created_at"`
+		ExpiresAt *time.Time `json:"expires_at"`
 	}
-	var page struct {
-		Data []struct {
-			ID        string     `json:"id"`
-			CreatedAt time.Time  `json:"created_at"`
-			ExpiresAt *time.Time `json:"expires_at"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(raw, &page); err != nil {
-		return fmt.Errorf("decode the answer: %w", err)
-	}
-	return m.output(cf, raw, func(tw *tabwriter.Writer) {
-		fmt.Fprintln(tw, "ID\tCREATED\tSIGNS UNTIL")
-		for _, s := range page.Data {
+	return list(m, ctx, cf, c, "/v1/webhook-secrets"+tenantQuery(*tenant), table[secretRow]{
+		header: "ID\tCREATED\tSIGNS UNTIL",
+		row: func(s secretRow) []any {
 			until := "current"
 			if s.ExpiresAt != nil {
 				until = s.ExpiresAt.UTC().Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", s.ID, s.CreatedAt.UTC().Format(time.RFC3339), until)
-		}
+			return []any{s.ID, s.CreatedAt.UTC().Format(time.RFC3339), until}
+		},
 	})
 }
 
@@ -96,7 +80,7 @@ func (m *Main) webhookSecretsDelete(ctx context.Context, args []string) error {
 	if err := c.do(ctx, "DELETE", "/v1/webhook-secrets/"+url.PathEscape(fs.Arg(0))+tenantQuery(*tenant), nil, nil); err != nil {
 		return err
 	}
-	return m.output(cf, json.RawMessage(`{"deleted":1}`), func(tw *tabwriter.Writer) { fmt.Fprintf(tw, "deleted secret %s\n", fs.Arg(0)) })
+	return m.output(*cf.json, json.RawMessage(`{"deleted":1}`), func(tw *tabwriter.Writer) { fmt.Fprintf(tw, "deleted secret %s\n", fs.Arg(0)) })
 }
 
 func tenantQuery(tenant string) string {

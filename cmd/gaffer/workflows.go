@@ -104,49 +104,27 @@ A definition is {"name": "...", "steps": [{"name": "a", "kind": "k", "args": {..
 	if err != nil {
 		return err
 	}
-	var out json.RawMessage
-	if err := c.do(ctx, "POST", "/v1/workflows", json.RawMessage(raw), &out); err != nil {
-		return err
-	}
-	var r workflowRow
-	json.Unmarshal(out, &r)
-	return m.output(cf, out, func(tw *tabwriter.Writer) { printRun(tw, r) })
+	return show(m, ctx, cf, c, "POST", "/v1/workflows", json.RawMessage(raw), printRun)
 }
 
 func (m *Main) workflowsList(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("workflows list", "workflows list [flags]")
 	cf := addClientFlags(fs)
 	state := fs.String("state", "-", "", "running, completed, failed or cancelled")
-	limit := fs.Int("limit", "-", 50, "rows per page")
-	cursor := fs.String("cursor", "-", "", "next_cursor of the previous page")
+	pf := addPageFlags(fs, 50)
 	c, err := cf.start(fs, args, 0, "no positional arguments")
 	if err != nil {
 		return err
 	}
-	q := url.Values{"limit": {strconv.Itoa(*limit)}}
+	q := pf.query(nil)
 	if *state != "" {
 		q.Set("state", *state)
 	}
-	if *cursor != "" {
-		q.Set("cursor", *cursor)
-	}
-	var raw json.RawMessage
-	if err := c.do(ctx, "GET", "/v1/workflows?"+q.Encode(), nil, &raw); err != nil {
-		return err
-	}
-	var page struct {
-		Data       []workflowRow `json:"data"`
-		NextCursor string        `json:"next_cursor"`
-	}
-	json.Unmarshal(raw, &page)
-	return m.output(cf, raw, func(tw *tabwriter.Writer) {
-		fmt.Fprintln(tw, "RUN\tNAME\tSTATE\tCREATED\tFINISHED\tERROR")
-		for _, r := range page.Data {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Name, r.State, fmtTime(r.CreatedAt), fmtTime(r.FinishedAt), r.Error)
-		}
-		if page.NextCursor != "" {
-			fmt.Fprintf(tw, "(more: --cursor %s)\n", page.NextCursor)
-		}
+	return list(m, ctx, cf, c, "/v1/workflows?"+q.Encode(), table[workflowRow]{
+		header: "RUN\tNAME\tSTATE\tCREATED\tFINISHED\tERROR",
+		row: func(r workflowRow) []any {
+			return []any{r.ID, r.Name, r.State, fmtTime(r.CreatedAt), fmtTime(r.FinishedAt), r.Error}
+		},
 	})
 }
 
@@ -174,13 +152,7 @@ func (m *Main) workflowRun(ctx context.Context, args []string, action, method, s
 		}
 		b = map[string]any{"step": fs.Arg(1), "payload": json.RawMessage(*payload)}
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, method, "/v1/workflows/"+url.PathEscape(fs.Arg(0))+suffix, b, &raw); err != nil {
-		return err
-	}
-	var r workflowRow
-	json.Unmarshal(raw, &r)
-	return m.output(cf, raw, func(tw *tabwriter.Writer) { printRun(tw, r) })
+	return show(m, ctx, cf, c, method, "/v1/workflows/"+url.PathEscape(fs.Arg(0))+suffix, b, printRun)
 }
 
 func (m *Main) workflowsGet(ctx context.Context, args []string) error {

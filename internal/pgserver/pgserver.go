@@ -5,7 +5,8 @@
 //
 // PostgreSQL refuses to run as root. When the calling process is root, the
 // data directory is given to the "postgres" system user and the server runs
-// with that user's credentials.
+// with that user's credentials; that user must then be able to reach the
+// data directory (see Config.Parent).
 package pgserver
 
 import (
@@ -15,7 +16,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -44,6 +44,15 @@ type Config struct {
 	Settings map[string]string
 	// LogPath receives the server's log. Empty means <Dir>/postgres.log.
 	LogPath string
+	// Parent, when set, is a directory of the caller's that holds Dir,
+	// perhaps beside other data (gaffer dev --data keeps etcd's data next
+	// to PostgreSQL's). When the server runs as the postgres user, Start
+	// lets that user through Parent and the directories between it and
+	// Dir: their group becomes the postgres user's, with search permission
+	// only, so it can reach Dir but not list or read what lies beside it.
+	// Directories above Parent (or above Dir, without Parent) are left as
+	// they are: if one keeps the postgres user out, Start says which.
+	Parent string
 }
 
 // Server is a running PostgreSQL server.
@@ -94,6 +103,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			os.RemoveAll(s.dir)
 		}
 		return nil, err
+	}
+	if err := letThrough(s.dir, cfg.Parent, cred); err != nil {
+		return fail(err)
 	}
 	if err := chownForServer(s.dir, cred); err != nil {
 		return fail(err)
@@ -333,36 +345,6 @@ func FindBinaries() (string, error) {
 func versionOf(binDir string) int {
 	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
 	return v
-}
-
-// credential returns the credentials to run the server with: nil (the
-// current user) unless we are root, in which case the postgres user.
-func credential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return nil, fmt.Errorf("running as root, and PostgreSQL refuses to: need a \"postgres\" system user to run the server as: %w", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-func chownForServer(dir string, cred *syscall.Credential) error {
-	if cred == nil {
-		return nil
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return err
-	}
-	return filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, int(cred.Uid), int(cred.Gid))
-	})
 }
 
 // freePort finds a loopback port nobody listens on; a variable so a test

@@ -30,9 +30,12 @@ var ErrFenced = errors.New("fenced: a newer leader holds the epoch")
 
 // NodeRow is a node as the nodes table records it.
 type NodeRow struct {
-	ID               string
-	Hostname         string
-	Version          string
+	ID       string
+	Hostname string
+	Version  string
+	// TZData is the IANA release of the zone rules in the node's binary;
+	// "" for a binary too old to report it.
+	TZData           string
 	Queues           map[string]int
 	State            string
 	InFlight         int
@@ -53,14 +56,15 @@ type NodeRow struct {
 	Kinds  []string
 }
 
-// RegisterNode records a (re)starting node as active with no drain.
-func (s *Store) RegisterNode(ctx context.Context, id, hostname, version string, queues map[string]int, kinds []string) error {
+// RegisterNode records a (re)starting node as active with no drain;
+// tzdata is the release of the zone rules its binary holds.
+func (s *Store) RegisterNode(ctx context.Context, id, hostname, version, tzdata string, queues map[string]int, kinds []string) error {
 	q, _ := json.Marshal(queues)
 	if kinds == nil {
 		kinds = []string{}
 	}
 	k, _ := json.Marshal(kinds)
-	if _, err := s.pool.Exec(ctx, sqlRegisterNode, id, hostname, version, q, k); err != nil {
+	if _, err := s.pool.Exec(ctx, sqlRegisterNode, id, hostname, version, tzdata, q, k); err != nil {
 		return fmt.Errorf("register node %s: %w", id, err)
 	}
 	return nil
@@ -157,7 +161,7 @@ func (s *Store) ListNodes(ctx context.Context) ([]NodeRow, error) {
 		var n NodeRow
 		var queues, kinds []byte
 		var since float64
-		if err := rows.Scan(&n.ID, &n.Hostname, &n.Version, &queues, &n.State, &n.InFlight, &n.StartedAt, &n.LastSeen,
+		if err := rows.Scan(&n.ID, &n.Hostname, &n.Version, &n.TZData, &queues, &n.State, &n.InFlight, &n.StartedAt, &n.LastSeen,
 			&n.DrainRequestedAt, &n.DrainDeadline, &n.DrainedAt, &n.LeftAt, &n.LeftReason, &since, &n.Kind, &n.Tenant, &kinds); err != nil {
 			return nil, fmt.Errorf("list nodes: %w", err)
 		}
@@ -292,4 +296,17 @@ func (s *Store) KnownLabels(ctx context.Context) (kinds, queues []string, err er
 		return nil, nil, fmt.Errorf("known labels: %w", err)
 	}
 	return kinds, queues, nil
+}
+
+var sqlDeleteDeadNodes = query("delete_dead_nodes")
+
+// DeleteDeadNodes deletes up to limit rows of nodes that left or were
+// lost more than age ago, oldest first. q is the leader's fenced
+// transaction, or nil for the pool.
+func (s *Store) DeleteDeadNodes(ctx context.Context, q DB, age time.Duration, limit int) (int64, error) {
+	tag, err := s.db(q).Exec(ctx, sqlDeleteDeadNodes, age.Milliseconds(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete dead nodes: %w", err)
+	}
+	return tag.RowsAffected(), nil
 }

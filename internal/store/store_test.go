@@ -356,10 +356,10 @@ func TestQueueDepthsCappedAndThroughput(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A queue a live node works is listed with no jobs; a gone node's is not.
-	if err := st.RegisterNode(ctx, "n1", "h", "dev", map[string]int{"default": 2, "mail": 1}, nil); err != nil {
+	if err := st.RegisterNode(ctx, "n1", "h", "dev", "2025c", map[string]int{"default": 2, "mail": 1}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.RegisterNode(ctx, "n2", "h", "dev", map[string]int{"ghost": 1}, nil); err != nil {
+	if err := st.RegisterNode(ctx, "n2", "h", "dev", "2025c", map[string]int{"ghost": 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.NodeLeft(ctx, "n2", "stopped"); err != nil {

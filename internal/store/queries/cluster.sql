@@ -2,9 +2,9 @@
 
 -- name: register_node
 -- A (re)starting node: active, drain cleared.
-INSERT INTO gaffer.nodes (id, hostname, version, queues, kinds, state, in_flight, started_at, last_seen)
-VALUES ($1, $2, $3, $4, $5, 'active', 0, now(), now())
-ON CONFLICT (id) DO UPDATE SET kind = 'node', tenant = NULL, hostname = excluded.hostname, version = excluded.version,
+INSERT INTO gaffer.nodes (id, hostname, version, tzdata, queues, kinds, state, in_flight, started_at, last_seen)
+VALUES ($1, $2, $3, $4, $5, $6, 'active', 0, now(), now())
+ON CONFLICT (id) DO UPDATE SET kind = 'node', tenant = NULL, hostname = excluded.hostname, version = excluded.version, tzdata = excluded.tzdata,
     queues = excluded.queues, kinds = excluded.kinds, state = 'active', in_flight = 0, started_at = now(), last_seen = now(),
     drain_requested_at = NULL, drain_deadline = NULL, drained_at = NULL, left_at = NULL, left_reason = NULL;
 
@@ -65,7 +65,7 @@ SELECT id, (SELECT count(*) FROM tell) FROM upd;
 -- name: list_nodes
 -- Nodes first, then remote workers, whose in-flight count is their
 -- running attempts (they report nothing themselves).
-SELECT n.id, n.hostname, n.version, n.queues, n.state,
+SELECT n.id, n.hostname, n.version, n.tzdata, n.queues, n.state,
        CASE WHEN n.kind = 'remote' AND n.state <> 'dead'
             THEN (SELECT count(*)::integer FROM gaffer.jobs j WHERE j.state = 'running' AND j.node = n.id)
             ELSE n.in_flight END,
@@ -97,3 +97,16 @@ SELECT epoch FROM gaffer.leader_fence FOR SHARE;
 -- use as label values. Not a remote worker's: a tenant names those.
 SELECT coalesce((SELECT array_agg(DISTINCT k) FROM gaffer.nodes, jsonb_array_elements_text(kinds) k WHERE state <> 'dead' AND kind = 'node'), '{}'),
        coalesce((SELECT array_agg(DISTINCT q) FROM gaffer.nodes, jsonb_object_keys(queues) q WHERE state <> 'dead' AND kind = 'node'), '{}');
+
+-- name: delete_dead_nodes
+-- Retention: $1 age ms, $2 batch size. Nodes that left (or were lost)
+-- longer ago than $1. A node that comes back finds its row gone and
+-- registers again.
+WITH doomed AS (
+    SELECT id FROM gaffer.nodes
+    WHERE state = 'dead' AND left_at < now() - $1 * interval '1 millisecond'
+    ORDER BY left_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM gaffer.nodes n USING doomed WHERE n.id = doomed.id;

@@ -1,3 +1,4 @@
+-- gaffer:expand
 -- Remote workers: processes in any language that claim, heartbeat and
 -- finish jobs over HTTP under the same fenced leases as a node (G11); and
 -- the progress a running attempt reports.

@@ -1,0 +1,368 @@
+package api
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gafferhq/gaffer/auth"
+	"github.com/gafferhq/gaffer/dlq"
+	"github.com/gafferhq/gaffer/webhook"
+	"github.com/gafferhq/gaffer/workflow"
+)
+
+// Route is one endpoint of the API. The server registers exactly the
+// routes Routes returns and the OpenAPI document (openapi.json, written
+// by api/cmd/openapi-gen) describes exactly those, so a route cannot be
+// served without being documented.
+type Route struct {
+	// Method and Path make the route's net/http pattern; each {name}
+	// segment of Path is a path parameter.
+	Method, Path string
+	// Scope is the token scope the route needs (admin implies every
+	// scope); "" for a route served without a token.
+	Scope       string
+	OperationID string
+	Summary     string
+	// Params are the route's parameters: one for each {name} of Path,
+	// then query parameters and headers.
+	Params []Param
+	// Body is a value of the request body's Go type, nil for a route that
+	// reads no body; BodyOptional: the body may be left out.
+	Body         any
+	BodyOptional bool
+	// Responses are the route's successful answers.
+	Responses []Response
+	// Problems are the problem codes the route answers with: its
+	// handler's, and (from Routes) those of the checks serve runs first.
+	Problems []string
+
+	plain  func(*Server, *http.Request, auth.Principal, []byte) (int, any, error)
+	atomic func(*Server, *http.Request, auth.Principal, []byte, pgx.Tx) (int, any, error)
+	public func(*Server, http.ResponseWriter, *http.Request)
+}
+
+// Pattern is the route's net/http pattern, "METHOD /path".
+func (r Route) Pattern() string { return r.Method + " " + r.Path }
+
+// Param is a route's path, query or header parameter.
+type Param struct {
+	Name string
+	// In is "path", "query" or "header".
+	In          string
+	Description string
+	// Type is a value of the parameter's Go type: "", 0, int64(0), false
+	// or time.Time{}.
+	Type any
+	// Schema holds JSON Schema keywords the type cannot say (bounds, a
+	// pattern, an enum), as a JSON object; "" for none.
+	Schema string
+	// Required is implied for a path parameter.
+	Required bool
+}
+
+// Response is a route's successful answer.
+type Response struct {
+	Status      int
+	Description string
+	// Body is a value of the body's Go type; nil for an answer without
+	// one (204).
+	Body any
+}
+
+// Routes returns every route the server serves, in the order it
+// registers them, with their complete problem codes and parameters
+// (Idempotency-Key for POSTs).
+func Routes() []Route {
+	out := make([]Route, len(routeTable))
+	for i, r := range routeTable {
+		r.Params = slices.Clone(r.Params)
+		if r.Method == http.MethodPost && r.Scope != "" {
+			r.Params = append(r.Params, idempotencyKeyHeader)
+		}
+		r.Problems = append(servedProblems(r), r.Problems...)
+		slices.Sort(r.Problems)
+		r.Problems = slices.Compact(r.Problems)
+		out[i] = r
+	}
+	return out
+}
+
+// servedProblems are the codes of the checks serve runs before a route's
+// handler, and of the errors any handler may meet: keep them in step
+// with serve, readBody, decodeStrict and idempotent.
+func servedProblems(r Route) []string {
+	if r.Scope == "" {
+		return nil
+	}
+	codes := []string{CodeUnauthorized, CodeForbidden, CodeRateLimited, CodeInvalidParameter, CodeInternal, CodeUnavailable}
+	switch r.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+		// serve reads any body these methods carry.
+		codes = append(codes, CodeUnsupportedMedia, CodeBodyTooLarge, CodeInvalidJSON)
+	}
+	if r.Body != nil {
+		codes = append(codes, CodeInvalidJSON, CodeUnknownField, CodeInvalidField)
+	}
+	if r.Method == http.MethodPost {
+		// Idempotency-Key: too long, reused, or its first request unfinished.
+		codes = append(codes, CodeInvalidField, CodeIdempotencyReuse, CodeIdempotencyBusy)
+	}
+	return codes
+}
+
+// Parameters more than one route takes.
+var (
+	idempotencyKeyHeader = Param{Name: "Idempotency-Key", In: "header", Type: "", Schema: `{"maxLength":255}`,
+		Description: "Same key and request: the first response again (header Idempotent-Replayed: true). Same key, another request: 422."}
+	tenantQuery = Param{Name: "tenant", In: "query", Type: "", Description: "tokens spanning tenants only: restrict to this tenant"}
+	limitQuery  = Param{Name: "limit", In: "query", Type: 0, Schema: `{"minimum":1,"maximum":1000}`, Description: "default 100"}
+	cursorQuery = Param{Name: "cursor", In: "query", Type: "", Description: "next_cursor from the previous page"}
+	idPath      = Param{Name: "id", In: "path", Type: int64(0), Schema: `{"minimum":1}`}
+	namePath    = Param{Name: "name", In: "path", Type: ""}
+	nodePath    = Param{Name: "id", In: "path", Type: ""}
+)
+
+func query(name string, typ any, schema, description string) Param {
+	return Param{Name: name, In: "query", Type: typ, Schema: schema, Description: description}
+}
+
+// workJobProblems are the codes of a remote worker's call for one job's
+// attempt: the job is unknown to its tenant, the attempt lost its lease,
+// or the worker is gone.
+var workJobProblems = []string{CodeNotFound, CodeLeaseLost, CodeWorkerGone}
+
+var runStateEnum = `{"enum":["running","completed","failed","cancelled"]}`
+
+// routeTable is the API, in the order it is registered.
+var routeTable = []Route{
+	{Method: "GET", Path: "/v1/openapi.json", OperationID: "getOpenAPI", Summary: "This document",
+		Responses: []Response{{200, "The OpenAPI document", map[string]any{}}}, public: (*Server).serveOpenAPI},
+
+	{Method: "POST", Path: "/v1/jobs", Scope: auth.ScopeJobsWrite, OperationID: "enqueueJob", Summary: "Enqueue a job",
+		Body: enqueueRequest{},
+		Responses: []Response{{201, "Enqueued", enqueueResponse{}},
+			{200, "The unique key is held by an unfinished job: that job, nothing enqueued", enqueueResponse{}}},
+		Problems: []string{CodeDestinationNotAllowed}, atomic: (*Server).enqueue},
+	{Method: "GET", Path: "/v1/jobs", Scope: auth.ScopeJobsRead, OperationID: "listJobs", Summary: "List jobs, newest first",
+		Params: []Param{query("state", "", "", "comma-separated states"), query("queue", "", "", ""), query("kind", "", "", ""),
+			query("cron_entry", "", `{"maxLength":128}`, "the jobs a cron entry of this name made (scheduled and triggered)"),
+			query("workflow_run", int64(0), `{"minimum":1}`, "the jobs of a workflow run's steps"),
+			limitQuery, cursorQuery, tenantQuery},
+		Responses: []Response{{200, "Jobs", list[jobView]{}}}, plain: (*Server).listJobs},
+	{Method: "GET", Path: "/v1/jobs/{id}", Scope: auth.ScopeJobsRead, OperationID: "getJob", Summary: "Get a job",
+		Params: []Param{idPath, tenantQuery}, Responses: []Response{{200, "The job", jobView{}}},
+		Problems: []string{CodeNotFound}, plain: (*Server).getJob},
+	{Method: "POST", Path: "/v1/jobs/{id}/cancel", Scope: auth.ScopeJobsWrite, OperationID: "cancelJob",
+		Summary: "Cancel a job: at once if pending or retrying; a running job's handler is cancelled within a second",
+		Params:  []Param{idPath, tenantQuery}, Responses: []Response{{200, "The job after the request", jobView{}}},
+		Problems: []string{CodeNotFound, CodeJobFinished}, plain: (*Server).cancelJob},
+	{Method: "POST", Path: "/v1/jobs/{id}/retry", Scope: auth.ScopeJobsWrite, OperationID: "retryJob",
+		Summary: "Run a job again now: a retrying job becomes due at once; a failed job's DLQ entry is replayed into one new job",
+		Params:  []Param{idPath, tenantQuery}, Responses: []Response{{200, "The job that will run", retryResponse{}}},
+		Problems: []string{CodeNotFound, CodeNotRetryable}, plain: (*Server).retryJob},
+
+	{Method: "GET", Path: "/v1/dlq", Scope: auth.ScopeJobsRead, OperationID: "listDLQ", Summary: "List DLQ entries, newest first",
+		Params: []Param{query("queue", "", "", ""), query("kind", "", "", ""),
+			query("error", "", "", "case-insensitive text in any attempt's error"),
+			query("failed_after", time.Time{}, "", ""), query("failed_before", time.Time{}, "", ""), query("replayed", false, "", ""),
+			limitQuery, cursorQuery, tenantQuery},
+		Responses: []Response{{200, "Entries", list[dlq.Entry]{}}}, plain: (*Server).listDLQ},
+	{Method: "GET", Path: "/v1/dlq/{id}", Scope: auth.ScopeJobsRead, OperationID: "getDLQEntry", Summary: "Get a DLQ entry",
+		Params: []Param{idPath, tenantQuery}, Responses: []Response{{200, "The entry", dlq.Entry{}}},
+		Problems: []string{CodeNotFound}, plain: (*Server).getDLQ},
+	{Method: "POST", Path: "/v1/dlq/{id}/replay", Scope: auth.ScopeJobsWrite, OperationID: "replayDLQEntry",
+		Summary: "Replay one entry into one new job; a second replay is refused",
+		Params:  []Param{idPath, tenantQuery}, Responses: []Response{{201, "Replayed", dlq.Replay{}}},
+		Problems: []string{CodeNotFound, CodeAlreadyReplayed}, plain: (*Server).replayDLQ},
+	{Method: "POST", Path: "/v1/dlq/replay", Scope: auth.ScopeJobsWrite, OperationID: "replayDLQ",
+		Summary: "Replay every unreplayed entry matching a filter",
+		Body:    dlqFilterBody{}, Responses: []Response{{200, "Replayed", replayedResponse{}}}, plain: (*Server).replayDLQMatching},
+	{Method: "POST", Path: "/v1/dlq/purge", Scope: auth.ScopeJobsWrite, OperationID: "purgeDLQ", Summary: "Delete every entry matching a filter",
+		Body: dlqFilterBody{}, Responses: []Response{{200, "Deleted", purgedResponse{}}}, plain: (*Server).purgeDLQ},
+	{Method: "DELETE", Path: "/v1/dlq/{id}", Scope: auth.ScopeJobsWrite, OperationID: "deleteDLQEntry", Summary: "Delete a DLQ entry",
+		Params: []Param{idPath, tenantQuery}, Responses: []Response{{204, "Deleted", nil}},
+		Problems: []string{CodeNotFound}, plain: (*Server).deleteDLQ},
+
+	{Method: "POST", Path: "/v1/cron", Scope: auth.ScopeJobsWrite, OperationID: "createCron", Summary: "Create a cron entry",
+		Body: cronCreateBody{}, Responses: []Response{{201, "Created", cronView{}}},
+		Problems: []string{CodeAlreadyExists, CodeDestinationNotAllowed}, plain: (*Server).createCron},
+	{Method: "GET", Path: "/v1/cron", Scope: auth.ScopeJobsRead, OperationID: "listCron", Summary: "List cron entries",
+		Params: []Param{limitQuery, cursorQuery, tenantQuery}, Responses: []Response{{200, "Entries", list[cronView]{}}}, plain: (*Server).listCron},
+	{Method: "GET", Path: "/v1/cron/{name}", Scope: auth.ScopeJobsRead, OperationID: "getCron", Summary: "Get a cron entry",
+		Params: []Param{namePath, tenantQuery}, Responses: []Response{{200, "The entry", cronView{}}},
+		Problems: []string{CodeNotFound}, plain: (*Server).getCron},
+	{Method: "PUT", Path: "/v1/cron/{name}", Scope: auth.ScopeJobsWrite, OperationID: "putCron",
+		Summary: "Create or replace a cron entry's definition: idempotent (the same body twice changes nothing the second time, and says so)",
+		Params: []Param{namePath, query("tenant", "", "", `tokens spanning tenants only: the entry's tenant (default "default")`),
+			query("dry_run", false, "", "check and report; write nothing")},
+		Body: cronPutBody{},
+		Responses: []Response{{201, "Created", cronPutResponse{}},
+			{200, "Replaced, unchanged, or (dry_run) what would be", cronPutResponse{}}},
+		Problems: []string{CodeDestinationNotAllowed}, plain: (*Server).putCron},
+	{Method: "PATCH", Path: "/v1/cron/{name}", Scope: auth.ScopeJobsWrite, OperationID: "updateCron",
+		Summary: `Change a cron entry (pause with {"paused": true})`,
+		Params:  []Param{namePath, tenantQuery}, Body: cronPatchBody{}, Responses: []Response{{200, "The entry", cronView{}}},
+		Problems: []string{CodeNotFound, CodeDestinationNotAllowed}, plain: (*Server).updateCron},
+	{Method: "DELETE", Path: "/v1/cron/{name}", Scope: auth.ScopeJobsWrite, OperationID: "deleteCron", Summary: "Delete a cron entry",
+		Params: []Param{namePath, tenantQuery}, Responses: []Response{{204, "Deleted", nil}},
+		Problems: []string{CodeNotFound}, plain: (*Server).deleteCron},
+	{Method: "GET", Path: "/v1/cron/{name}/next", Scope: auth.ScopeJobsRead, OperationID: "nextCron",
+		Summary:   "The next n fire times (RFC 3339, UTC)",
+		Params:    []Param{namePath, query("n", 0, `{"minimum":1,"maximum":1000}`, "default 5"), tenantQuery},
+		Responses: []Response{{200, "Times", nextResponse{}}}, Problems: []string{CodeNotFound}, plain: (*Server).nextCron},
+	{Method: "GET", Path: "/v1/cron/{name}/history", Scope: auth.ScopeJobsRead, OperationID: "cronHistory",
+		Summary: "Occurrence history, newest first",
+		Params:  []Param{namePath, limitQuery, cursorQuery, tenantQuery}, Responses: []Response{{200, "Occurrences", list[occurrenceView]{}}},
+		Problems: []string{CodeNotFound}, plain: (*Server).cronHistory},
+	{Method: "POST", Path: "/v1/cron/{name}/trigger", Scope: auth.ScopeJobsWrite, OperationID: "triggerCron",
+		Summary: "Enqueue the entry's job now",
+		Params:  []Param{namePath, tenantQuery}, Responses: []Response{{201, "Enqueued", triggerResponse{}}},
+		Problems: []string{CodeNotFound}, atomic: (*Server).triggerCron},
+
+	{Method: "POST", Path: "/v1/workflows", Scope: auth.ScopeJobsWrite, OperationID: "submitWorkflow",
+		Summary: "Submit a workflow run: a DAG of steps",
+		Body:    workflowBody{}, Responses: []Response{{201, "Started", workflow.Run{}}},
+		Problems: []string{CodeDestinationNotAllowed}, atomic: (*Server).submitWorkflow},
+	{Method: "GET", Path: "/v1/workflows", Scope: auth.ScopeJobsRead, OperationID: "listWorkflows", Summary: "List workflow runs, newest first",
+		Params:    []Param{query("state", "", runStateEnum, ""), limitQuery, cursorQuery, tenantQuery},
+		Responses: []Response{{200, "Runs", list[workflow.Run]{}}}, plain: (*Server).listWorkflows},
+	{Method: "GET", Path: "/v1/workflows/{id}", Scope: auth.ScopeJobsRead, OperationID: "getWorkflow",
+		Summary: "A run with its steps' states, attempts, results and timing",
+		Params:  []Param{idPath, tenantQuery}, Responses: []Response{{200, "The run", workflow.Run{}}},
+		Problems: []string{CodeNotFound}, plain: (*Server).getWorkflow},
+	{Method: "POST", Path: "/v1/workflows/{id}/cancel", Scope: auth.ScopeJobsWrite, OperationID: "cancelWorkflow",
+		Summary: "Cancel a run: steps not started are cancelled, running steps' handlers are cancelled",
+		Params:  []Param{idPath, tenantQuery}, Responses: []Response{{200, "The run", workflow.Run{}}},
+		Problems: []string{CodeNotFound, CodeConflict}, plain: (*Server).cancelWorkflow},
+	{Method: "POST", Path: "/v1/workflows/{id}/signal", Scope: auth.ScopeJobsWrite, OperationID: "signalWorkflow",
+		Summary: "Deliver a signal to a waiting signal step; the payload becomes its result",
+		Params:  []Param{idPath, tenantQuery}, Body: signalBody{}, Responses: []Response{{200, "The run", workflow.Run{}}},
+		Problems: []string{CodeNotFound, CodeConflict}, plain: (*Server).signalWorkflow},
+
+	{Method: "POST", Path: "/v1/webhook-secrets", Scope: auth.ScopeJobsWrite, OperationID: "rotateWebhookSecret",
+		Summary: "Rotate the tenant's webhook signing secret: a new current secret (its text shown once); the previous one signs beside it for the grace period",
+		Body:    rotateSecretBody{}, BodyOptional: true, Responses: []Response{{201, "The new secret", newSecretView{}}},
+		Problems: []string{CodeConflict}, plain: (*Server).rotateWebhookSecret},
+	{Method: "GET", Path: "/v1/webhook-secrets", Scope: auth.ScopeJobsRead, OperationID: "listWebhookSecrets",
+		Summary: "The tenant's webhook secrets that still sign, newest first (without their text)",
+		Params:  []Param{tenantQuery}, Responses: []Response{{200, "Secrets", list[webhook.Secret]{}}}, plain: (*Server).listWebhookSecrets},
+	{Method: "DELETE", Path: "/v1/webhook-secrets/{id}", Scope: auth.ScopeJobsWrite, OperationID: "deleteWebhookSecret",
+		Summary: "Stop a secret signing now",
+		Params:  []Param{{Name: "id", In: "path", Type: ""}, tenantQuery}, Responses: []Response{{204, "Deleted", nil}},
+		Problems: []string{CodeNotFound}, plain: (*Server).deleteWebhookSecret},
+
+	{Method: "GET", Path: "/v1/limits", Scope: auth.ScopeClusterRead, OperationID: "listLimits", Summary: "Every limit with its usage now",
+		Responses: []Response{{200, "Limits", list[limitView]{}}}, plain: (*Server).listLimits},
+	{Method: "GET", Path: "/v1/limits/{name}", Scope: auth.ScopeClusterRead, OperationID: "getLimit", Summary: "A limit with its usage now",
+		Params: []Param{namePath}, Responses: []Response{{200, "The limit", limitView{}}},
+		Problems: []string{CodeNotFound}, plain: (*Server).getLimit},
+	{Method: "PUT", Path: "/v1/limits/{name}", Scope: auth.ScopeAdmin, OperationID: "putLimit",
+		Summary: "Create or replace a limit: cluster-wide, enforced by the claim",
+		Params:  []Param{namePath}, Body: limitBody{},
+		Responses: []Response{{201, "Created", limitView{}}, {200, "Replaced", limitView{}}}, plain: (*Server).putLimit},
+	{Method: "DELETE", Path: "/v1/limits/{name}", Scope: auth.ScopeAdmin, OperationID: "deleteLimit", Summary: "Delete a limit",
+		Params: []Param{namePath}, Responses: []Response{{204, "Deleted", nil}},
+		Problems: []string{CodeNotFound}, plain: (*Server).deleteLimit},
+	{Method: "GET", Path: "/v1/tenants", Scope: auth.ScopeClusterRead, OperationID: "listTenantWeights",
+		Summary:   "Tenants whose weight in fair claiming is not the default 1",
+		Responses: []Response{{200, "Weights", list[tenantView]{}}}, plain: (*Server).listTenantWeights},
+	{Method: "PUT", Path: "/v1/tenants/{tenant}", Scope: auth.ScopeAdmin, OperationID: "putTenantWeight",
+		Summary: "Set a tenant's weight in fair claiming (1-1000, default 1)",
+		Params:  []Param{{Name: "tenant", In: "path", Type: ""}}, Body: tenantBody{},
+		Responses: []Response{{200, "The weight", tenantView{}}}, plain: (*Server).putTenantWeight},
+
+	{Method: "GET", Path: "/v1/queues", Scope: auth.ScopeJobsRead, OperationID: "listQueues",
+		Summary:   "Queues with unfinished jobs, or ever paused, or worked by a live node; a tenant token sees only the queues where its tenant has unfinished jobs, with its own counts",
+		Params:    []Param{tenantQuery},
+		Responses: []Response{{200, "Queues", list[queueView]{}}}, plain: (*Server).listQueues},
+	{Method: "POST", Path: "/v1/queues/{queue}/pause", Scope: auth.ScopeAdmin, OperationID: "pauseQueue", Summary: "Pause a queue cluster-wide",
+		Params: []Param{{Name: "queue", In: "path", Type: ""}}, Responses: []Response{{200, "Paused", queueState{}}}, plain: (*Server).pauseQueue},
+	{Method: "POST", Path: "/v1/queues/{queue}/resume", Scope: auth.ScopeAdmin, OperationID: "resumeQueue", Summary: "Resume a queue",
+		Params: []Param{{Name: "queue", In: "path", Type: ""}}, Responses: []Response{{200, "Resumed", queueState{}}}, plain: (*Server).resumeQueue},
+
+	{Method: "GET", Path: "/v1/nodes", Scope: auth.ScopeClusterRead, OperationID: "listNodes", Summary: "Every node the cluster has seen",
+		Responses: []Response{{200, "Nodes", list[nodeView]{}}}, plain: (*Server).listNodes},
+	{Method: "POST", Path: "/v1/nodes/{id}/drain", Scope: auth.ScopeAdmin, OperationID: "drainNode",
+		Summary: "Drain a node: it stops claiming, finishes its jobs until the deadline, releases the rest, and leaves",
+		Params:  []Param{nodePath}, Body: drainBody{}, BodyOptional: true, Responses: []Response{{200, "The node", nodeView{}}},
+		Problems: []string{CodeNotFound}, plain: (*Server).drainNode},
+	{Method: "POST", Path: "/v1/nodes/{id}/undrain", Scope: auth.ScopeAdmin, OperationID: "undrainNode",
+		Summary: "Withdraw a drain before the node leaves",
+		Params:  []Param{nodePath}, Responses: []Response{{200, "The node", nodeView{}}},
+		Problems: []string{CodeNotFound}, plain: (*Server).undrainNode},
+	{Method: "GET", Path: "/v1/cluster", Scope: auth.ScopeClusterRead, OperationID: "getCluster",
+		Summary:   "Leader, epoch, node counts, and what is degraded",
+		Responses: []Response{{200, "Cluster", clusterView{}}}, plain: (*Server).clusterStatus},
+
+	{Method: "POST", Path: "/v1/workers", Scope: auth.ScopeWorker, OperationID: "registerWorker",
+		Summary: "Register a remote worker: it then claims jobs of its tenant, queues and kinds",
+		Body:    registerWorkerRequest{}, Responses: []Response{{201, "Registered", workerView{}}},
+		Problems: []string{CodeTooManyWorkers}, plain: (*Server).registerWorker},
+	{Method: "DELETE", Path: "/v1/workers/{id}", Scope: auth.ScopeWorker, OperationID: "leaveWorker",
+		Summary: "A remote worker stops: the jobs it still runs are released (run again at once, no attempt used up)",
+		Params:  []Param{nodePath}, Responses: []Response{{200, "Left", leaveResponse{}}},
+		Problems: []string{CodeNotFound}, plain: (*Server).leaveWorker},
+	{Method: "POST", Path: "/v1/work/claim", Scope: auth.ScopeWorker, OperationID: "claimWork",
+		Summary: "Claim up to max jobs, waiting up to wait for one when none is due; each under a new lease",
+		Body:    claimRequest{}, Responses: []Response{{200, "Claimed (none when the wait ended empty)", claimResponse{}}},
+		Problems: []string{CodeNotFound, CodeWorkerGone}, plain: (*Server).claimWork},
+	{Method: "POST", Path: "/v1/work/heartbeat", Scope: auth.ScopeWorker, OperationID: "heartbeatWork",
+		Summary: "Extend the leases of running attempts; each job has its outcome",
+		Body:    heartbeatRequest{}, Responses: []Response{{200, "Outcomes", outcomesResponse{}}},
+		Problems: []string{CodeNotFound, CodeWorkerGone}, plain: (*Server).heartbeatWork},
+	{Method: "POST", Path: "/v1/work/complete", Scope: auth.ScopeWorker, OperationID: "completeWork",
+		Summary: "Complete attempts with their results; each job has its outcome",
+		Body:    completeRequest{}, Responses: []Response{{200, "Outcomes", outcomesResponse{}}},
+		Problems: []string{CodeNotFound, CodeWorkerGone}, plain: (*Server).completeWork},
+	{Method: "POST", Path: "/v1/work/jobs/{id}/heartbeat", Scope: auth.ScopeWorker, OperationID: "heartbeatJob",
+		Summary: "Extend one attempt's lease; 409 lease_lost once it is no longer current",
+		Params:  []Param{idPath}, Body: jobHeartbeatRequest{}, Responses: []Response{{200, "Extended", jobHeartbeatResponse{}}},
+		Problems: workJobProblems, plain: (*Server).heartbeatJob},
+	{Method: "POST", Path: "/v1/work/jobs/{id}/complete", Scope: auth.ScopeWorker, OperationID: "completeJob",
+		Summary: "Complete one attempt; 409 lease_lost once it is no longer current",
+		Params:  []Param{idPath}, Body: jobCompleteRequest{}, Responses: []Response{{200, "Completed", jobStateResponse{}}},
+		Problems: workJobProblems, plain: (*Server).completeJob},
+	{Method: "POST", Path: "/v1/work/jobs/{id}/fail", Scope: auth.ScopeWorker, OperationID: "failJob",
+		Summary: "Fail one attempt: retried, or into the DLQ when permanent or the last; 409 lease_lost once it is no longer current",
+		Params:  []Param{idPath}, Body: jobFailRequest{}, Responses: []Response{{200, "The job's state", jobStateResponse{}}},
+		Problems: workJobProblems, plain: (*Server).failJob},
+	{Method: "POST", Path: "/v1/work/jobs/{id}/snooze", Scope: auth.ScopeWorker, OperationID: "snoozeJob",
+		Summary: "Put the job back to pending for delay without using up an attempt; 409 lease_lost once it is no longer current",
+		Params:  []Param{idPath}, Body: jobSnoozeRequest{}, Responses: []Response{{200, "The job's state", jobStateResponse{}}},
+		Problems: workJobProblems, plain: (*Server).snoozeJob},
+	{Method: "POST", Path: "/v1/work/jobs/{id}/progress", Scope: auth.ScopeWorker, OperationID: "progressJob",
+		Summary: "Report how far the attempt got; 409 lease_lost once it is no longer current",
+		Params:  []Param{idPath}, Body: jobProgressRequest{}, Responses: []Response{{200, "Recorded", jobProgressResponse{}}},
+		Problems: workJobProblems, plain: (*Server).progressJob},
+}
+
+// allowedMethods are the methods the mux serves r's path with, sorted as
+// an Allow header lists them; none when no route has the path.
+func (s *Server) allowedMethods(r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{http.MethodDelete, http.MethodGet, http.MethodHead, http.MethodPatch, http.MethodPost, http.MethodPut} {
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host}
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != noRoutePattern {
+			allow = append(allow, m)
+		}
+	}
+	return allow
+}
+
+// noRoutePattern catches every request under /v1 no route matches.
+const noRoutePattern = "/v1/"
+
+// noRoute answers a request no route matches: 405 with Allow when a
+// route has its path with other methods, else 404.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	if allow := s.allowedMethods(r); len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeProblem(w, problem(CodeMethodNotAllowed, r.Method+" "+r.URL.Path+" is not served; allowed: "+strings.Join(allow, ", ")))
+		return
+	}
+	writeProblem(w, problem(CodeNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path))
+}

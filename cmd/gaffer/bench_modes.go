@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gafferhq/gaffer"
+	"github.com/gafferhq/gaffer/cron"
+	"github.com/gafferhq/gaffer/internal/etcdserver"
+	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/job"
+)
+
+func benchNode(ctx context.Context, url string, o benchOpts, reg prometheus.Registerer, extra ...func(*gaffer.Node)) (*gaffer.Node, error) {
+	hooks, err := newWebhooks(ctx, nil, nil, url)
+	if err != nil {
+		return nil, err
+	}
+	node, err := gaffer.NewNode(ctx, gaffer.Config{
+		DatabaseURL: url, ID: "bench", Queues: map[string]int{benchQueue: o.concurrency}, MaxConns: 8,
+		ClaimBatch: o.claimBatch, Registerer: reg, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn}),
+	})
+	if err != nil {
+		return nil, err
+	}
+	registerBuiltinKinds(node, hooks)
+	for _, e := range extra {
+		e(node)
+	}
+	return node, nil
+}
+
+func enqueueBulk(ctx context.Context, client *job.Client, n, batch int) error {
+	reqs := make([]job.Request, min(batch, n))
+	for i := range reqs {
+		reqs[i] = job.Request{Kind: "noop", Queue: benchQueue, Args: json.RawMessage(`{}`)}
+	}
+	for left := n; left > 0; left -= batch {
+		if _, err := client.EnqueueMany(ctx, reqs[:min(left, batch)]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func benchEnqueue(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
+	cpu := startCPU()
+	start := time.Now()
+	if err := enqueueBulk(ctx, job.NewClient(st.Pool(), nil), o.jobs, o.batch); err != nil {
+		return err
+	}
+	r.Jobs, r.Seconds = o.jobs, time.Since(start).Seconds()
+	r.EnqueuePerSec = float64(o.jobs) / r.Seconds
+	cpu.stop(r)
+	return nil
+}
+
+// benchBacklog times one node working off a pre-inserted backlog: from
+// start until every completion has been accepted.
+func benchBacklog(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
+	if err := benchEnqueue(ctx, st, o, r); err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	node, err := benchNode(ctx, o.url, o, reg)
+	if err != nil {
+		return err
+	}
+	cpu := startCPU()
+	start := time.Now()
+	if err := node.Start(ctx); err != nil {
+		return err
+	}
+	defer node.Stop(context.Background())
+	if err := waitCompleted(ctx, reg, float64(o.jobs)); err != nil {
+		return err
+	}
+	r.Seconds = time.Since(start).Seconds()
+	r.JobsPerSec = float64(o.jobs) / r.Seconds
+	r.Concurrency, r.ClaimBatch = o.concurrency, o.claimBatch
+	cpu.stop(r)
+	return nil
+}
+
+// benchContinuous inserts (COPY batches from two goroutines, keeping at
+// most 100,000 jobs outstanding) while one node works, and counts the
+// completions in the measured window.
+func benchContinuous(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
+	reg := prometheus.NewRegistry()
+	node, err := benchNode(ctx, o.url, o, reg)
+	if err != nil {
+		return err
+	}
+	if err := node.Start(ctx); err != nil {
+		return err
+	}
+	defer node.Stop(context.Background())
+	client := job.NewClient(st.Pool(), nil)
+	var inserted atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				done, _ := completedCount(reg)
+				if float64(inserted.Load())-done > 100000 {
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				if err := enqueueBulk(ctx, client, 1000, 1000); err != nil {
+					errs <- err
+					return
+				}
+				inserted.Add(1000)
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	time.Sleep(o.warmup)
+	before, _ := completedCount(reg)
+	cpu := startCPU()
+	start := time.Now()
+	select {
+	case <-time.After(o.duration):
+	case err := <-errs:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	after, _ := completedCount(reg)
+	r.Seconds = time.Since(start).Seconds()
+	r.Jobs = int(after - before)
+	r.JobsPerSec = (after - before) / r.Seconds
+	r.Concurrency, r.ClaimBatch = o.concurrency, o.claimBatch
+	cpu.stop(r)
+	return nil
+}
+
+// benchLatency enqueues one job at a time at a fixed rate and measures,
+// in this process, from just before Enqueue to the handler's start.
+func benchLatency(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
+	var mu sync.Mutex
+	started := map[int64]time.Time{}
+	node, err := benchNode(ctx, o.url, o, nil, func(n *gaffer.Node) {
+		n.HandleFunc("bench.mark", func(ctx context.Context, j *job.Job) error {
+			now := time.Now()
+			mu.Lock()
+			started[j.ID] = now
+			mu.Unlock()
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	if err := node.Start(ctx); err != nil {
+		return err
+	}
+	defer node.Stop(context.Background())
+	time.Sleep(time.Second) // the first, immediate poll has passed
+	client := job.NewClient(st.Pool(), nil)
+	enqueued := map[int64]time.Time{}
+	cpu := startCPU()
+	tick := time.NewTicker(time.Second / time.Duration(o.rate))
+	defer tick.Stop()
+	end := time.Now().Add(o.duration)
+	for time.Now().Before(end) {
+		<-tick.C
+		t0 := time.Now()
+		res, err := client.Enqueue(ctx, job.Request{Kind: "bench.mark", Queue: benchQueue})
+		if err != nil {
+			return err
+		}
+		enqueued[res.Job.ID] = t0
+	}
+	time.Sleep(time.Second)
+	cpu.stop(r)
+	mu.Lock()
+	defer mu.Unlock()
+	var ms []float64
+	for id, t0 := range enqueued {
+		if t1, ok := started[id]; ok {
+			ms = append(ms, float64(t1.Sub(t0).Microseconds())/1000)
+		}
+	}
+	if len(ms) < len(enqueued) {
+		return fmt.Errorf("%d of %d jobs did not start within a second of the end", len(enqueued)-len(ms), len(enqueued))
+	}
+	r.Latency = percentiles(ms)
+	r.Jobs, r.Seconds = len(ms), o.duration.Seconds()
+	r.JobsPerSec = float64(len(ms)) / o.duration.Seconds()
+	return nil
+}
+
+// benchCron runs "@every 1s" entries on a node and reads, from the
+// database, how late each occurrence's job was inserted.
+func benchCron(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
+	node, err := benchNode(ctx, o.url, o, nil)
+	if err != nil {
+		return err
+	}
+	if err := node.Start(ctx); err != nil {
+		return err
+	}
+	defer node.Stop(context.Background())
+	crons := cron.NewClient(st.Pool())
+	var names []string
+	for i := range o.entries {
+		name := fmt.Sprintf("bench-%d", i)
+		if _, err := crons.Create(ctx, cron.Entry{Name: name, Schedule: "@every 1s", Job: cron.JobTemplate{Kind: "noop", Queue: benchQueue}}); err != nil {
+			return err
+		}
+		names = append(names, name)
+	}
+	defer func() {
+		for _, n := range names {
+			crons.Delete(context.WithoutCancel(ctx), "", n)
+		}
+	}()
+	cpu := startCPU()
+	time.Sleep(o.duration)
+	cpu.stop(r)
+	ms, err := st.CronLateness(ctx, names)
+	if err != nil {
+		return err
+	}
+	r.Latency = percentiles(ms)
+	r.Jobs, r.Seconds = len(ms), o.duration.Seconds()
+	return nil
+}
+
+// benchIdle runs a cluster of idle nodes and counts the database
+// transactions they cause.
+func benchIdle(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
+	etcd, err := etcdserver.Start("")
+	if err != nil {
+		return err
+	}
+	defer etcd.Close()
+	var nodes []*gaffer.Node
+	defer func() {
+		for _, n := range nodes {
+			n.Stop(context.Background())
+		}
+	}()
+	for i := range o.nodes {
+		hooks, err := newWebhooks(ctx, nil, nil, o.url, etcd.Endpoint())
+		if err != nil {
+			return err
+		}
+		n, err := gaffer.NewNode(ctx, gaffer.Config{DatabaseURL: o.url, ID: fmt.Sprintf("idle-%d", i+1), EtcdEndpoints: []string{etcd.Endpoint()},
+			Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn})})
+		if err != nil {
+			return err
+		}
+		registerBuiltinKinds(n, hooks)
+		if err := n.Start(ctx); err != nil {
+			return err
+		}
+		nodes = append(nodes, n)
+	}
+	time.Sleep(5 * time.Second) // settle: election, first sweeps
+	before, err := st.TransactionCount(ctx)
+	if err != nil {
+		return err
+	}
+	cpu := startCPU()
+	time.Sleep(o.duration)
+	after, err := st.TransactionCount(ctx)
+	if err != nil {
+		return err
+	}
+	cpu.stop(r)
+	r.Nodes, r.Seconds = o.nodes, o.duration.Seconds()
+	// Our own two reads of the counter are not the nodes' doing.
+	r.TxPerSecPerNode = float64(after-before-2) / o.duration.Seconds() / float64(o.nodes)
+	return nil
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// devProc is a running `gaffer dev`.
+type devProc struct {
+	cmd       *exec.Cmd
+	out, logs *lockedBuffer
+	done      chan struct{}
+}
+
+// startDev runs `gaffer dev` with args and the environment env (on top of
+// this process's, less DATABASE_URL unless env sets it) and waits for its
+// banner.
+func startDev(t *testing.T, env []string, args ...string) *devProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"dev"}, args...)...)
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "DATABASE_URL=") })
+	cmd.Env = append(append(cmd.Env, "GAFFER_E2E_MAIN=1"), env...)
+	d := &devProc{cmd: cmd, out: &lockedBuffer{}, logs: &lockedBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = d.out, d.logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { cmd.Wait(); close(d.done) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-d.done
+		if t.Failed() {
+			t.Logf("dev %v stdout:\n%s\nlog:\n%s", args, d.out.String(), d.logs.String())
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(d.out.String(), "Press Ctrl-C to stop") {
+		select {
+		case <-d.done:
+			t.Fatalf("gaffer dev %v exited (%v) before its banner", args, cmd.ProcessState)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("gaffer dev never printed its banner")
+		}
+	}
+	return d
+}
+
+// stop interrupts dev as Ctrl-C does and waits for a clean exit.
+func (d *devProc) stop(t *testing.T) {
+	t.Helper()
+	d.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-d.done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("gaffer dev did not stop within 60s of an interrupt")
+	}
+	if code := d.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("gaffer dev exited %d after an interrupt", code)
+	}
+}
+
+// gaffer dev --data DIR keeps the database across restarts — also as
+// root (as in CI), where PostgreSQL runs as the postgres user and must
+// pass through DIR, which it may do without reading it.
+func TestDevDataDirKeepsTheDatabase(t *testing.T) {
+	t.Parallel()
+	work, err := os.MkdirTemp("", "gaffer-dev-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(work) })
+	if err := os.Chmod(work, 0o755); err != nil { // a working directory
+		t.Fatal(err)
+	}
+	dir := filepath.Join(work, "data")
+	addr := freeAddr(t)
+	token := "dev-token-for-the-data-dir-test"
+	env := []string{"GAFFER_DEV_TOKEN=" + token}
+	d := startDev(t, env, "--data", dir, "--addr", addr)
+	if !strings.Contains(d.out.String(), "token:     "+token) {
+		t.Fatalf("dev did not take its token from $GAFFER_DEV_TOKEN:\n%s", d.out.String())
+	}
+	job := enqueueHTTP(t, "http://"+addr, token, "later", "http://127.0.0.1:1/never-called") // no node works "later"
+	if job.status != 201 {
+		t.Fatalf("enqueue: %+v", job)
+	}
+	d.stop(t)
+
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o007 != 0 || perm&0o060 != 0 {
+		t.Errorf("%s has mode %#o: others, or the postgres group, may read or change it", dir, perm)
+	}
+	if os.Geteuid() == 0 {
+		pg, err := user.Lookup("postgres")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if strconv.Itoa(int(st.Gid)) != pg.Gid || fi.Mode().Perm()&0o010 == 0 {
+			t.Errorf("%s: mode %#o group %d; the postgres group (%s) needs to pass through", dir, fi.Mode().Perm(), st.Gid, pg.Gid)
+		}
+	}
+
+	// Again on the same data: the token and the job are still there.
+	d = startDev(t, env, "--data", dir, "--addr", addr)
+	req, _ := http.NewRequest("GET", fmt.Sprintf("http://%s/v1/jobs/%d", addr, job.id), nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"queue":"later"`) {
+		t.Fatalf("job %d after a restart on the same --data: %d %s", job.id, resp.StatusCode, body)
+	}
+	d.stop(t)
+}

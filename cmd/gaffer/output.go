@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/gafferhq/gaffer/job"
+)
+
+// output prints raw as indented JSON (--json), or calls table.
+func (m *Main) output(asJSON bool, raw json.RawMessage, table func(tw *tabwriter.Writer)) error {
+	if asJSON {
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, raw, "", "  "); err != nil {
+			return err
+		}
+		buf.WriteByte('\n')
+		_, err := m.Stdout.Write(buf.Bytes())
+		return err
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+	table(tw)
+	return tw.Flush()
+}
+
+// call sends a request and decodes its answer into a T. It returns the
+// answer as sent too, for --json: the API's JSON, not a re-encoding.
+func call[T any](ctx context.Context, c *apiClient, method, path string, body any, headers ...string) (T, json.RawMessage, error) {
+	var v T
+	var raw json.RawMessage
+	if err := c.do(ctx, method, path, body, &raw, headers...); err != nil {
+		return v, nil, err
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return v, raw, fmt.Errorf("%s %s: cannot read the answer from %s: %w", method, strings.SplitN(path, "?", 2)[0], c.base, err)
+	}
+	return v, raw, nil
+}
+
+// show sends a request and prints its answer: as JSON with --json,
+// otherwise as print renders it.
+func show[T any](m *Main, ctx context.Context, cf *clientFlags, c *apiClient, method, path string, body any, print func(tw *tabwriter.Writer, v T), headers ...string) error {
+	v, raw, err := call[T](ctx, c, method, path, body, headers...)
+	if err != nil {
+		return err
+	}
+	return m.output(*cf.json, raw, func(tw *tabwriter.Writer) { print(tw, v) })
+}
+
+// listPage is a list as the API answers it.
+type listPage[T any] struct {
+	Data       []T    `json:"data"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// table is how a list prints without --json.
+type table[T any] struct {
+	// header names the columns, tab-separated.
+	header string
+	// row gives one row's cells, one per column.
+	row func(T) []any
+	// footer, when set, is a line printed after the rows (none if "").
+	footer func([]T) string
+}
+
+// print writes p as a table: the header, a line per row, the footer, and
+// the flag that fetches the next page.
+func (t table[T]) print(tw *tabwriter.Writer, p listPage[T]) {
+	fmt.Fprintln(tw, t.header)
+	for _, r := range p.Data {
+		cells := t.row(r)
+		for i, c := range cells {
+			if i > 0 {
+				fmt.Fprint(tw, "\t")
+			}
+			fmt.Fprint(tw, c)
+		}
+		fmt.Fprintln(tw)
+	}
+	if t.footer != nil {
+		if s := t.footer(p.Data); s != "" {
+			fmt.Fprintln(tw, s)
+		}
+	}
+	if p.NextCursor != "" {
+		fmt.Fprintf(tw, "(more: --cursor %s)\n", p.NextCursor)
+	}
+}
+
+// pageFlags are a paged list's --limit and --cursor.
+type pageFlags struct {
+	limit  *int
+	cursor *string
+}
+
+func addPageFlags(fs *flagSet, limit int) *pageFlags {
+	return &pageFlags{
+		limit:  fs.Int("limit", "-", limit, "rows per page"),
+		cursor: fs.String("cursor", "-", "", "next_cursor of the previous page"),
+	}
+}
+
+// query adds the page's limit and cursor to q (nil: a new one).
+func (f *pageFlags) query(q url.Values) url.Values {
+	if q == nil {
+		q = url.Values{}
+	}
+	q.Set("limit", strconv.Itoa(*f.limit))
+	if *f.cursor != "" {
+		q.Set("cursor", *f.cursor)
+	}
+	return q
+}
+
+// list GETs a list from the API and prints it: as JSON with --json,
+// otherwise as t.
+func list[T any](m *Main, ctx context.Context, cf *clientFlags, c *apiClient, path string, t table[T]) error {
+	return show(m, ctx, cf, c, "GET", path, nil, func(tw *tabwriter.Writer, p listPage[T]) { t.print(tw, p) })
+}
+
+// printRows prints rows this command read itself (not from the API): as
+// {"data": [...]} with --json, the shape of the API's lists, otherwise as t.
+func printRows[T any](m *Main, asJSON bool, rows []T, t table[T]) error {
+	if rows == nil {
+		rows = []T{}
+	}
+	p := listPage[T]{Data: rows}
+	raw, err := job.EncodeJSON(p)
+	if err != nil {
+		return err
+	}
+	return m.output(asJSON, raw, func(tw *tabwriter.Writer) { t.print(tw, p) })
+}

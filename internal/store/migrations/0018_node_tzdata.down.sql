@@ -1,0 +1,1 @@
+ALTER TABLE gaffer.nodes DROP COLUMN tzdata;

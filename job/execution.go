@@ -1,0 +1,137 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/gafferhq/gaffer/internal/store"
+)
+
+// execution is one running attempt on this node.
+type execution struct {
+	job      *Job
+	lease    store.Lease
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	started  time.Time
+	producer *producer
+
+	mu        sync.Mutex
+	renewedAt time.Time // monotonic: when the lease was last set
+	finished  bool      // the handler returned; its outcome is being written
+	released  bool      // the node gave the lease back; drop the outcome
+	lost      bool      // a heartbeat was refused: another attempt owns the job
+}
+
+func (w *Worker) launch(p *producer, row store.Job, claimedAt time.Time) {
+	j := fromRow(row)
+	j.st = w.store
+	ctx, cancel := context.WithCancelCause(context.Background())
+	e := &execution{job: j, lease: store.Lease{ID: row.ID, Attempt: row.Attempt, Token: row.LeaseToken},
+		cancel: cancel, started: w.clock.Now(), renewedAt: claimedAt, producer: p}
+	if j.AttemptedAt != nil {
+		w.metrics.forKind(j.Queue, j.Kind).queueWait.Observe(max(0, j.AttemptedAt.Sub(j.RunAt).Seconds()))
+	}
+	e.ctx = ctx
+	w.mu.Lock()
+	w.executing[e.lease] = e
+	w.mu.Unlock()
+	w.handlers.Add(1)
+	// Hand the attempt to an idle handler goroutine, or start one: they
+	// outlive their jobs, so a busy queue does not pay for a new goroutine
+	// (and its stack growth) per job.
+	select {
+	case p.work <- e:
+	default:
+		go p.serve(e)
+	}
+}
+
+// serve runs attempts, one after another, until the worker stops.
+func (p *producer) serve(e *execution) {
+	for {
+		p.w.execute(e)
+		select {
+		case e = <-p.work:
+		case <-p.quit:
+			return
+		}
+	}
+}
+
+func (w *Worker) execute(e *execution) {
+	defer w.handlers.Done()
+	defer e.producer.finished()
+	defer e.cancel(nil)
+	w.run(e.ctx, e)
+}
+
+// run executes one attempt and records its outcome.
+func (w *Worker) run(ctx context.Context, e *execution) {
+	j := e.job
+	reg, known := w.cfg.Registry.lookup(j.Kind)
+	timeout := j.Timeout
+	if timeout == 0 {
+		timeout = reg.opts.Timeout
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, ErrTimeout)
+		defer cancel()
+	}
+	var (
+		err     error
+		stack   string
+		errKind = "error"
+	)
+	start := time.Now()
+	if !known {
+		err, errKind = fmt.Errorf("no handler for kind %q on node %s", j.Kind, w.cfg.NodeID), "unknown_kind"
+	} else if err, stack = callHandler(ctx, reg.handler, j); stack != "" {
+		errKind = "panic"
+	}
+	w.metrics.forKind(j.Queue, j.Kind).runDuration.Observe(time.Since(start).Seconds())
+
+	e.mu.Lock()
+	released := e.released
+	e.finished = true
+	e.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		delete(w.executing, e.lease)
+		w.mu.Unlock()
+	}()
+	if released {
+		return // the lease went back at the drain deadline; another attempt owns the job
+	}
+	cause := context.Cause(ctx)
+	if errors.Is(cause, ErrLeaseLost) {
+		w.log.Debug("attempt ended after losing its lease; outcome discarded", "job_id", j.ID, "attempt", j.Attempt)
+		return
+	}
+	if err != nil && errors.Is(cause, ErrTimeout) && errKind == "error" {
+		errKind = "timeout"
+	}
+	w.record(e, err, errKind, stack, cause, backoffFor(reg, known))
+}
+
+func backoffFor(reg registration, known bool) Backoff {
+	if known && reg.opts.Backoff != nil {
+		return reg.opts.Backoff
+	}
+	return DefaultBackoff
+}
+
+// callHandler runs the handler, turning a panic into an error and a stack.
+func callHandler(ctx context.Context, h Handler, j *Job) (err error, stack string) {
+	defer func() {
+		if r := recover(); r != nil {
+			err, stack = fmt.Errorf("panic: %v", r), string(debug.Stack())
+		}
+	}()
+	return h.Work(ctx, j), ""
+}

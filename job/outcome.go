@@ -1,0 +1,97 @@
+package job
+
+import (
+	"context"
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gafferhq/gaffer/internal/redact"
+	"github.com/gafferhq/gaffer/internal/store"
+)
+
+// record writes an attempt's outcome, compare-and-set on its lease.
+func (w *Worker) record(e *execution, err error, errKind, stack string, cause error, backoff Backoff) {
+	j := e.job
+	var (
+		snooze *SnoozeError
+		cancel *CancelError
+		perm   *PermanentError
+	)
+	switch {
+	case err == nil && j.completedInTx:
+		w.metrics.forKind(j.Queue, j.Kind).completed.Inc() // committed by the handler's own transaction
+		return
+	case err == nil:
+		w.completer.add(completion{c: store.Completion{Lease: e.lease, Result: j.result}, queue: j.Queue, kind: j.Kind})
+		return
+	case errors.As(err, &snooze):
+		w.write(e, "snooze", func(ctx context.Context) error {
+			_, err := w.store.SnoozeJob(ctx, e.lease, snooze.Delay)
+			return err
+		}, w.metrics.snoozed)
+		return
+	case errors.As(err, &cancel) || errors.Is(cause, ErrCancelled):
+		reason := "cancelled"
+		if cancel != nil {
+			reason = redact.URLs(cancel.Error())
+		}
+		w.write(e, "cancel", func(ctx context.Context) error {
+			return w.store.CancelRunningJob(ctx, e.lease, reason)
+		}, w.metrics.cancelled)
+		return
+	}
+	// The message is stored and shown to the tenant's readers: no URL
+	// passwords or query values (a failed call's error quotes its URL).
+	f := store.Failure{Lease: e.lease, Message: redact.URLs(err.Error()), Kind: errKind, Stack: stack, Permanent: errors.As(err, &perm)}
+	if f.Permanent && perm.kind != "" {
+		f.Kind = perm.kind
+	}
+	var after *RetryAfterError
+	switch {
+	case f.Permanent:
+	case errors.As(err, &after):
+		f.RetryDelay = after.Delay
+	default:
+		f.RetryDelay = backoff.Delay(j.Attempt)
+	}
+	var state string
+	w.write(e, "fail", func(ctx context.Context) error {
+		var err error
+		state, err = w.store.FailJob(ctx, f)
+		return err
+	}, nil)
+	switch state {
+	case string(Retrying):
+		w.metrics.counter(w.metrics.retried, j.Queue, j.Kind).Inc()
+	case string(Failed):
+		w.metrics.counter(w.metrics.failed, j.Queue, j.Kind).Inc()
+	case string(Cancelled):
+		w.metrics.counter(w.metrics.cancelled, j.Queue, j.Kind).Inc()
+	}
+}
+
+// write runs one outcome write with retries, counting a refusal as stale.
+func (w *Worker) write(e *execution, op string, fn func(ctx context.Context) error, ok *prometheus.CounterVec) {
+	err := retryWrite(fn)
+	j := e.job
+	switch {
+	case errors.Is(err, store.ErrStale):
+		w.stale(j, op)
+	case err != nil:
+		w.log.Error("record outcome; the job will run again after its lease expires", "job_id", j.ID, "op", op, "error", err)
+	default:
+		if ok != nil {
+			w.metrics.counter(ok, j.Queue, j.Kind).Inc()
+		}
+		w.wakeAfterWrite(map[string]bool{j.Queue: true})
+	}
+}
+
+func (w *Worker) stale(j *Job, op string) {
+	w.metrics.counter(w.metrics.stale, j.Queue, j.Kind, op).Inc()
+	w.log.Warn("write refused: the attempt no longer owns the job", "job_id", j.ID, "attempt", j.Attempt, "op", op)
+	if w.onStale != nil {
+		w.onStale(j.ID, op)
+	}
+}

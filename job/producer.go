@@ -1,0 +1,197 @@
+package job
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/gafferhq/gaffer/internal/clock"
+	"github.com/gafferhq/gaffer/internal/service"
+	"github.com/gafferhq/gaffer/internal/store"
+)
+
+// producer is one queue's claim loop.
+type producer struct {
+	w      *Worker
+	queue  string
+	limit  int
+	wakeCh chan struct{}
+	runner service.Runner
+	// work hands attempts to idle handler goroutines; quit ends them.
+	work chan *execution
+	quit chan struct{}
+
+	active atomic.Int64
+	more   atomic.Bool // the last claim took jobs: there may be more work
+	// claimCap bounds the next claim (0: ClaimBatch) after short claims:
+	// when limits let only a few of a claim's candidates start, asking
+	// for a whole batch locks and weighs many jobs for nothing.
+	claimCap  int
+	capped    atomic.Bool // claimCap > 0, for other goroutines
+	lastClaim time.Time
+	// cursors are where the last claims of each fairness unit ended, kept
+	// since cursorSince; a unit without one is scanned from its start.
+	cursors     map[store.Unit]store.ClaimPosition
+	cursorSince time.Time
+	// below is where the next claim starts among the units, when the last
+	// one served as many units as it could (there may be more).
+	below *store.Unit
+}
+
+func (p *producer) wake() {
+	select {
+	case p.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+func (p *producer) loop(ctx context.Context) {
+	poll := p.w.cfg.PollInterval
+	timer := p.w.clock.NewTimer(0) // look for work at once
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wakeCh:
+		case <-timer.C():
+		}
+		timer.Reset(jitter(poll, 0.1))
+		p.fill(ctx)
+	}
+}
+
+// fill claims until the queue's slots are full or it runs dry.
+func (p *producer) fill(ctx context.Context) {
+	w := p.w
+	for ctx.Err() == nil && w.claiming.Load() {
+		free := p.limit - int(p.active.Load())
+		if free <= 0 {
+			return // a finishing job wakes the loop
+		}
+		if wait := w.cfg.FetchCooldown - clock.Since(w.clock, p.lastClaim); wait > 0 {
+			if !clock.Sleep(ctx, w.clock, wait) {
+				return
+			}
+			free = p.limit - int(p.active.Load())
+		}
+		n := min(free, w.cfg.ClaimBatch)
+		if p.claimCap > 0 {
+			n = min(n, p.claimCap)
+		}
+		p.lastClaim = w.clock.Now()
+		if len(p.cursors) > 0 && p.lastClaim.Sub(p.cursorSince) > w.cfg.CursorReset {
+			clear(p.cursors)
+		}
+		w.claimGate.RLock()
+		if !w.claiming.Load() {
+			w.claimGate.RUnlock()
+			return
+		}
+		rows, err := p.claim(ctx, n)
+		w.claimGate.RUnlock()
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log.Error("claim jobs", "queue", p.queue, "error", err)
+				clock.Sleep(ctx, w.clock, jitter(time.Second, 0.5))
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			// The worker stopped while the claim was in flight: give the
+			// jobs back rather than start them.
+			p.release(rows)
+			return
+		}
+		// A full claim may have left work behind; so may a short one that
+		// limits cut (a slot freeing here may let the next one in). Only an
+		// empty claim says the queue has nothing for this node now.
+		p.more.Store(len(rows) > 0)
+		p.adaptCap(len(rows), n)
+		p.advanceCursors(rows, n)
+		for _, row := range rows {
+			p.active.Add(1)
+			w.launch(p, row, p.lastClaim)
+		}
+		if len(rows) < n {
+			return
+		}
+	}
+}
+
+// claim takes up to n due jobs. The statement is not cancelled with ctx:
+// pgx answers a cancelled context by closing the connection, and a claim
+// the server commits after that would leave jobs running on a node that
+// never heard of them, until their lease ran out (an attempt burnt, or a
+// last attempt dead-lettered without running). The claim instead finishes,
+// bounded by the lease TTL, and the caller releases what it got if the
+// worker stopped meanwhile.
+func (p *producer) claim(ctx context.Context, n int) ([]store.Job, error) {
+	w := p.w
+	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.LeaseTTL)
+	defer cancel()
+	cursors := make([]store.UnitCursor, 0, len(p.cursors))
+	for u, pos := range p.cursors {
+		cursors = append(cursors, store.UnitCursor{Unit: u, ClaimPosition: pos})
+	}
+	return w.store.ClaimJobs(claimCtx, store.ClaimParams{
+		Queue: p.queue, Limit: n, Token: rand.Int64(), LeaseTTL: w.cfg.LeaseTTL, Node: w.cfg.NodeID,
+		Cursors: cursors, Below: p.below,
+	})
+}
+
+// release gives back jobs claimed after the worker began to stop, without
+// using up their attempt.
+func (p *producer) release(rows []store.Job) {
+	if len(rows) == 0 {
+		return
+	}
+	leases := make([]store.Lease, len(rows))
+	for i, r := range rows {
+		leases[i] = store.Lease{ID: r.ID, Attempt: r.Attempt, Token: r.LeaseToken}
+	}
+	err := retryWrite(func(ctx context.Context) error {
+		_, err := p.w.store.ReleaseJobs(ctx, leases, "released: node "+p.w.cfg.NodeID+" stopped while claiming")
+		return err
+	})
+	if err != nil {
+		// Their leases expire and the lease rescuer retries them.
+		p.w.log.Error("release jobs claimed while stopping", "queue", p.queue, "jobs", len(rows), "error", err)
+	}
+}
+
+// adaptCap sizes the next claim from this one: a claim that got what it
+// asked for lets the next ask for twice as many (up to the batch); a
+// short one caps the next at twice what it got (at least minClaim). A
+// queue that ran dry pays nothing for it: the next claim, woken by an
+// insert, still asks for at least minClaim, and grows from there.
+func (p *producer) adaptCap(got, asked int) {
+	switch {
+	case got >= asked:
+		if p.claimCap > 0 {
+			p.claimCap *= 2
+			if p.claimCap >= p.w.cfg.ClaimBatch {
+				p.claimCap = 0
+			}
+		}
+	default:
+		p.claimCap = max(2*got, minClaim)
+	}
+	p.capped.Store(p.claimCap > 0)
+}
+
+// minClaim is the least a capped claim asks for.
+const minClaim = 16
+
+// finished frees a slot; if the queue had more work, claim again.
+func (p *producer) finished() {
+	p.active.Add(-1)
+	if p.more.Load() {
+		p.wake()
+	}
+}
+
+func jitter(d time.Duration, frac float64) time.Duration {
+	return d + time.Duration((rand.Float64()*2-1)*frac*float64(d))
+}
