@@ -13,10 +13,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -26,7 +24,9 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/internal/faultproxy"
+	"github.com/gafferhq/gaffer/internal/localport"
 	"github.com/gafferhq/gaffer/internal/pgserver"
+	"github.com/gafferhq/gaffer/internal/runas"
 )
 
 // ErrNotInstalled is returned when the patroni command cannot be found.
@@ -112,7 +112,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	cred, err := credential()
+	cred, err := runas.Postgres("Patroni")
 	if err != nil {
 		return nil, err
 	}
@@ -121,17 +121,17 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{cfg: cfg, dir: dir, bin: bin}
-	if err := own(dir, cred); err != nil {
+	if err := runas.Chown(dir, cred); err != nil {
 		c.Stop()
 		return nil, err
 	}
 	for i := range cfg.Members {
 		m := &Member{Name: fmt.Sprintf("pg%d", i+1), dir: filepath.Join(dir, fmt.Sprintf("pg%d", i+1)), cred: cred}
-		if m.Port, err = freePort(); err != nil {
+		if m.Port, err = localport.Free(); err != nil {
 			c.Stop()
 			return nil, err
 		}
-		if m.RestPort, err = freePort(); err != nil {
+		if m.RestPort, err = localport.Free(); err != nil {
 			c.Stop()
 			return nil, err
 		}
@@ -149,7 +149,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			c.Stop()
 			return nil, err
 		}
-		if err := own(m.dir, cred); err != nil {
+		if err := runas.Chown(m.dir, cred); err != nil {
 			c.Stop()
 			return nil, err
 		}
@@ -367,42 +367,6 @@ func (c *Cluster) Stop() {
 	if c.dir != "" {
 		os.RemoveAll(c.dir)
 	}
-}
-
-// credential returns the credentials to run Patroni with: nil (the
-// current user) unless we are root, in which case the postgres user.
-func credential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return nil, fmt.Errorf("running as root, and PostgreSQL refuses to: need a \"postgres\" system user to run Patroni as: %w", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-func own(dir string, cred *syscall.Credential) error {
-	if cred == nil {
-		return nil
-	}
-	return filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, int(cred.Uid), int(cred.Gid))
-	})
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Require skips t where patroni is not installed, or fails it when
