@@ -112,15 +112,7 @@ type RemoteClaimParams struct {
 // the limits, under a new lease each. A paused queue, or a worker that is
 // draining, gone or unknown, gets nothing.
 func (s *Store) ClaimJobsRemote(ctx context.Context, p RemoteClaimParams) ([]Job, error) {
-	n := len(p.Cursors)
-	tenants, fkeys, prios, runAts, ids := make([]string, n), make([]string, n), make([]int16, n), make([]time.Time, n), make([]int64, n)
-	for i, c := range p.Cursors {
-		tenants[i], fkeys[i], prios[i], runAts[i], ids[i] = c.Tenant, c.FairnessKey, int16(c.Priority), c.RunAt, c.ID
-	}
-	var belowTenant, belowKey *string
-	if p.Below != nil {
-		belowTenant, belowKey = &p.Below.Tenant, &p.Below.FairnessKey
-	}
+	a := claimArgsOf(p.Cursors, p.Below)
 	var tenant *string
 	if p.Tenant != AllTenants {
 		tenant = nullString(p.Tenant)
@@ -130,7 +122,7 @@ func (s *Store) ClaimJobsRemote(ctx context.Context, p RemoteClaimParams) ([]Job
 		kinds = p.Kinds
 	}
 	rows, err := s.pool.Query(ctx, sqlClaimJobsRemote, p.Queue, p.Limit, p.Token, p.LeaseTTL.Milliseconds(), p.Node,
-		tenant, kinds, tenants, fkeys, prios, runAts, ids, belowTenant, belowKey)
+		tenant, kinds, a.tenants, a.fkeys, a.prios, a.runAts, a.ids, a.belowTenant, a.belowKey)
 	jobs, err := collectJobs(rows, err)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
