@@ -111,7 +111,9 @@ func (r runtime) need(t *testing.T) string {
 }
 
 // server is a real `gaffer server` process with its own database and
-// etcd: lease 2s (a heartbeat every ~0.7s), claims wait at most 3s. Its
+// etcd: lease 2s (a heartbeat every ~0.7s), claims wait at most 10s (a
+// silent worker is lost after 14s, well after its jobs' leases are
+// rescued, which takes up to 7s: lease and the rescuer's 5s period). Its
 // own node works only the queue "default", so jobs of queue "clients"
 // are left to the remote workers.
 type server struct {
@@ -159,7 +161,7 @@ func startServer(t *testing.T) *server {
 	s.url = "http://" + addr
 	cmd := exec.Command(bin, "server", "--node-id", "node-1", "--addr", addr, "--etcd", etcd.Endpoint(),
 		"--session-ttl", "3s", "--poll-interval", "200ms", "--drain-timeout", "5s",
-		"--lease-ttl", "2s", "--remote-max-wait", "3s", "--queues", "default=1")
+		"--lease-ttl", "2s", "--remote-max-wait", "10s", "--queues", "default=1")
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = io.Discard, s.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -394,12 +396,51 @@ func exerciseClient(t *testing.T, r runtime) {
 			t.Fatalf("reject: attempt %d errors %+v, want one permanent failure", j.Attempt, j.Errors)
 		}
 
+		// A job cancelled while it runs: the next heartbeat says so, the
+		// handler stops, and its failure ends the job cancelled.
+		cancel := s.enqueue("count", `{"to":100,"ms":100}`)
+		s.await(cancel, "running")
+		s.api("POST", fmt.Sprintf("/v1/jobs/%d/cancel?tenant=default", cancel), nil, nil)
+		if j := s.await(cancel, "cancelled"); len(j.Errors) != 1 || !strings.HasPrefix(j.Errors[0].Error, "stopped at ") {
+			t.Fatalf("the cancelled job: %+v, want its handler stopped part way", j)
+		}
+
 		// SIGINT with nothing to do: it leaves at once.
 		c.cmd.Process.Signal(syscall.SIGINT)
 		c.waitExit(t, 10*time.Second)
 		if n := s.node(c.id); n.State != "dead" || n.LeftReason != "stopped" {
 			t.Fatalf("the stopped worker in the nodes view: %+v, want dead, stopped", n)
 		}
+	})
+
+	// G11 from the client's side: a worker paused past its lease finds,
+	// when it wakes, that its attempt is gone; it drops that attempt's
+	// result (the node would refuse it) and runs the job's next attempt.
+	t.Run("paused past its lease", func(t *testing.T) {
+		s.t = t
+		c := s.startExample(r, program)
+		id := s.enqueue("count", `{"to":10,"ms":200}`)
+		s.await(id, "running")
+		c.cmd.Process.Signal(syscall.SIGSTOP)
+		// Its lease expires and the node takes attempt 1 back (the claim
+		// the worker left waiting may take attempt 2 at once, for it).
+		waitFor(t, 15*time.Second, "attempt 1 lost", func() bool {
+			j := s.job(id)
+			return len(j.Errors) > 0 && j.Errors[0].Kind == "lost"
+		})
+		c.cmd.Process.Signal(syscall.SIGCONT)
+		j := s.await(id, "completed")
+		if j.Attempt != 2 || len(j.Errors) != 1 || j.Errors[0].Kind != "lost" || j.Node != c.id {
+			t.Fatalf("the paused worker's job: %+v, want attempt 1 lost, attempt 2 completed by the same worker", j)
+		}
+		waitFor(t, 5*time.Second, "the example to drop attempt 1's result", func() bool {
+			return strings.Contains(c.out.String(), fmt.Sprintf("job %d attempt 1: lease_lost; its result is dropped", id))
+		})
+		if n := s.scalar(`SELECT count(*) FROM gaffer.jobs j, lease_audit a WHERE a.job_id = j.id AND j.id = $1 AND a.attempt = 1`, id); n == "0" {
+			t.Fatal("no lease recorded for attempt 1")
+		}
+		c.cmd.Process.Signal(syscall.SIGTERM)
+		c.waitExit(t, 10*time.Second)
 	})
 
 	t.Run("sigterm mid-job", func(t *testing.T) {
@@ -471,6 +512,15 @@ func (s *server) leases(id int64, attempt int) (n int, span time.Duration) {
 		s.t.Fatal(err)
 	}
 	return n, time.Duration(secs * float64(time.Second))
+}
+
+func (s *server) scalar(sql string, args ...any) string {
+	s.t.Helper()
+	var v any
+	if err := s.pool.QueryRow(context.Background(), sql, args...).Scan(&v); err != nil {
+		s.t.Fatalf("%s: %v", sql, err)
+	}
+	return fmt.Sprint(v)
 }
 
 // sameJSON reports whether got holds the same JSON value as want.

@@ -158,6 +158,14 @@ def _check_send(op, body, prefix=""):
                     _check_send(op, x, path + "[].")
 
 
+def _outcomes(jobs, outcomes):
+    """Pairs a batch's jobs with the answer's outcomes, which come in the
+    batch's order."""
+    if len(jobs) != len(outcomes) or any(j.id != o["id"] for j, o in zip(jobs, outcomes)):
+        raise ValueError("a batch answer's outcomes do not match its jobs")
+    return zip(jobs, outcomes)
+
+
 class _HTTP:
     """One keep-alive connection per thread to the node."""
 
@@ -305,7 +313,9 @@ class Worker:
         self.id = None
         self._handlers = {}
         self._lock = threading.Lock()
-        self._running = {}  # job id -> Job
+        # (job id, attempt) -> Job: a worker that was paused may run a
+        # job's next attempt while its lost one still winds down.
+        self._running = {}
         self._slots = threading.Semaphore(concurrency)
         self._stopping = threading.Event()
         self._idle = threading.Condition(self._lock)
@@ -428,7 +438,7 @@ class Worker:
                 break
             for j in jobs:
                 with self._lock:
-                    self._running[j.id] = j
+                    self._running[(j.id, j.attempt)] = j
                 threading.Thread(target=self._run_job, args=(j,), name="gaffer-job-%d" % j.id, daemon=True).start()
             if ans["draining"]:
                 log.info("worker %s drained: stopping", self.id)
@@ -442,7 +452,7 @@ class Worker:
 
     def _finish(self, j):
         with self._idle:
-            self._running.pop(j.id, None)
+            self._running.pop((j.id, j.attempt), None)
             self._idle.notify_all()
         self._slots.release()
 
@@ -515,9 +525,8 @@ class Worker:
             for attempt in range(5):
                 try:
                     ans = self._http.call("complete", body=body)
-                    for o in ans["jobs"]:
+                    for j, o in _outcomes([j for j, _ in batch], ans["jobs"]):
                         if o["status"] != "ok":
-                            j = next(j for j, _ in batch if j.id == o["id"])
                             self._lose(j, o["status"])
                     break
                 except APIError as e:
@@ -538,7 +547,6 @@ class Worker:
                 jobs = [j for j in self._running.values() if not j.lost]
             if not jobs:
                 continue
-            by_id = {j.id: j for j in jobs}
             body = {"worker": self.id, "jobs": [dict(id=j.id, attempt=j.attempt, lease_token=j.lease_token) for j in jobs]}
             try:
                 ans = self._http.call("heartbeat", body=body)
@@ -552,10 +560,7 @@ class Worker:
             except (OSError, http.client.HTTPException) as e:
                 log.warning("heartbeat: %s", e)
                 continue
-            for o in ans["jobs"]:
-                j = by_id.get(o["id"])
-                if j is None:
-                    continue
+            for j, o in _outcomes(jobs, ans["jobs"]):
                 if o["status"] != "ok":
                     self._lose(j, o["status"])
                 elif o.get("cancel_requested", False):

@@ -139,6 +139,19 @@ function checkSend(op, body, prefix = "") {
   }
 }
 
+/**
+ * Pairs a batch's jobs with the answer's outcomes, which come in the
+ * batch's order.
+ * @param {Job[]} jobs @param {any[]} outs
+ * @returns {Array<[Job, any]>}
+ */
+function outcomes(jobs, outs) {
+  if (jobs.length !== outs.length || jobs.some((j, i) => j.id !== outs[i].id)) {
+    throw new Error("a batch answer's outcomes do not match its jobs");
+  }
+  return jobs.map((j, i) => [j, outs[i]]);
+}
+
 /** A claimed job, handed to its kind's handler. */
 export class Job {
   /** @param {Worker} worker @param {any} a a claim answer's job */
@@ -219,7 +232,9 @@ export class Worker {
     this.log = o.logger ?? console;
     /** @type {string | undefined} */ this.id = undefined;
     /** @type {Map<string, (job: Job) => any>} */ this._handlers = new Map();
-    /** @type {Map<number, Job>} */ this._running = new Map();
+    // "id/attempt" -> Job: a worker that was paused may run a job's next
+    // attempt while its lost one still winds down.
+    /** @type {Map<string, Job>} */ this._running = new Map();
     /** @type {Array<[Job, any]>} */ this._done = [];
     this._flushing = null;
     this._stopping = false;
@@ -353,7 +368,7 @@ export class Worker {
   }
 
   _finish(j) {
-    this._running.delete(j.id);
+    this._running.delete(`${j.id}/${j.attempt}`);
     const free = this._freeSlot;
     this._slotFreed = null;
     free?.();
@@ -393,7 +408,7 @@ export class Worker {
       if (this._stopping) break;
       for (const x of a.jobs) {
         const j = new Job(this, x);
-        this._running.set(j.id, j);
+        this._running.set(`${j.id}/${j.attempt}`, j);
         this._runJob(j);
       }
       if (a.draining) {
@@ -479,8 +494,8 @@ export class Worker {
     for (let attempt = 0; attempt < 5; attempt++) {
       try {
         const a = await this._call("complete", { body });
-        for (const o of a.jobs) {
-          if (o.status !== "ok") this._lose(batch.find(([j]) => j.id === o.id)[0], o.status);
+        for (const [j, o] of outcomes(batch.map(([j]) => j), a.jobs)) {
+          if (o.status !== "ok") this._lose(j, o.status);
         }
         break;
       } catch (e) {
@@ -498,7 +513,6 @@ export class Worker {
       if (this._heartbeatStop) return;
       const jobs = [...this._running.values()].filter((j) => !j.lost);
       if (jobs.length === 0) continue;
-      const byID = new Map(jobs.map((j) => [j.id, j]));
       let a;
       try {
         a = await this._call("heartbeat", {
@@ -509,9 +523,7 @@ export class Worker {
         else this.log.warn(`heartbeat: ${e.message}`);
         continue;
       }
-      for (const o of a.jobs) {
-        const j = byID.get(o.id);
-        if (!j) continue;
+      for (const [j, o] of outcomes(jobs, a.jobs)) {
         if (o.status !== "ok") {
           this._lose(j, o.status);
         } else if (o.cancel_requested) {
