@@ -443,6 +443,26 @@ func exerciseClient(t *testing.T, r runtime) {
 		c.waitExit(t, 10*time.Second)
 	})
 
+	// Drained by an operator: its claim answers draining, it finishes the
+	// job it runs and leaves on its own.
+	t.Run("drained", func(t *testing.T) {
+		s.t = t
+		c := s.startExample(r, program)
+		id := s.enqueue("count", `{"to":4,"ms":200}`)
+		s.await(id, "running")
+		s.api("POST", "/v1/nodes/"+c.id+"/drain", map[string]any{"deadline": "20s"}, nil)
+		c.waitExit(t, 10*time.Second)
+		if j := s.job(id); j.State != "completed" || j.Attempt != 1 {
+			t.Fatalf("the drained worker's job: %+v, want completed", j)
+		}
+		if n := s.node(c.id); n.State != "dead" {
+			t.Fatalf("the drained worker in the nodes view: %+v, want dead", n)
+		}
+		if !strings.Contains(c.out.String(), "drained: stopping") {
+			t.Fatal("the example did not see the drain")
+		}
+	})
+
 	t.Run("sigterm mid-job", func(t *testing.T) {
 		s.t = t
 		c := s.startExample(r, program, "GAFFER_STOP_TIMEOUT=2.5")
