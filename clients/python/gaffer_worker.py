@@ -118,8 +118,13 @@ class Snooze(Exception):
 
 
 def _duration(seconds):
-    """A Go-style duration string the API parses ("1.5s")."""
-    return "%gs" % max(0.0, seconds)
+    """A Go-style duration string the API parses ("1.500s")."""
+    return "%.3fs" % max(0.0, seconds)
+
+
+# The longest a claim asks to wait: a node may allow minutes, but a
+# shorter poll costs little and keeps clear of proxies' idle timeouts.
+MAX_CLAIM_WAIT = 60.0
 
 
 class _Answer:
@@ -318,6 +323,7 @@ class Worker:
         self._running = {}
         self._slots = threading.Semaphore(concurrency)
         self._stopping = threading.Event()
+        self._heartbeats_done = threading.Event()
         self._idle = threading.Condition(self._lock)
         self._done = []  # completions waiting for the batch writer
         self._done_cond = threading.Condition(threading.Lock())
@@ -354,17 +360,27 @@ class Worker:
 
     def run(self, install_signals=True):
         """Register, work jobs until stop() (or SIGTERM/SIGINT when
-        install_signals, from the main thread), then leave. Blocks."""
+        install_signals, from the main thread), then leave. Blocks.
+
+        Raises ValueError when no handler is registered and no kinds
+        were named, APIError (or OSError) when registering fails.
+        """
+        if not self._handlers and not self.kinds:
+            raise ValueError("register a handler (Worker.handler) before run()")
+        previous = {}
         if install_signals:
             for s in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(s, lambda *_: self.stop())
+                previous[s] = signal.signal(s, lambda *_: self.stop())
+        try:
+            self._work()
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+
+    def _work(self):
         self._register()
-        threads = [threading.Thread(target=self._heartbeat_loop, name="gaffer-heartbeat", daemon=True),
-                   threading.Thread(target=self._complete_loop, name="gaffer-complete", daemon=True)]
-        for t in threads:
-            t.start()
-        claimer = threading.Thread(target=self._claim_loop, name="gaffer-claim", daemon=True)
-        claimer.start()
+        for name, loop in (("heartbeat", self._heartbeat_loop), ("complete", self._complete_loop), ("claim", self._claim_loop)):
+            threading.Thread(target=self._guard, args=(name, loop), name="gaffer-" + name, daemon=True).start()
         # The main thread only waits, so that signals are handled at once.
         while not self._stopping.wait(0.2):
             pass
@@ -378,6 +394,7 @@ class Worker:
             # Its result would come too late: the node releases it below.
             self._lose(j, "stop deadline")
         self._flush_completions(deadline=time.monotonic() + 5)
+        self._heartbeats_done.set()
         try:
             released = self._http.call("leave", {"id": self.id}, timeout=10)["released"]
             log.info("left: %s released %s jobs", self.id, released)
@@ -386,13 +403,22 @@ class Worker:
 
     # -- internals --
 
+    def _guard(self, name, loop):
+        # None of the loops should fail; if one does, the worker stops
+        # rather than run on half-broken (no heartbeats, say).
+        try:
+            loop()
+        except Exception:
+            log.exception("%s loop failed; stopping", name)
+            self.stop()
+
     def _register(self):
         kinds = self.kinds if self.kinds is not None else sorted(self._handlers)
         body = {"name": self.name, "version": self.version, "queues": self.queues, "kinds": kinds}
         w = self._http.call("register", body=body)
         self.id = w["id"]
         self._heartbeat_interval = float(w["heartbeat_interval_seconds"])
-        self._max_wait = float(w["max_wait_seconds"])
+        self._max_wait = min(float(w["max_wait_seconds"]), MAX_CLAIM_WAIT)
         log.info("registered worker %s (heartbeat every %ss)", self.id, self._heartbeat_interval)
         if self._on_registered is not None:
             self._on_registered(self.id)
@@ -529,7 +555,7 @@ class Worker:
                         if o["status"] != "ok":
                             self._lose(j, o["status"])
                     break
-                except APIError as e:
+                except (APIError, ValueError) as e:
                     log.error("complete %d jobs: %s", len(batch), e)
                     break
                 except (OSError, http.client.HTTPException) as e:
@@ -541,8 +567,7 @@ class Worker:
                 self._finish(j)
 
     def _heartbeat_loop(self):
-        while True:
-            time.sleep(self._heartbeat_interval)
+        while not self._heartbeats_done.wait(self._heartbeat_interval):
             with self._lock:
                 jobs = [j for j in self._running.values() if not j.lost]
             if not jobs:

@@ -14,6 +14,9 @@ export interface ProtocolEntry {
   codes?: string[];
 }
 
+/** The longest a claim asks to wait, in seconds. */
+export declare const MAX_CLAIM_WAIT: number;
+
 /** Every endpoint and field the client uses. */
 export declare const PROTOCOL: Readonly<Record<string, ProtocolEntry>>;
 

@@ -99,10 +99,15 @@ export class Snooze extends Error {
   constructor(seconds) { super(`snooze ${seconds}s`); this.name = "Snooze"; this.seconds = seconds; }
 }
 
-/** A Go-style duration the API parses ("1.5s"). @param {number} seconds */
+/** A Go-style duration the API parses ("1.500s"). @param {number} seconds */
 function duration(seconds) {
-  return `${Math.max(0, seconds)}s`;
+  return `${Math.max(0, seconds).toFixed(3)}s`;
 }
+
+/** The longest a claim asks to wait, in seconds: a node may allow
+ * minutes, but a shorter poll costs little and keeps clear of proxies'
+ * idle timeouts (and of fetch's own 300s wait for an answer). */
+export const MAX_CLAIM_WAIT = 60;
 
 /**
  * Wraps a decoded answer so that only the fields PROTOCOL lists for op
@@ -273,6 +278,7 @@ export class Worker {
    * @param {{signals?: boolean}} [o]
    */
   async run(o = {}) {
+    if (this._handlers.size === 0 && !this.kinds?.length) throw new Error("register a handler (worker.handle) before run()");
     const signals = o.signals ?? true;
     const onSignal = () => this.stop();
     if (signals) {
@@ -281,8 +287,11 @@ export class Worker {
     }
     try {
       await this._register();
-      const heartbeats = this._heartbeatLoop();
-      const claims = this._claimLoop();
+      // Neither loop should fail; if one does, the worker stops rather
+      // than run on half-broken.
+      const fatal = (what) => (e) => { this.log.error(`${what}: ${e?.stack ?? e}; stopping`); this.stop(); };
+      const heartbeats = this._heartbeatLoop().catch(fatal("heartbeats"));
+      const claims = this._claimLoop().catch(fatal("claims"));
       await this._stopped;
       this.log.info(`stopping: finishing ${this._running.size} in-flight jobs (at most ${this.stopTimeoutMs}ms)`);
       const deadline = Date.now() + this.stopTimeoutMs;
@@ -354,7 +363,7 @@ export class Worker {
     const w = await this._call("register", { body: { name: this.name, version: this.version, queues: this.queues, kinds } });
     this.id = w.id;
     this._heartbeatMs = w.heartbeat_interval_seconds * 1000;
-    this._maxWait = w.max_wait_seconds;
+    this._maxWait = Math.min(w.max_wait_seconds, MAX_CLAIM_WAIT);
     this.log.info(`registered worker ${this.id} (heartbeat every ${this._heartbeatMs}ms)`);
     this.onRegistered?.(this.id);
   }
@@ -481,6 +490,8 @@ export class Worker {
       this._flushing = (async () => {
         try {
           while (this._done.length > 0) await this._completeBatch(this._done.splice(0, 500));
+        } catch (e) {
+          this.log.error(`completions: ${e?.stack ?? e}`);
         } finally {
           this._flushing = null;
         }
