@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// gaffer.d.ts is written by hand beside gaffer.mjs (JavaScript with
+// gaffer.d.mts is written by hand beside gaffer.mjs (JavaScript with
 // JSDoc types, so that it runs without a build step): it must declare
 // every name the module exports, and nothing the module lacks.
 func TestTypeScriptDeclarationsMatchModule(t *testing.T) {
@@ -15,7 +15,7 @@ func TestTypeScriptDeclarationsMatchModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dts, err := os.ReadFile("typescript/gaffer.d.ts")
+	dts, err := os.ReadFile("typescript/gaffer.d.mts")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,6 +30,6 @@ func TestTypeScriptDeclarationsMatchModule(t *testing.T) {
 	exported := names(regexp.MustCompile(`(?m)^export (?:async )?(?:const|class|function) (\w+)`), mjs)
 	declared := names(regexp.MustCompile(`(?m)^export declare (?:const|class|function) (\w+)`), dts)
 	if len(exported) == 0 || !slices.Equal(exported, declared) {
-		t.Fatalf("gaffer.mjs exports %v, gaffer.d.ts declares %v", exported, declared)
+		t.Fatalf("gaffer.mjs exports %v, gaffer.d.mts declares %v", exported, declared)
 	}
 }

@@ -30,16 +30,25 @@ const w = new Worker({
   logger: { info: console.error, warn: console.error, error: console.error },
 });
 
+/**
+ * Waits ms, or less when signal aborts first.
+ * @param {number} ms @param {AbortSignal} signal
+ * @returns {Promise<void>}
+ */
+function pause(ms, signal) {
+  return new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => { clearTimeout(t); resolve(); }, { once: true });
+  });
+}
+
 w.handle("greet", async (job) => ({ greeting: `hello, ${job.args?.name ?? "world"}`, by: "typescript", attempt: job.attempt }));
 
 w.handle("count", async (job) => {
   const to = Number(job.args?.to ?? 5);
   const ms = Number(job.args?.ms ?? 100);
   for (let i = 1; i <= to; i++) {
-    await new Promise((resolve) => {
-      const t = setTimeout(resolve, ms);
-      job.signal.addEventListener("abort", () => { clearTimeout(t); resolve(); }, { once: true });
-    });
+    await pause(ms, job.signal);
     if (job.signal.aborted) throw new Error(`stopped at ${i - 1} of ${to}`);
     await job.progress((100 * i) / to, `counted ${i} of ${to}`);
   }

@@ -18,7 +18,7 @@
 //   });
 //   await w.run();
 //
-// Written as JavaScript with JSDoc types, its types in gaffer.d.ts: it
+// Written as JavaScript with JSDoc types, its types in gaffer.d.mts: it
 // runs as it is, with no build step (see README.md). The protocol is in
 // docs/workers.md; every endpoint and field this module uses is listed in
 // PROTOCOL, which clients/protocol_test.go checks against api/openapi.json.
