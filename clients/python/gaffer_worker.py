@@ -82,9 +82,16 @@ PROTOCOL = {
 class APIError(Exception):
     """An error answer of the API (application/problem+json)."""
 
-    def __init__(self, status, code, detail):
+    def __init__(self, status, code, detail, retry_after=None):
         super().__init__("%d %s: %s" % (status, code, detail))
         self.status, self.code, self.detail = status, code, detail
+        # retry_after: seconds, from a 429's or 503's Retry-After header.
+        self.retry_after = retry_after
+
+    @property
+    def transient(self):
+        """Worth retrying: rate limited, or the node could not answer."""
+        return self.status == 429 or self.status >= 500
 
 
 class LeaseLost(Exception):
@@ -241,10 +248,14 @@ class _HTTP:
             break
         if resp.status // 100 != 2:
             try:
+                retry_after = float(resp.getheader("Retry-After", ""))
+            except ValueError:
+                retry_after = None
+            try:
                 p = _Answer("problem", json.loads(raw))
-                raise APIError(p.get("status", resp.status), p.get("code", ""), p.get("detail", ""))
+                raise APIError(p.get("status", resp.status), p.get("code", ""), p.get("detail", ""), retry_after)
             except (ValueError, AttributeError):
-                raise APIError(resp.status, "", raw[:200].decode("utf-8", "replace"))
+                raise APIError(resp.status, "", raw[:200].decode("utf-8", "replace"), retry_after)
         return _Answer(op, json.loads(raw) if raw else {})
 
 
@@ -282,19 +293,26 @@ class Job:
     def progress(self, percent, message=""):
         """Report how far the attempt got (0-100, a short message).
 
-        Raises LeaseLost when the attempt no longer owns the job; the
-        handler should stop.
+        Raises LeaseLost when the attempt no longer owns the job (the
+        handler should stop), APIError for a bad percent or message.
+        Progress is news, not an outcome: when the node cannot take it
+        (unreachable, rate limited) after a few tries, it is let go.
         """
         if self.lost:
             raise LeaseLost("job %d: lease lost" % self.id)
         body = dict(self._lease(), percent=percent, message=message)
+        w = self._worker
         try:
-            self._worker._http.call("progress", {"id": self.id}, body)
+            w._retrying("progress job %d" % self.id, lambda: w._http.call("progress", {"id": self.id}, body))
         except APIError as e:
             if e.code in ("lease_lost", "not_found", "worker_gone"):
-                self._worker._lose(self, e.code)
+                w._lose(self, e.code)
                 raise LeaseLost("job %d: %s" % (self.id, e.code)) from None
-            raise
+            if not e.transient:
+                raise
+            log.warning("progress job %d: %s; not reported", self.id, e)
+        except (OSError, http.client.HTTPException) as e:
+            log.warning("progress job %d: %s; not reported", self.id, e)
 
 
 class Worker:
@@ -443,13 +461,18 @@ class Worker:
                     break
                 if isinstance(e, APIError) and e.code == "worker_gone":
                     log.warning("worker %s gone (silent too long): registering again", self.id)
+                    # Its leases went with it.
+                    with self._lock:
+                        held = list(self._running.values())
+                    for j in held:
+                        self._lose(j, "worker gone")
                     try:
                         self._register()
                     except (APIError, OSError, http.client.HTTPException) as e2:
                         log.error("register: %s", e2)
                 else:
                     log.warning("claim: %s", e)
-                time.sleep(backoff)
+                time.sleep(max(backoff, getattr(e, "retry_after", None) or 0))
                 backoff = min(backoff * 2, 5.0)
                 continue
             finally:
@@ -520,11 +543,26 @@ class Worker:
             self._done_cond.notify()
         return True
 
+    def _retrying(self, what, call, deadline=None):
+        """call(), again after a transient failure (the node unreachable,
+        429, 5xx), up to 5 times or until deadline (time.monotonic())."""
+        for attempt in range(5):
+            try:
+                return call()
+            except (APIError, OSError, http.client.HTTPException) as e:
+                if isinstance(e, APIError) and not e.transient:
+                    raise
+                pause = getattr(e, "retry_after", None) or 0.2 * (attempt + 1)
+                if attempt == 4 or deadline is not None and time.monotonic() + pause > deadline:
+                    raise
+                log.warning("%s: %s; again in %.1fs", what, e, pause)
+                time.sleep(pause)
+
     def _write(self, j, op, body):
         if j.lost:
             return
         try:
-            self._http.call(op, {"id": j.id}, body)
+            self._retrying("%s job %d" % (op, j.id), lambda: self._http.call(op, {"id": j.id}, body))
         except APIError as e:
             if e.code in ("lease_lost", "not_found", "worker_gone"):
                 self._lose(j, e.code)
@@ -548,21 +586,14 @@ class Worker:
             if not batch:
                 return
             body = {"jobs": [dict(id=j.id, attempt=j.attempt, lease_token=j.lease_token, result=r) for j, r in batch]}
-            for attempt in range(5):
-                try:
-                    ans = self._http.call("complete", body=body)
-                    for j, o in _outcomes([j for j, _ in batch], ans["jobs"]):
-                        if o["status"] != "ok":
-                            self._lose(j, o["status"])
-                    break
-                except (APIError, ValueError) as e:
-                    log.error("complete %d jobs: %s", len(batch), e)
-                    break
-                except (OSError, http.client.HTTPException) as e:
-                    log.warning("complete %d jobs: %s", len(batch), e)
-                    if deadline is not None and time.monotonic() > deadline:
-                        break
-                    time.sleep(0.2 * (attempt + 1))
+            what = "complete %d jobs" % len(batch)
+            try:
+                ans = self._retrying(what, lambda: self._http.call("complete", body=body), deadline)
+                for j, o in _outcomes([j for j, _ in batch], ans["jobs"]):
+                    if o["status"] != "ok":
+                        self._lose(j, o["status"])
+            except (APIError, ValueError, OSError, http.client.HTTPException) as e:
+                log.error("%s: %s (their leases expire and they run again)", what, e)
             for j, _ in batch:
                 self._finish(j)
 

@@ -22,11 +22,15 @@ export declare const PROTOCOL: Readonly<Record<string, ProtocolEntry>>;
 
 /** An error answer of the API (application/problem+json). */
 export declare class APIError extends Error {
-  constructor(status: number, code: string, detail: string);
+  constructor(status: number, code: string, detail: string, retryAfter?: number);
   readonly status: number;
   /** A stable problem code, e.g. "lease_lost", "worker_gone". */
   readonly code: string;
   readonly detail: string;
+  /** Seconds, from a 429's or 503's Retry-After header. */
+  readonly retryAfter: number | undefined;
+  /** Worth retrying: rate limited, or the node could not answer. */
+  readonly transient: boolean;
 }
 
 /** The attempt no longer owns its job: stop working on it. Thrown by

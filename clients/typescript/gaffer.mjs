@@ -64,13 +64,22 @@ export const PROTOCOL = {
 
 /** An error answer of the API (application/problem+json). */
 export class APIError extends Error {
-  /** @param {number} status @param {string} code @param {string} detail */
-  constructor(status, code, detail) {
+  /**
+   * @param {number} status @param {string} code @param {string} detail
+   * @param {number} [retryAfter] seconds, from a 429's or 503's Retry-After header
+   */
+  constructor(status, code, detail, retryAfter) {
     super(`${status} ${code}: ${detail}`);
     this.name = "APIError";
     this.status = status;
     this.code = code;
     this.detail = detail;
+    this.retryAfter = retryAfter;
+  }
+
+  /** Worth retrying: rate limited, or the node could not answer. */
+  get transient() {
+    return this.status === 429 || this.status >= 500;
   }
 }
 
@@ -188,19 +197,25 @@ export class Job {
 
   /**
    * Reports how far the attempt got (0-100, a short message). Rejects
-   * with LeaseLost when the attempt no longer owns the job.
+   * with LeaseLost when the attempt no longer owns the job (the handler
+   * should stop), APIError for a bad percent or message. Progress is
+   * news, not an outcome: when the node cannot take it (unreachable,
+   * rate limited) after a few tries, it is let go.
    * @param {number} percent @param {string} [message]
    */
   async progress(percent, message = "") {
     if (this.lost) throw new LeaseLost(`job ${this.id}: lease lost`);
+    const w = this._worker;
     try {
-      await this._worker._call("progress", { params: { id: this.id }, body: { ...this._lease(), percent, message } });
+      await w._retrying(`progress job ${this.id}`,
+        () => w._call("progress", { params: { id: this.id }, body: { ...this._lease(), percent, message } }));
     } catch (e) {
       if (e instanceof APIError && ["lease_lost", "not_found", "worker_gone"].includes(e.code)) {
-        this._worker._lose(this, e.code);
+        w._lose(this, e.code);
         throw new LeaseLost(`job ${this.id}: ${e.code}`);
       }
-      throw e;
+      if (e instanceof APIError && !e.transient) throw e;
+      w.log.warn(`progress job ${this.id}: ${e.message}; not reported`);
     }
   }
 }
@@ -348,8 +363,10 @@ export class Worker {
       if (!resp.ok) {
         let p;
         try { p = answer("problem", JSON.parse(text)); } catch { p = null; }
-        if (p) throw new APIError(p.status ?? resp.status, p.code ?? "", p.detail ?? "");
-        throw new APIError(resp.status, "", text.slice(0, 200));
+        const ra = Number(resp.headers.get("Retry-After") ?? NaN);
+        const retryAfter = Number.isFinite(ra) ? ra : undefined;
+        if (p) throw new APIError(p.status ?? resp.status, p.code ?? "", p.detail ?? "", retryAfter);
+        throw new APIError(resp.status, "", text.slice(0, 200), retryAfter);
       }
       return answer(op, text ? JSON.parse(text) : {});
     } finally {
@@ -403,11 +420,12 @@ export class Worker {
         if (this._stopping) break;
         if (e instanceof APIError && e.code === "worker_gone") {
           this.log.warn(`worker ${this.id} gone (silent too long): registering again`);
+          for (const j of this._running.values()) this._lose(j, "worker gone"); // its leases went with it
           try { await this._register(); } catch (e2) { this.log.error(`register: ${e2.message}`); }
         } else {
           this.log.warn(`claim: ${e.message}`);
         }
-        await sleep(backoff);
+        await sleep(Math.max(backoff, (e instanceof APIError && e.retryAfter) ? e.retryAfter * 1000 : 0));
         backoff = Math.min(backoff * 2, 5000);
         continue;
       } finally {
@@ -473,10 +491,28 @@ export class Worker {
     return true;
   }
 
+  /**
+   * call(), again after a transient failure (the node unreachable, 429,
+   * 5xx), up to 5 times.
+   * @template T @param {string} what @param {() => Promise<T>} call @returns {Promise<T>}
+   */
+  async _retrying(what, call) {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await call();
+      } catch (e) {
+        if ((e instanceof APIError && !e.transient) || attempt === 4) throw e;
+        const pause = e instanceof APIError && e.retryAfter ? e.retryAfter * 1000 : 200 * (attempt + 1);
+        this.log.warn(`${what}: ${e.message}; again in ${pause}ms`);
+        await sleep(pause);
+      }
+    }
+  }
+
   async _write(j, op, body) {
     if (j.lost) return;
     try {
-      await this._call(op, { params: { id: j.id }, body });
+      await this._retrying(`${op} job ${j.id}`, () => this._call(op, { params: { id: j.id }, body }));
     } catch (e) {
       if (e instanceof APIError && ["lease_lost", "not_found", "worker_gone"].includes(e.code)) this._lose(j, e.code);
       else this.log.error(`${op} job ${j.id}: ${e.message} (the lease expires and the job runs again)`);
@@ -502,18 +538,14 @@ export class Worker {
 
   async _completeBatch(batch) {
     const body = { jobs: batch.map(([j, result]) => ({ id: j.id, attempt: j.attempt, lease_token: j.leaseToken, result })) };
-    for (let attempt = 0; attempt < 5; attempt++) {
-      try {
-        const a = await this._call("complete", { body });
-        for (const [j, o] of outcomes(batch.map(([j]) => j), a.jobs)) {
-          if (o.status !== "ok") this._lose(j, o.status);
-        }
-        break;
-      } catch (e) {
-        this.log.warn(`complete ${batch.length} jobs: ${e.message}`);
-        if (e instanceof APIError) break;
-        await sleep(200 * (attempt + 1));
+    const what = `complete ${batch.length} jobs`;
+    try {
+      const a = await this._retrying(what, () => this._call("complete", { body }));
+      for (const [j, o] of outcomes(batch.map(([j]) => j), a.jobs)) {
+        if (o.status !== "ok") this._lose(j, o.status);
       }
+    } catch (e) {
+      this.log.error(`${what}: ${e.message} (their leases expire and they run again)`);
     }
     for (const [j] of batch) this._finish(j);
   }
