@@ -129,6 +129,10 @@ def _duration(seconds):
     return "%.3fs" % max(0.0, seconds)
 
 
+# The most jobs one claim, heartbeat or completion names (a claim takes
+# at most 1,000).
+BATCH = 500
+
 # The longest a claim asks to wait: a node may allow minutes, but a
 # shorter poll costs little and keeps clear of proxies' idle timeouts.
 MAX_CLAIM_WAIT = 60.0
@@ -448,7 +452,7 @@ class Worker:
             if not self._slots.acquire(timeout=0.2):
                 continue
             free = 1
-            while free < self.concurrency and self._slots.acquire(blocking=False):
+            while free < min(self.concurrency, BATCH) and self._slots.acquire(blocking=False):
                 free += 1
             try:
                 body = {"worker": self.id, "max": free, "wait": _duration(self._max_wait)}
@@ -579,10 +583,10 @@ class Worker:
             self._flush_completions()
 
     def _flush_completions(self, deadline=None):
-        """Write every queued completion, up to 500 a call."""
+        """Write every queued completion, BATCH a call."""
         while True:
             with self._done_cond:
-                batch, self._done = self._done[:500], self._done[500:]
+                batch, self._done = self._done[:BATCH], self._done[BATCH:]
             if not batch:
                 return
             body = {"jobs": [dict(id=j.id, attempt=j.attempt, lease_token=j.lease_token, result=r) for j, r in batch]}
@@ -600,25 +604,28 @@ class Worker:
     def _heartbeat_loop(self):
         while not self._heartbeats_done.wait(self._heartbeat_interval):
             with self._lock:
-                jobs = [j for j in self._running.values() if not j.lost]
-            if not jobs:
-                continue
-            body = {"worker": self.id, "jobs": [dict(id=j.id, attempt=j.attempt, lease_token=j.lease_token) for j in jobs]}
-            try:
-                ans = self._http.call("heartbeat", body=body)
-            except APIError as e:
-                if e.code == "worker_gone":
-                    for j in jobs:
-                        self._lose(j, "worker gone")
-                else:
-                    log.error("heartbeat: %s", e)
-                continue
-            except (OSError, http.client.HTTPException) as e:
-                log.warning("heartbeat: %s", e)
-                continue
-            for j, o in _outcomes(jobs, ans["jobs"]):
-                if o["status"] != "ok":
-                    self._lose(j, o["status"])
-                elif o.get("cancel_requested", False):
-                    j.cancel_requested = True
-                    j.cancelled.set()
+                held = [j for j in self._running.values() if not j.lost]
+            for i in range(0, len(held), BATCH):
+                self._heartbeat(held[i:i + BATCH])
+
+    def _heartbeat(self, jobs):
+        body = {"worker": self.id, "jobs": [dict(id=j.id, attempt=j.attempt, lease_token=j.lease_token) for j in jobs]}
+        try:
+            ans = self._http.call("heartbeat", body=body)
+        except APIError as e:
+            if e.code == "worker_gone":
+                for j in jobs:
+                    self._lose(j, "worker gone")
+            else:
+                log.error("heartbeat: %s", e)
+            return
+        except (OSError, http.client.HTTPException) as e:
+            # The next interval tries again; the lease lasts three.
+            log.warning("heartbeat: %s", e)
+            return
+        for j, o in _outcomes(jobs, ans["jobs"]):
+            if o["status"] != "ok":
+                self._lose(j, o["status"])
+            elif o.get("cancel_requested", False):
+                j.cancel_requested = True
+                j.cancelled.set()

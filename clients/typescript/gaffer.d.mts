@@ -14,6 +14,9 @@ export interface ProtocolEntry {
   codes?: string[];
 }
 
+/** The most jobs one claim, heartbeat or completion names. */
+export declare const BATCH: number;
+
 /** The longest a claim asks to wait, in seconds. */
 export declare const MAX_CLAIM_WAIT: number;
 

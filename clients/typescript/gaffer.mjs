@@ -113,6 +113,10 @@ function duration(seconds) {
   return `${Math.max(0, seconds).toFixed(3)}s`;
 }
 
+/** The most jobs one claim, heartbeat or completion names (a claim
+ * takes at most 1,000). */
+export const BATCH = 500;
+
 /** The longest a claim asks to wait, in seconds: a node may allow
  * minutes, but a shorter poll costs little and keeps clear of proxies'
  * idle timeouts (and of fetch's own 300s wait for an answer). */
@@ -403,7 +407,7 @@ export class Worker {
   async _claimLoop() {
     let backoff = 100;
     while (!this._stopping) {
-      const free = this.concurrency - this._running.size;
+      const free = Math.min(this.concurrency - this._running.size, BATCH);
       if (free <= 0) {
         await Promise.race([this._slot(), this._stopped]);
         continue;
@@ -519,13 +523,13 @@ export class Worker {
     }
   }
 
-  /** Writes every queued completion, up to 500 a call; one writer at a
+  /** Writes every queued completion, BATCH a call; one writer at a
    * time, so completions that come while a call is out go in the next. */
   _flush() {
     if (!this._flushing) {
       this._flushing = (async () => {
         try {
-          while (this._done.length > 0) await this._completeBatch(this._done.splice(0, 500));
+          while (this._done.length > 0) await this._completeBatch(this._done.splice(0, BATCH));
         } catch (e) {
           this.log.error(`completions: ${e?.stack ?? e}`);
         } finally {
@@ -554,25 +558,29 @@ export class Worker {
     while (!this._heartbeatStop) {
       await new Promise((r) => { this._heartbeatTimer = setTimeout(r, this._heartbeatMs); this._heartbeatWake = r; });
       if (this._heartbeatStop) return;
-      const jobs = [...this._running.values()].filter((j) => !j.lost);
-      if (jobs.length === 0) continue;
-      let a;
-      try {
-        a = await this._call("heartbeat", {
-          body: { worker: this.id, jobs: jobs.map((j) => ({ id: j.id, attempt: j.attempt, lease_token: j.leaseToken })) },
-        });
-      } catch (e) {
-        if (e instanceof APIError && e.code === "worker_gone") for (const j of jobs) this._lose(j, "worker gone");
-        else this.log.warn(`heartbeat: ${e.message}`);
-        continue;
-      }
-      for (const [j, o] of outcomes(jobs, a.jobs)) {
-        if (o.status !== "ok") {
-          this._lose(j, o.status);
-        } else if (o.cancel_requested) {
-          j.cancelRequested = true;
-          j._abort.abort(new Error("cancel requested"));
-        }
+      const held = [...this._running.values()].filter((j) => !j.lost);
+      for (let i = 0; i < held.length; i += BATCH) await this._heartbeat(held.slice(i, i + BATCH));
+    }
+  }
+
+  /** @param {Job[]} jobs */
+  async _heartbeat(jobs) {
+    let a;
+    try {
+      a = await this._call("heartbeat", {
+        body: { worker: this.id, jobs: jobs.map((j) => ({ id: j.id, attempt: j.attempt, lease_token: j.leaseToken })) },
+      });
+    } catch (e) {
+      if (e instanceof APIError && e.code === "worker_gone") for (const j of jobs) this._lose(j, "worker gone");
+      else this.log.warn(`heartbeat: ${e.message}`); // the next interval tries again; the lease lasts three
+      return;
+    }
+    for (const [j, o] of outcomes(jobs, a.jobs)) {
+      if (o.status !== "ok") {
+        this._lose(j, o.status);
+      } else if (o.cancel_requested) {
+        j.cancelRequested = true;
+        j._abort.abort(new Error("cancel requested"));
       }
     }
   }
