@@ -82,8 +82,8 @@ var (
 )
 
 // need skips the test when the runtime is missing or too old, or fails
-// it when its GAFFER_REQUIRE_* variable says it must be there (CI sets
-// them: .ci/run).
+// it when its GAFFER_REQUIRE_* variable says it must be there (.ci/run
+// sets GAFFER_REQUIRE_PYTHON; Node may be missing there).
 func (r runtime) need(t *testing.T) string {
 	t.Helper()
 	missing := func(why string) {
