@@ -49,6 +49,8 @@ type benchResult struct {
 	Pages []pageTiming `json:"pages,omitempty"`
 	// Fairness and limits modes.
 	Fair *fairResult `json:"fair,omitempty"`
+	// Remote mode.
+	Remote *remoteResult `json:"remote,omitempty"`
 	// Soak mode: the series and its summary.
 	Soak      *soakResult `json:"soak,omitempty"`
 	GoVersion string      `json:"go_version"`
@@ -56,9 +58,9 @@ type benchResult struct {
 }
 
 type benchOpts struct {
-	jobs, batch, concurrency, claimBatch, nodes, rate, entries, limit int
-	duration, warmup, hold                                            time.Duration
-	url                                                               string
+	jobs, batch, concurrency, claimBatch, nodes, rate, entries, limit, workers int
+	duration, warmup, hold                                                     time.Duration
+	url                                                                        string
 	// Soak: finished jobs' retention, the sampling interval, and whether
 	// --rate was given (else the soak measures capacity and takes 80%).
 	retention, sample time.Duration
@@ -81,6 +83,9 @@ Modes:
               into the same queue: a's drain rate, b's enqueue→start latency
   limits      work off --jobs with no limit, with a limit that does not bind,
               and with one of --limit running at once (jobs holding --hold)
+  remote      --workers remote workers over HTTP (loopback) work off --jobs,
+              claiming and completing up to --claim-batch at once; then
+              enqueue→claim latency at --rate while they long-poll
   soak        enqueue at --rate jobs/s (default: 80% of a 30s continuous
               run) for --duration, finished jobs deleted after --retention;
               every --sample: throughput, enqueue→start p99, table and
@@ -99,6 +104,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	entries := fs.Int("entries", "-", 10, "cron: entries")
 	limit := fs.Int("limit", "-", 50, "limits: the binding limit's concurrency")
 	hold := fs.Duration("hold", "-", 100*time.Millisecond, "limits: how long each job runs under the binding limit")
+	workers := fs.Int("workers", "-", 8, "remote: remote workers (each a goroutine calling the API over HTTP)")
 	duration := fs.Duration("duration", "-", 30*time.Second, "continuous, latency, cron, idle, soak: how long to measure")
 	retention := fs.Duration("retention", "-", 5*time.Minute, "soak: how long finished jobs are kept")
 	sample := fs.Duration("sample", "-", time.Minute, "soak: the sampling interval")
@@ -111,7 +117,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	pgSettings := fs.String("pg-settings", "-", "", "throwaway server only: extra settings, name=value[,name=value...] (e.g. autovacuum_naptime=10s)")
 	modes := map[string]func(context.Context, *store.Store, benchOpts, *benchResult) error{
 		"backlog": benchBacklog, "continuous": benchContinuous, "latency": benchLatency, "cron": benchCron, "idle": benchIdle, "enqueue": benchEnqueue,
-		"dashboard": benchDashboard, "fairness": benchFairness, "limits": benchLimits, "soak": benchSoak,
+		"dashboard": benchDashboard, "fairness": benchFairness, "limits": benchLimits, "remote": benchRemote, "soak": benchSoak,
 	}
 	fs.choices = slices.Sorted(maps.Keys(modes))
 	if err := fs.parse(args); err != nil {
@@ -120,7 +126,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	run, ok := modes[fs.Arg(0)]
 	if fs.NArg() != 1 || !ok {
 		fs.Usage()
-		return usageError("bench needs a mode: backlog, continuous, latency, cron, idle, enqueue, dashboard, fairness, limits or soak")
+		return usageError("bench needs a mode: backlog, continuous, latency, cron, idle, enqueue, dashboard, fairness, limits, remote or soak")
 	}
 	rateSet := *rate != 0
 	if *rate == 0 {
@@ -130,7 +136,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 		}
 	}
 	o = benchOpts{jobs: *jobs, batch: *batch, concurrency: *concurrency, claimBatch: *claimBatch, nodes: *nodes, rate: *rate,
-		entries: *entries, duration: *duration, warmup: *warmup, limit: *limit, hold: *hold,
+		entries: *entries, duration: *duration, warmup: *warmup, limit: *limit, hold: *hold, workers: *workers,
 		retention: *retention, sample: *sample, rateSet: rateSet}
 	if o.retention <= 0 || o.sample <= 0 {
 		return usageError("--retention and --sample must be positive")
@@ -141,7 +147,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	if o.limit < 1 || o.hold <= 0 {
 		return usageError("--limit and --hold must be positive")
 	}
-	for name, v := range map[string]int{"jobs": o.jobs, "batch": o.batch, "concurrency": o.concurrency, "claim-batch": o.claimBatch, "nodes": o.nodes, "rate": o.rate, "entries": o.entries} {
+	for name, v := range map[string]int{"jobs": o.jobs, "batch": o.batch, "concurrency": o.concurrency, "claim-batch": o.claimBatch, "nodes": o.nodes, "rate": o.rate, "entries": o.entries, "workers": o.workers} {
 		if v < 1 {
 			return usageError(fmt.Sprintf("--%s must be positive", name))
 		}
@@ -246,6 +252,8 @@ func printBench(m *Main, r benchResult) error {
 		fmt.Fprintf(w, "bulk enqueue: %d jobs at %.0f jobs/s\n", r.Jobs, r.EnqueuePerSec)
 	case "fairness", "limits":
 		printFair(m, r)
+	case "remote":
+		printRemote(m, r)
 	case "soak":
 		printSoak(m, r)
 	case "dashboard":
