@@ -145,6 +145,10 @@ func benchLimits(ctx context.Context, st *store.Store, o benchOpts, r *benchResu
 		if _, err := st.DeleteQueueJobs(ctx, benchQueue); err != nil {
 			return 0, err
 		}
+		// Each round starts without the dead rows of the one before.
+		if err := st.VacuumJobs(ctx); err != nil {
+			return 0, err
+		}
 		if limit != nil {
 			if _, err := client.SetLimit(ctx, *limit); err != nil {
 				return 0, err
