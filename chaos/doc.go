@@ -32,9 +32,10 @@
 // and the check requires that no key ever went over the limit, and that
 // the limit bound at least once.
 //
-// Profiles: "ci" (about 2 minutes; the package, with the mutation run
-// below, about 3; run by `go test ./chaos` and so by .ci/run) and "long" (30 minutes of faults: CHAOS_PROFILE=long, or
-// `make chaos`). CHAOS_SEED replays a schedule.
+// Profiles: "ci" (about 2 minutes; the package, with the two mutation
+// runs below, about 3.5; run by `go test ./chaos` and so by .ci/run) and
+// "long" (30 minutes of faults: CHAOS_PROFILE=long, or `make chaos`).
+// CHAOS_SEED replays a schedule.
 //
 // A mutation run builds the nodes with the lease compare-and-set removed
 // (build tag gaffer_mutation_nolease) and requires the suite to find
