@@ -29,6 +29,7 @@ type execution struct {
 
 func (w *Worker) launch(p *producer, row store.Job, claimedAt time.Time) {
 	j := fromRow(row)
+	j.st = w.store
 	ctx, cancel := context.WithCancelCause(context.Background())
 	e := &execution{job: j, lease: store.Lease{ID: row.ID, Attempt: row.Attempt, Token: row.LeaseToken},
 		cancel: cancel, started: w.clock.Now(), renewedAt: claimedAt, producer: p}

@@ -33,13 +33,20 @@ var (
 // Main runs the package's tests and stops the throwaway server, if one
 // was started. Use it from TestMain: func TestMain(m *testing.M) { pgtest.Main(m) }.
 func Main(m *testing.M) {
+	os.Exit(Run(m))
+}
+
+// Run is Main without the exit, for a TestMain that has more to clean
+// up: it runs the tests, stops the throwaway server and returns the code
+// to exit with.
+func Run(m *testing.M) int {
 	code := m.Run()
 	mu.Lock()
 	if started != nil {
 		started.Stop()
 	}
 	mu.Unlock()
-	os.Exit(code)
+	return code
 }
 
 // admin returns a superuser URL on the test server, starting the server

@@ -1,0 +1,7 @@
+// Package clients holds no Go code of its own: it is the home of
+// Gaffer's reference remote-worker clients in other languages (python/,
+// typescript/) and of their tests. protocol_test.go checks each client's
+// table of endpoints and fields against api/openapi.json; clients_test.go
+// runs each client's example against a real `gaffer server` with
+// PostgreSQL and etcd.
+package clients
