@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,6 +48,8 @@ func summarize(t *testing.T, r Report) {
 		r.ScriptedRuns, r.StepReplays, r.ReplaysBeforeDependent, r.StepCancels, r.CancelledStepsResumed, r.InputsChecked)
 	t.Logf("SIGTERM: %d of %d landed on a claim in flight, %d jobs claimed while stopping given back; node killed with etcd down: its jobs ran again after %v s",
 		r.SigtermsAimed, r.Faults[FaultSigterm], r.ClaimsReleased, r.EtcdOutageRerun)
+	t.Logf("limit %s (%d per key): %d limited claims audited, %d at the limit; most running at once per key %v",
+		limitName, keyLimit, r.LimitClaims, r.LimitFull, r.LimitPeak)
 	if out := os.Getenv("CHAOS_REPORT"); out != "" {
 		b, _ := json.MarshalIndent(r, "", "  ")
 		os.WriteFile(out, b, 0o644)
@@ -64,7 +67,7 @@ func TestChaos(t *testing.T) {
 		name = "ci"
 	}
 	p, ok := Profiles[name]
-	if !ok || name == "mutation" {
+	if !ok || name == "mutation" || name == "limits-mutation" {
 		t.Fatalf("unknown CHAOS_PROFILE %q", name)
 	}
 	if d := os.Getenv("CHAOS_DURATION"); d != "" {
@@ -73,7 +76,9 @@ func TestChaos(t *testing.T) {
 			t.Fatalf("CHAOS_DURATION: %v", err)
 		}
 	}
-	r := Run(t, Options{Profile: p, Seed: seed(t)})
+	// CHAOS_MUTATION=no-limit-check runs the profile with the claim's
+	// limit check removed: the run must then fail (docs/reliability.md).
+	r := Run(t, Options{Profile: p, Seed: seed(t), NoLimitCheck: os.Getenv("CHAOS_MUTATION") == "no-limit-check"})
 	summarize(t, r)
 	for _, v := range r.Violations {
 		t.Errorf("violation: %s", v)
@@ -106,5 +111,28 @@ func TestChaosFindsBrokenLeases(t *testing.T) {
 	}
 	for _, v := range r.Violations {
 		t.Logf("found (as it should): %s", v)
+	}
+}
+
+// TestChaosFindsBrokenLimits removes the limit check from the claim
+// (gaffer.limit_admit admits every candidate) and requires the limit
+// invariant to catch it: the suite can tell a limit that holds from one
+// that does not.
+func TestChaosFindsBrokenLimits(t *testing.T) {
+	if raceEnabled {
+		t.Skip("see TestChaos")
+	}
+	if testing.Short() {
+		t.Skip("a second cluster run")
+	}
+	r := Run(t, Options{Profile: Profiles["limits-mutation"], Seed: seed(t), NoLimitCheck: true})
+	summarize(t, r)
+	found := false
+	for _, v := range r.Violations {
+		t.Logf("found: %s", v)
+		found = found || strings.HasPrefix(v, "limit "+limitName+": key")
+	}
+	if !found {
+		t.Fatal("with the limit check removed the limit invariant found no key over its limit: it cannot fail")
 	}
 }

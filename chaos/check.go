@@ -108,6 +108,8 @@ func (h *harness) settleAndCheck() Report {
 	// Workflows: every run ended as its plan wants, no step started
 	// before its dependencies were done, inputs are their results.
 	h.checkWorkflows(ctx, &r, v)
+	// Limits: no key ever ran more than its limit at once.
+	h.checkLimit(ctx, &r, v)
 	// SIGTERM: no attempt the stopped node held was lost.
 	h.checkSigterms(ctx, &r, v)
 	// No claims by a node between its drain order and its restart.

@@ -26,12 +26,24 @@
 // within the lease TTL, the rescue interval and 5 s, before etcd returns.
 // The ci and long profiles inject both at least once.
 //
-// Profiles: "ci" (about 2 minutes; the package, with the mutation run
-// below, about 3; run by `go test ./chaos` and so by .ci/run) and "long" (30 minutes of faults: CHAOS_PROFILE=long, or
-// `make chaos`). CHAOS_SEED replays a schedule.
+// Part of the job load (30% in ci and long) runs under a cluster-wide
+// concurrency limit of 2 per limit key (limits.go); an audit trigger
+// records how many jobs of a key are running after every claim of one,
+// and the check requires that no key ever went over the limit, and that
+// the limit bound at least once.
+//
+// Profiles: "ci" (about 2 minutes; the package, with the two mutation
+// runs below, about 3.5; run by `go test ./chaos` and so by .ci/run) and
+// "long" (30 minutes of faults: CHAOS_PROFILE=long, or `make chaos`).
+// CHAOS_SEED replays a schedule.
 //
 // A mutation run builds the nodes with the lease compare-and-set removed
 // (build tag gaffer_mutation_nolease) and requires the suite to find
-// violations: the suite is known to be able to fail. The checks for issue
+// violations: the suite is known to be able to fail. Another
+// (TestChaosFindsBrokenLimits, profile "limits-mutation", about 30 s)
+// replaces the claim's limit check, gaffer.limit_admit, with one that
+// admits every candidate, and requires the limit invariant to find a key
+// over its limit; CHAOS_MUTATION=no-limit-check runs TestChaos's profile
+// with the same mutation, and fails. The checks for issue
 // 18's holes were shown the same way by hand (docs/reliability.md).
 package chaos

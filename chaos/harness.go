@@ -40,7 +40,10 @@ type Profile struct {
 	// often. Ensure are injected at least once each, drawn or not.
 	Faults []string
 	Ensure []string
-	Settle time.Duration // how long the healed cluster gets to finish
+	// LimitedShare is the share of the job load that runs under a
+	// cluster-wide concurrency limit per key (limits.go).
+	LimitedShare float64
+	Settle       time.Duration // how long the healed cluster gets to finish
 }
 
 // Profiles by name.
@@ -48,13 +51,13 @@ var Profiles = map[string]Profile{
 	"ci": {Name: "ci", Duration: 100 * time.Second, FaultGap: [2]time.Duration{2 * time.Second, 5 * time.Second},
 		JobsPerSec: 40, FailShare: 0.1, JobMS: [2]int{10, 300}, CronEntries: 2, WorkflowEvery: 4 * time.Second,
 		ScriptedEvery: 4 * time.Second, Faults: AllFaults, Ensure: []string{FaultSigterm, FaultKillInEtcdOutage},
-		Settle: 2 * time.Minute},
+		LimitedShare: 0.3, Settle: 2 * time.Minute},
 	// long runs PostgreSQL as a Patroni primary and synchronous standby
 	// (failover.go), so that it can fail over too.
 	"long": {Name: "long", Duration: 30 * time.Minute, FaultGap: [2]time.Duration{2 * time.Second, 8 * time.Second},
 		JobsPerSec: 60, FailShare: 0.1, JobMS: [2]int{10, 500}, CronEntries: 3, WorkflowEvery: 3 * time.Second,
 		ScriptedEvery: 2 * time.Second, Faults: append(slices.Clip(AllFaults), FaultPGFailover),
-		Ensure: []string{FaultSigterm, FaultKillInEtcdOutage}, Settle: 3 * time.Minute},
+		Ensure: []string{FaultSigterm, FaultKillInEtcdOutage}, LimitedShare: 0.3, Settle: 3 * time.Minute},
 	// mutation: stale workers galore, for the run whose nodes lack the
 	// lease check. The load stays below what two nodes can work (12/s of
 	// ~0.9 s jobs on 16 slots), so a paused node's jobs are taken over at
@@ -65,6 +68,14 @@ var Profiles = map[string]Profile{
 	"mutation": {Name: "mutation", Duration: 45 * time.Second, FaultGap: [2]time.Duration{time.Second, 2 * time.Second},
 		JobsPerSec: 12, JobMS: [2]int{300, 1500}, CronEntries: 1, WorkflowEvery: 10 * time.Second,
 		Faults: []string{FaultPauseWorker}, Settle: 2 * time.Minute},
+	// limits-mutation: for the run whose claims skip the limit check
+	// (Options.NoLimitCheck). Half the load is limited, so that the keys
+	// queue up behind the faults that stop claims (a kill, a paused
+	// worker, a PostgreSQL restart) and the next claim finds more than
+	// the limit due at once.
+	"limits-mutation": {Name: "limits-mutation", Duration: 20 * time.Second, FaultGap: [2]time.Duration{time.Second, 2 * time.Second},
+		JobsPerSec: 40, JobMS: [2]int{10, 300}, Faults: []string{FaultKill, FaultPauseWorker, FaultPGRestart},
+		LimitedShare: 0.5, Settle: time.Minute},
 }
 
 // Options of a run.
@@ -74,6 +85,9 @@ type Options struct {
 	Nodes   int           // default 3
 	Lease   time.Duration // job lease, default 3s
 	TTL     time.Duration // etcd session TTL, default 2s
+	// NoLimitCheck removes the limit check from the claim (a mutation:
+	// see setUpLimit).
+	NoLimitCheck bool
 }
 
 // Report is what a run found.
@@ -114,6 +128,12 @@ type Report struct {
 	// long its jobs took to run again elsewhere.
 	EtcdOutageRerun []float64 `json:"etcd_outage_rerun_seconds"`
 	FaultLog        []string  `json:"fault_log"`
+	// LimitClaims counts the claims of limited jobs audited; LimitFull,
+	// those that left their key at the limit; LimitPeak, the most of each
+	// key's jobs seen running at once.
+	LimitClaims int            `json:"limited_claims"`
+	LimitFull   int            `json:"limited_claims_at_the_limit"`
+	LimitPeak   map[string]int `json:"limit_peak_running"`
 }
 
 type slot struct {
@@ -263,6 +283,7 @@ func (h *harness) setUp() {
 		t.Fatal(err)
 	}
 	auditSteps(t, h.pool)
+	h.setUpLimit(ctx)
 	h.admin = cluster.NewAdmin(h.pool)
 	for i := range h.o.Nodes {
 		s := &slot{id: fmt.Sprintf("chaos-%d", i+1)}

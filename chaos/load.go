@@ -27,6 +27,9 @@ func (h *harness) jobLoad(ctx context.Context) {
 			ms := h.o.Profile.JobMS[0] + rng.IntN(h.o.Profile.JobMS[1]-h.o.Profile.JobMS[0]+1)
 			args, _ := json.Marshal(map[string]any{"ms": ms, "fail": rng.Float64() < h.o.Profile.FailShare})
 			reqs[i] = job.Request{Kind: "chaos.work", Args: json.RawMessage(args), MaxAttempts: 100}
+			if rng.Float64() < h.o.Profile.LimitedShare {
+				reqs[i] = limitedRequest(reqs[i], rng.IntN(limitKeys))
+			}
 		}
 		ids, err := client.EnqueueMany(ctx, reqs)
 		if err != nil {

@@ -82,6 +82,9 @@ func work(ms int) map[string]any { return map[string]any{"ms": ms} }
 
 // workflowLoad submits a 6-step DAG every WorkflowEvery.
 func (h *harness) workflowLoad(ctx context.Context) {
+	if h.o.Profile.WorkflowEvery == 0 {
+		return
+	}
 	c := workflow.NewClient(h.pool)
 	for {
 		select {

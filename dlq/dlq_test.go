@@ -45,7 +45,8 @@ func TestConcurrentReplaysMakeOneJob(t *testing.T) {
 	st := pgtest.NewStore(t)
 	c := dlq.NewClient(st.Pool())
 	ctx := context.Background()
-	id := deadLetter(t, st, job.Request{Kind: "k", Args: map[string]int{"n": 1}, Queue: "mail", Priority: 3}, "smtp down")
+	id := deadLetter(t, st, job.Request{Kind: "k", Args: map[string]int{"n": 1}, Queue: "mail", Priority: 3,
+		FairnessKey: "fk-1", LimitKey: "lk-1"}, "smtp down")
 
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -79,7 +80,9 @@ func TestConcurrentReplaysMakeOneJob(t *testing.T) {
 	}
 	e, _ := c.Get(ctx, "", id)
 	nj, _ := job.NewClient(st.Pool(), nil).Get(ctx, "", ok[0].JobID)
-	if e.ReplayJobID != nj.ID || nj.ReplayOf != id || nj.Queue != "mail" || nj.Priority != 3 || string(nj.Args) != `{"n":1}` || nj.State != job.Pending {
+	// The replay keeps its fairness unit and its limit key (G10).
+	if e.ReplayJobID != nj.ID || nj.ReplayOf != id || nj.Queue != "mail" || nj.Priority != 3 || string(nj.Args) != `{"n":1}` || nj.State != job.Pending ||
+		nj.FairnessKey != "fk-1" || nj.LimitKey != "lk-1" {
 		t.Fatalf("entry %+v, job %+v", e, nj)
 	}
 }

@@ -3,6 +3,7 @@ package job_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -51,9 +52,21 @@ func TestClaimSharesSlotsAmongTenants(t *testing.T) {
 	e.enqueueMany("a", "shared", 5000)
 	e.enqueueMany("b", "shared", 1)
 	e.enqueueMany("c", "shared", 2)
-	by, _ := e.claimN("shared", 10)
+	by, jobs := e.claimN("shared", 10)
 	if by["b"] != 1 || by["c"] != 2 || by["a"] != 7 {
 		t.Fatalf("first claim after a's 5,000-job backlog: %v, want b 1, c 2, a the rest (7)", by)
+	}
+	// a's share (4 of 10) and the slots b and c left (3) are a's first 7
+	// jobs, in order: the leftover continues where the share ended.
+	var aIDs []int64
+	for _, j := range jobs {
+		if j.Tenant == "a" {
+			aIDs = append(aIDs, j.ID)
+		}
+	}
+	slices.Sort(aIDs)
+	if aIDs[0] != 1 || aIDs[len(aIDs)-1] != 7 {
+		t.Fatalf("a's jobs in the first claim: %v, want its first seven (1-7)", aIDs)
 	}
 	// Both backlogged: even shares; the leftover of a short unit goes to
 	// the others.
@@ -175,4 +188,27 @@ func TestManyTenantsAreServedInTurn(t *testing.T) {
 		t.Fatalf("the last tenant's first job was start #%d of 1000", latest)
 	}
 	t.Logf("every tenant had a job started within the first %d starts", latest)
+}
+
+// A limit on one tenant's kind holds in a claim shared among tenants
+// (the claim decides whether limits apply from the kinds and tenants it
+// took): b's share of 5 is cut to the limit's 2, a keeps its share.
+func TestLimitInASharedClaim(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	if _, err := e.client.SetLimit(context.Background(), job.Limit{Name: "lim-2", Kind: "lim", Concurrency: 2}); err != nil {
+		t.Fatal(err)
+	}
+	e.enqueueMany("a", "mixed", 100)
+	e.enqueueMany("b", "mixed", 20, func(r *job.Request) { r.Kind = "lim" })
+	by, jobs := e.claimN("mixed", 10)
+	lim := 0
+	for _, j := range jobs {
+		if j.Kind == "lim" {
+			lim++
+		}
+	}
+	if lim != 2 || by["b"] != 2 || by["a"] != 5 {
+		t.Fatalf("claim of 10 with b's kind limited to 2: %v (%d of kind lim), want b 2, a 5", by, lim)
+	}
 }

@@ -505,6 +505,27 @@ func TestRemoteClaimsCountAgainstLimits(t *testing.T) {
 	}
 }
 
+// A remote claim shared among units (two fairness keys) is limited too:
+// it decides whether limits apply from the kinds and tenants it took.
+func TestRemoteSharedClaimCountsAgainstLimits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.client.SetLimit(ctx, job.Limit{Name: "three", Kind: "k", Concurrency: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"f1", "f2"} {
+		for range 10 {
+			e.enqueue(job.Request{Kind: "k", Tenant: "acme", FairnessKey: key})
+		}
+	}
+	r := e.newRemote(job.RemoteConfig{})
+	w := e.register(r, job.RemoteRegistration{Tenant: "acme", Queues: []string{"default"}, Kinds: []string{"k"}})
+	if got := e.claimRemote(r, job.RemoteClaim{Tenant: "acme", Worker: w.ID, Max: 10}); len(got) != 3 {
+		t.Fatalf("a claim of 10 over two units took %d under a limit of 3", len(got))
+	}
+}
+
 // Bad registrations and claims are refused, naming the field; a tenant
 // holds at most MaxPerTenant workers.
 func TestRemoteValidation(t *testing.T) {

@@ -80,7 +80,8 @@ Modes:
   dashboard   fill the job table with --jobs jobs in mixed states; time each
               dashboard page
   fairness    tenant a has a --jobs backlog; tenant b enqueues --rate jobs/s
-              into the same queue: a's drain rate, b's enqueue→start latency
+              into the same queue: a's drain rate, b's enqueue→start
+              latency, beside the same backlog drained alone (backlog)
   limits      work off --jobs with no limit, with a limit that does not bind,
               and with one of --limit running at once (jobs holding --hold)
   remote      --workers remote workers over HTTP (loopback) work off --jobs,

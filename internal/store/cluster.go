@@ -334,12 +334,3 @@ func (s *Store) JobTableSize(ctx context.Context) (JobTableSize, error) {
 	}
 	return z, nil
 }
-
-// VacuumJobs vacuums gaffer.jobs, so that a benchmark starts without
-// the dead rows of the one before.
-func (s *Store) VacuumJobs(ctx context.Context) error {
-	if _, err := s.pool.Exec(ctx, `VACUUM gaffer.jobs`); err != nil {
-		return fmt.Errorf("vacuum jobs: %w", err)
-	}
-	return nil
-}

@@ -56,6 +56,7 @@ func (s *Store) ListQueues(ctx context.Context, tenant string) ([]Queue, error) 
 
 var (
 	sqlDeleteQueueJobs = query("delete_queue_jobs")
+	sqlVacuumJobs      = query("vacuum_jobs")
 	sqlCountQueueJobs  = query("count_queue_jobs")
 )
 
@@ -67,6 +68,15 @@ func (s *Store) DeleteQueueJobs(ctx context.Context, queue string) (int64, error
 		return 0, fmt.Errorf("delete jobs of queue %q: %w", queue, err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// VacuumJobs vacuums and analyzes the job table (for benchmarks, between
+// rounds). It cannot run inside a transaction.
+func (s *Store) VacuumJobs(ctx context.Context) error {
+	if _, err := s.pool.Exec(ctx, sqlVacuumJobs); err != nil {
+		return fmt.Errorf("vacuum jobs: %w", err)
+	}
+	return nil
 }
 
 // CountQueueJobs counts every job of queue, in any state.

@@ -11,8 +11,8 @@ WITH entry AS (
     LIMIT {{limit}}
     {{lock}}
 ), made AS (
-    INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, args, replay_of, workflow_run, step)
-    SELECT tenant, kind, queue, priority, max_attempts, timeout_ms, args, id, workflow_run, step FROM entry ORDER BY id
+    INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, args, replay_of, workflow_run, step, fairness_key, limit_key)
+    SELECT tenant, kind, queue, priority, max_attempts, timeout_ms, args, id, workflow_run, step, fairness_key, limit_key FROM entry ORDER BY id
     RETURNING id, replay_of, queue
 ), marked AS (
     UPDATE gaffer.dlq d SET replayed_at = now(), replay_job_id = made.id

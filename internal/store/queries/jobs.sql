@@ -84,9 +84,10 @@ WITH upd AS (
     WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state = 'running'
     RETURNING *
 ), dead AS (
-    INSERT INTO gaffer.dlq (tenant, job_id, kind, queue, priority, max_attempts, attempts, timeout_ms, args, errors, reason, workflow_run, step)
+    INSERT INTO gaffer.dlq (tenant, job_id, kind, queue, priority, max_attempts, attempts, timeout_ms, args, errors, reason, workflow_run, step,
+                            fairness_key, limit_key)
     SELECT tenant, id, kind, queue, priority, max_attempts, attempt, timeout_ms, args, errors,
-           CASE WHEN $5 THEN 'permanent' ELSE 'exhausted' END, workflow_run, step
+           CASE WHEN $5 THEN 'permanent' ELSE 'exhausted' END, workflow_run, step, fairness_key, limit_key
     FROM upd WHERE state = 'failed'
 )
 SELECT state, run_at FROM upd;
@@ -170,8 +171,9 @@ WITH lost AS (
     WHERE j.id = lost.id
     RETURNING j.*
 ), dead AS (
-    INSERT INTO gaffer.dlq (tenant, job_id, kind, queue, priority, max_attempts, attempts, timeout_ms, args, errors, reason, workflow_run, step)
-    SELECT tenant, id, kind, queue, priority, max_attempts, attempt, timeout_ms, args, errors, 'lost', workflow_run, step
+    INSERT INTO gaffer.dlq (tenant, job_id, kind, queue, priority, max_attempts, attempts, timeout_ms, args, errors, reason, workflow_run, step,
+                            fairness_key, limit_key)
+    SELECT tenant, id, kind, queue, priority, max_attempts, attempt, timeout_ms, args, errors, 'lost', workflow_run, step, fairness_key, limit_key
     FROM upd WHERE state = 'failed'
 ), wake AS (
     SELECT pg_notify('gaffer_jobs', q) FROM (SELECT DISTINCT queue AS q FROM upd WHERE state = 'retrying') qs
