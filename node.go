@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/cron"
@@ -95,6 +96,12 @@ type Config struct {
 	Logger           hclog.Logger
 	// Registerer receives the node's Prometheus collectors. Default: none.
 	Registerer prometheus.Registerer
+	// TracerProvider makes a span of every attempt the node runs, linked
+	// to the trace context its job was enqueued in (docs/tracing.md).
+	// Default: the global provider, otel.GetTracerProvider(), which does
+	// nothing until one is installed; noop.NewTracerProvider() switches
+	// tracing off altogether. The node never installs a global provider.
+	TracerProvider trace.TracerProvider
 }
 
 // Node runs job handlers for its queues and the background services that
@@ -171,7 +178,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	n.worker, err = job.NewWorker(job.WorkerConfig{
 		Pool: pool, Registry: n.registry, NodeID: n.id, Metrics: n.metrics, Logger: n.log,
 		Queues: cfg.Queues, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
-		ClaimBatch: cfg.ClaimBatch, FetchCooldown: cfg.FetchCooldown,
+		ClaimBatch: cfg.ClaimBatch, FetchCooldown: cfg.FetchCooldown, TracerProvider: cfg.TracerProvider,
 	})
 	if err != nil {
 		return nil, n.closeOnError(err)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -8,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/job"
@@ -79,7 +82,7 @@ func (s *Server) enqueue(r *http.Request, p auth.Principal, body []byte, tx pgx.
 		}
 		jr.MaxAttempts = *req.MaxAttempts
 	}
-	res, err := s.cfg.Jobs.EnqueueTx(r.Context(), tx, jr)
+	res, err := s.cfg.Jobs.EnqueueTx(enqueueContext(r), tx, jr)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -88,6 +91,20 @@ func (s *Server) enqueue(r *http.Request, p auth.Principal, body []byte, tx pgx.
 		status = http.StatusOK
 	}
 	return status, enqueueResponse{Job: viewJob(res.Job), Existing: res.Existing}, nil
+}
+
+// enqueueContext is r's context carrying the caller's W3C trace context
+// (the traceparent and tracestate headers), which the job client stores
+// with the job. A malformed traceparent is dropped by the propagator,
+// and so is a malformed tracestate (the traceparent is kept); neither
+// fails the request. A span already in the context (a library user's
+// server instrumentation) wins: it is the enqueue's own.
+func enqueueContext(r *http.Request) context.Context {
+	ctx := r.Context()
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx
+	}
+	return propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(r.Header))
 }
 
 func (s *Server) listJobs(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {

@@ -124,6 +124,12 @@ var (
 	idPath      = Param{Name: "id", In: "path", Type: int64(0), Schema: `{"minimum":1}`}
 	namePath    = Param{Name: "name", In: "path", Type: ""}
 	nodePath    = Param{Name: "id", In: "path", Type: ""}
+	// The W3C Trace Context headers are documented, not enforced: a
+	// malformed value is ignored, never refused.
+	traceparentHeader = Param{Name: "traceparent", In: "header", Type: "",
+		Description: "W3C Trace Context of the caller: stored with the job (its traceparent field), and every attempt's span links to it. A malformed value is ignored."}
+	tracestateHeader = Param{Name: "tracestate", In: "header", Type: "",
+		Description: "W3C Trace Context vendor state, kept with a valid traceparent: at most 512 bytes are stored (entries are dropped as the specification says). A malformed value is ignored."}
 )
 
 func query(name string, typ any, schema, description string) Param {
@@ -138,7 +144,7 @@ var routeTable = []Route{
 		Responses: []Response{{200, "The OpenAPI document", map[string]any{}}}, public: (*Server).serveOpenAPI},
 
 	{Method: "POST", Path: "/v1/jobs", Scope: auth.ScopeJobsWrite, OperationID: "enqueueJob", Summary: "Enqueue a job",
-		Body: enqueueRequest{},
+		Params: []Param{traceparentHeader, tracestateHeader}, Body: enqueueRequest{},
 		Responses: []Response{{201, "Enqueued", enqueueResponse{}},
 			{200, "The unique key is held by an unfinished job: that job, nothing enqueued", enqueueResponse{}}},
 		Problems: []string{CodeDestinationNotAllowed}, atomic: (*Server).enqueue},

@@ -23,6 +23,7 @@ type Worker struct {
 	store   *store.Store
 	log     hclog.Logger
 	metrics *Metrics
+	tracer  *attemptTracer // nil: tracing off
 
 	producers map[string]*producer
 	claiming  atomic.Bool
@@ -50,6 +51,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	}
 	w := &Worker{
 		cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("worker"), metrics: cfg.Metrics,
+		tracer:    newAttemptTracer(cfg.TracerProvider, cfg.NodeID),
 		producers: map[string]*producer{}, executing: map[store.Lease]*execution{},
 	}
 	for q, n := range cfg.Queues {

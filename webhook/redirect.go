@@ -12,6 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/gafferhq/gaffer/job"
 )
 
@@ -101,6 +104,12 @@ func (h *Handler) request(ctx context.Context, j *job.Job, a Args, method string
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(sent.Unix(), 10))
 	if sameOrigin && len(keys) > 0 {
 		req.Header.Set(HeaderSignature, Sign(keys, id, sent, body))
+	}
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		// The attempt's span is the call's parent. The job's own trace
+		// headers, if it has any, would name another.
+		req.Header.Del("Tracestate")
+		propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	}
 	return req, nil
 }

@@ -47,6 +47,10 @@ type Job struct {
 	// key limits with key_from "limit_key" count it under.
 	FairnessKey string
 	LimitKey    string
+	// TraceParent and TraceState are the W3C trace context the job was
+	// enqueued in ("" for none), in canonical form.
+	TraceParent string
+	TraceState  string
 }
 
 // Lease names one attempt of one job: the compare-and-set key of every
@@ -76,6 +80,10 @@ type InsertParams struct {
 	FairnessKey string
 	// LimitKey is counted by limits keyed on it ("" for none).
 	LimitKey string
+	// TraceParent and TraceState are the W3C trace context the job was
+	// enqueued in, already validated and bounded ("" for none).
+	TraceParent string
+	TraceState  string
 }
 
 // InsertResult is the job an insert made, or the unfinished job that
@@ -107,16 +115,17 @@ var (
 func scanJob(row pgx.Row, extra ...any) (Job, error) {
 	var j Job
 	var (
-		priority                         int16
-		timeoutMS                        int64
-		token, replayOf, run             *int64
-		node, uniqueKey, cronEntry, step *string
-		limitKey                         *string
+		priority                          int16
+		timeoutMS                         int64
+		token, replayOf, run              *int64
+		node, uniqueKey, cronEntry, step  *string
+		limitKey, traceParent, traceState *string
 	)
 	dest := []any{&j.ID, &j.Tenant, &j.Kind, &j.Queue, &j.State, &priority, &j.Attempt, &j.MaxAttempts,
 		&timeoutMS, &j.RunAt, &j.CreatedAt, &j.AttemptedAt, &j.FinalizedAt, &token,
 		&j.LeaseExpiresAt, &j.CancelRequested, &node, &uniqueKey, &replayOf, &j.Args, &j.Result, &j.Errors,
-		&cronEntry, &j.CronAt, &run, &step, &j.Inputs, &j.FairnessKey, &limitKey}
+		&cronEntry, &j.CronAt, &run, &step, &j.Inputs, &j.FairnessKey, &limitKey,
+		&traceParent, &traceState}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return Job{}, err
 	}
@@ -145,6 +154,12 @@ func scanJob(row pgx.Row, extra ...any) (Job, error) {
 	}
 	if limitKey != nil {
 		j.LimitKey = *limitKey
+	}
+	if traceParent != nil {
+		j.TraceParent = *traceParent
+	}
+	if traceState != nil {
+		j.TraceState = *traceState
 	}
 	return j, nil
 }
@@ -189,7 +204,8 @@ func (s *Store) InsertJob(ctx context.Context, q DB, p InsertParams) (InsertResu
 		var woke int64
 		j, err := scanJob(db.QueryRow(ctx, sqlInsertJob, p.Tenant, p.Kind, p.Queue, int16(p.Priority),
 			p.MaxAttempts, p.Timeout.Milliseconds(), nullTime(p.RunAt), p.Delay.Milliseconds(),
-			nullString(p.UniqueKey), p.Args, p.FairnessKey, nullString(p.LimitKey)), &woke)
+			nullString(p.UniqueKey), p.Args, p.FairnessKey, nullString(p.LimitKey),
+			nullString(p.TraceParent), nullString(p.TraceState)), &woke)
 		if err == nil {
 			return InsertResult{Job: j}, nil
 		}
@@ -254,7 +270,7 @@ func (s *Store) InsertJobs(ctx context.Context, q DB, ps []InsertParams) ([]int6
 	return ids, nil
 }
 
-var copyColumns = []string{"tenant", "kind", "queue", "priority", "max_attempts", "timeout_ms", "run_at", "args", "fairness_key", "limit_key"}
+var copyColumns = []string{"tenant", "kind", "queue", "priority", "max_attempts", "timeout_ms", "run_at", "args", "fairness_key", "limit_key", "traceparent", "tracestate"}
 
 // dueQueues lists the queues of the jobs in ps that are due at now, the
 // database's time of the inserting transaction.
@@ -289,7 +305,8 @@ func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams
 			runAt = now
 		}
 		rows[i] = []any{p.Tenant, p.Kind, p.Queue, int16(p.Priority), p.MaxAttempts,
-			p.Timeout.Milliseconds(), runAt, []byte(p.Args), p.FairnessKey, nullString(p.LimitKey)}
+			p.Timeout.Milliseconds(), runAt, []byte(p.Args), p.FairnessKey, nullString(p.LimitKey),
+			nullString(p.TraceParent), nullString(p.TraceState)}
 	}
 	ids, err := reserveJobIDs(ctx, tx, len(ps))
 	if err != nil {
@@ -313,6 +330,7 @@ func (s *Store) insertJobsUnnest(ctx context.Context, tx pgx.Tx, ps []InsertPara
 	var (
 		tenants, kinds, queues, keys = make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
 		fkeys, lkeys                 = make([]string, n), make([]*string, n)
+		parents, states              = make([]*string, n), make([]*string, n)
 		priorities                   = make([]int16, n)
 		maxAttempts                  = make([]int32, n)
 		timeouts, delays             = make([]int64, n), make([]int64, n)
@@ -325,8 +343,9 @@ func (s *Store) insertJobsUnnest(ctx context.Context, tx pgx.Tx, ps []InsertPara
 		timeouts[i], delays[i] = p.Timeout.Milliseconds(), p.Delay.Milliseconds()
 		runAts[i], args[i] = nullTime(p.RunAt), p.Args
 		fkeys[i], lkeys[i] = p.FairnessKey, nullString(p.LimitKey)
+		parents[i], states[i] = nullString(p.TraceParent), nullString(p.TraceState)
 	}
-	rows, err := tx.Query(ctx, sqlInsertJobsUnnest, tenants, kinds, queues, priorities, maxAttempts, timeouts, runAts, delays, keys, args, fkeys, lkeys)
+	rows, err := tx.Query(ctx, sqlInsertJobsUnnest, tenants, kinds, queues, priorities, maxAttempts, timeouts, runAts, delays, keys, args, fkeys, lkeys, parents, states)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
