@@ -39,8 +39,9 @@
 // Under internal/ sit what users never import: store (all SQL,
 // migrations, the LISTEN connection), egress (the outbound address
 // policy), redact (secrets out of errors and logs), service (background
-// loop plumbing), tzdata (the zone rules compiled into the binary, the
-// only zone loader), knobs (testing aids), and the test harnesses pgserver,
-// pgtest, etcdserver, faultproxy and testnode. chaos is the chaos suite;
-// cmd/gaffer is the command-line tool.
+// loop plumbing), clock (the loops' time, fake in tests), tzdata (the
+// zone rules compiled into the binary, the only zone loader), knobs
+// (testing aids), and the test harnesses pgserver, pgtest, etcdserver,
+// faultproxy and testnode. chaos is the chaos suite; cmd/gaffer is the
+// command-line tool.
 package gaffer

@@ -29,8 +29,24 @@ type Config struct {
 	// Pool is the PostgreSQL pool to use; the caller keeps ownership.
 	// Either Pool or DatabaseURL is required.
 	Pool *pgxpool.Pool
-	// DatabaseURL opens a pool owned by the node when Pool is nil.
+	// DatabaseURL opens a pool owned by the node when Pool is nil. It may
+	// name several hosts (host=a,b, or postgres://a:5432,b:5432/db):
+	// without target_session_attrs the node then connects to whichever
+	// accepts writes, and reconnects there after a failover.
 	DatabaseURL string
+	// ListenDatabaseURL is where the node's LISTEN connection goes.
+	// Default: the pool's own settings. Set it when DatabaseURL goes
+	// through a transaction-mode pooler, which cannot carry LISTEN: a
+	// direct (or session-pooled) URL to the same database.
+	ListenDatabaseURL string
+	// TransactionPooler says the node's pool reaches PostgreSQL through a
+	// transaction-mode pooler (PgBouncer with pool_mode = transaction).
+	// A pool the node opens from DatabaseURL then prepares no statements
+	// and sends no jit parameter (a Pool you pass is yours to set up so:
+	// pgx.QueryExecModeCacheDescribe); and without ListenDatabaseURL the
+	// node runs no LISTEN connection and finds new work by polling only,
+	// which it says at start-up. Default false.
+	TransactionPooler bool
 	// MaxConns caps the pool the node opens from DatabaseURL. Default: the
 	// total concurrency of Queues / 10, between 4 and 20.
 	MaxConns int32
@@ -62,7 +78,22 @@ type Config struct {
 	// IdempotencyRetention: how long API Idempotency-Keys are kept.
 	// Default 24h.
 	IdempotencyRetention time.Duration
-	// SkipSchemaCheck starts the node even if the schema is behind.
+	// WorkflowRetention: how long a finished workflow run and its steps
+	// are kept. A failed run stays while a DLQ entry of one of its steps
+	// could still be replayed (which resumes it), and any run while a job
+	// of one of its steps is unfinished. Default 7 days.
+	WorkflowRetention time.Duration
+	// DeadNodeRetention: how long the row of a node that left or was
+	// lost is kept. Default 7 days.
+	DeadNodeRetention time.Duration
+	// CronHistoryRetention: how long cron occurrence records are kept.
+	// Default 7 days.
+	CronHistoryRetention time.Duration
+	// RevokedTokenRetention: how long a revoked API token's record is
+	// kept. Default 30 days.
+	RevokedTokenRetention time.Duration
+	// SkipSchemaCheck starts the node even on a schema it cannot work
+	// with (behind it, or ahead by a contract).
 	SkipSchemaCheck bool
 
 	// EtcdEndpoints makes the node a cluster member: it registers in etcd,
@@ -161,11 +192,17 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 			}
 			maxConns = int32(min(max(total/10, 4), 20))
 		}
-		st, err := store.Open(ctx, cfg.DatabaseURL, maxConns)
+		st, err := store.OpenWith(ctx, cfg.DatabaseURL, store.ConnectOptions{MaxConns: maxConns, TransactionPooler: cfg.TransactionPooler})
 		if err != nil {
 			return nil, err
 		}
 		n.store, n.ownPool = st, true
+		for _, note := range st.Notes() {
+			n.log.Info(note)
+		}
+		for _, w := range st.Warnings() {
+			n.log.Warn(w)
+		}
 	default:
 		return nil, errors.New("gaffer: Config.Pool or Config.DatabaseURL is required")
 	}
@@ -199,8 +236,10 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		fence = n.cluster
 	}
-	cleaner, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Pool: pool, Logger: n.log,
-		JobRetention: cfg.JobRetention, DLQRetention: cfg.DLQRetention, IdempotencyRetention: cfg.IdempotencyRetention, Fence: fence})
+	cleaner, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Pool: pool, Logger: n.log, Fence: fence,
+		JobRetention: cfg.JobRetention, DLQRetention: cfg.DLQRetention, IdempotencyRetention: cfg.IdempotencyRetention,
+		WorkflowRetention: cfg.WorkflowRetention, DeadNodeRetention: cfg.DeadNodeRetention,
+		CronHistoryRetention: cfg.CronHistoryRetention, RevokedTokenRetention: cfg.RevokedTokenRetention})
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
@@ -230,8 +269,26 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	} else {
 		n.services = append(n.services, cleaner, monitor, n.scheduler)
 	}
+	if cfg.ListenDatabaseURL != "" {
+		_, notes, err := store.ListenConfig(cfg.ListenDatabaseURL)
+		if err != nil {
+			return nil, n.closeOnError(fmt.Errorf("gaffer: Config.ListenDatabaseURL: %w", err))
+		}
+		for _, note := range notes {
+			n.log.Info("listen connection: " + note)
+		}
+	}
+	if cfg.TransactionPooler && cfg.ListenDatabaseURL == "" {
+		// LISTEN through the pooler would register on whichever server
+		// connection ran it and hear nothing after.
+		n.log.Warn("the database URL goes through a transaction pooler, which cannot carry LISTEN, and no listen database URL is set: " +
+			"running without a LISTEN connection; new jobs, cancellations, pauses and drain orders are found by polling only (poll interval), " +
+			"not at once; set a direct URL for LISTEN (--listen-database-url)")
+		return n, nil
+	}
 	n.listener = n.store.NewListener(store.ListenerConfig{
 		Channels:  []string{store.ChannelJobs, store.ChannelControl, store.ChannelCron},
+		URL:       cfg.ListenDatabaseURL,
 		OnNotify:  n.handleNotification,
 		OnConnect: n.worker.WakeAll,
 		Logger:    n.log.Named("listener"),
@@ -366,8 +423,10 @@ func (n *Node) Start(ctx context.Context) error {
 		}
 	}
 	loopCtx := context.WithoutCancel(ctx)
-	if err := n.listener.Start(loopCtx); err != nil {
-		return err
+	if n.listener != nil {
+		if err := n.listener.Start(loopCtx); err != nil {
+			return err
+		}
 	}
 	if n.cluster != nil {
 		n.cluster.SetKinds(n.registry.Kinds())
@@ -417,7 +476,9 @@ func (n *Node) Stop(ctx context.Context) error {
 			n.cluster.Leave(context.Background(), "stopped")
 			n.cluster.Stop()
 		}
-		n.listener.Stop()
+		if n.listener != nil {
+			n.listener.Stop()
+		}
 	}
 	if n.ownPool {
 		n.store.Close()

@@ -11,3 +11,13 @@ func (l *FailureLimiter) Tracked() int {
 
 // SetClock replaces the limiter's clock, for tests.
 func (l *FailureLimiter) SetClock(now func() time.Time) { l.now = now }
+
+// SetClock replaces the tokens' clock, for tests.
+func (t *Tokens) SetClock(now func() time.Time) { t.now = now }
+
+// Cached is how many tokens each cache holds, for tests.
+func (t *Tokens) Cached() (known, bad int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.cache), len(t.bad)
+}

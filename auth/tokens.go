@@ -22,18 +22,22 @@ import (
 // Tokens creates, checks and revokes API tokens. Tokens are stored as
 // sha256 hashes; a check looks the hash up and compares it in constant
 // time. Recently seen tokens are cached for 5 seconds, so a revocation
-// takes effect within that long on every node. Unknown tokens are
-// remembered for 10 seconds too (a negative cache), so that a client
+// takes effect within that long on every node. Unknown and revoked tokens
+// are remembered for 10 seconds too (a negative cache), so that a client
 // repeating a bad token costs one query, not one per request; a token
-// created on this node is forgotten from it at once.
+// created on this node is forgotten from it at once. Entries past their
+// time are swept out as new ones come in, so a token that is revoked, or
+// just no longer used, leaves the cache within seconds.
 type Tokens struct {
 	store    *store.Store
 	cacheFor time.Duration
 	badFor   time.Duration
+	now      func() time.Time
 
-	mu    sync.Mutex
-	cache map[string]cachedToken
-	bad   map[string]time.Time // hash → when the database did not know it
+	mu        sync.Mutex
+	cache     map[string]cachedToken
+	bad       map[string]time.Time // hash → when the database did not know it, or had it revoked
+	lastSweep time.Time
 }
 
 type cachedToken struct {
@@ -62,7 +66,7 @@ const tokenCacheSize = 10000
 
 // NewTokens returns the tokens kept in pool's database.
 func NewTokens(pool *pgxpool.Pool) *Tokens {
-	return &Tokens{store: store.New(pool), cacheFor: 5 * time.Second, badFor: 10 * time.Second,
+	return &Tokens{store: store.New(pool), cacheFor: 5 * time.Second, badFor: 10 * time.Second, now: time.Now,
 		cache: map[string]cachedToken{}, bad: map[string]time.Time{}}
 }
 
@@ -136,20 +140,23 @@ func (t *Tokens) Authenticate(ctx context.Context, text string) (Principal, erro
 	c, ok := t.cache[key]
 	badAt, bad := t.bad[key]
 	t.mu.Unlock()
-	if bad && time.Since(badAt) < t.badFor {
+	if bad && t.now().Sub(badAt) < t.badFor {
 		return Principal{}, ErrBadToken
 	}
-	if !ok || time.Since(c.at) > t.cacheFor {
+	if !ok || t.now().Sub(c.at) > t.cacheFor {
 		tok, err := t.store.TokenByHash(ctx, sum[:])
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) || (err == nil && tok.RevokedAt != nil) {
+			// Unknown, or revoked (on any node): it goes from the positive
+			// cache to the negative one.
 			t.rememberBad(key)
 			return Principal{}, ErrBadToken
 		}
 		if err != nil {
 			return Principal{}, err
 		}
-		c = cachedToken{tok: tok, at: time.Now()}
+		c = cachedToken{tok: tok, at: t.now()}
 		t.mu.Lock()
+		t.sweepLocked(c.at)
 		if len(t.cache) > tokenCacheSize {
 			t.cache = map[string]cachedToken{}
 		}
@@ -162,12 +169,14 @@ func (t *Tokens) Authenticate(ctx context.Context, text string) (Principal, erro
 	return Principal{TokenID: c.tok.ID, Tenant: c.tok.Tenant, Scopes: c.tok.Scopes}, nil
 }
 
-// rememberBad puts a hash the database does not know in the negative
-// cache.
+// rememberBad puts a hash the database does not know, or knows revoked,
+// in the negative cache, and forgets it in the positive one.
 func (t *Tokens) rememberBad(key string) {
-	now := time.Now()
+	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	delete(t.cache, key)
+	t.sweepLocked(now)
 	if len(t.bad) >= tokenCacheSize {
 		for k, at := range t.bad {
 			if now.Sub(at) >= t.badFor {
@@ -179,6 +188,26 @@ func (t *Tokens) rememberBad(key string) {
 		}
 	}
 	t.bad[key] = now
+}
+
+// sweepLocked drops the entries of both caches that are past their time,
+// at most once per cacheFor: what a revoked or forgotten token leaves
+// behind. t.mu is held.
+func (t *Tokens) sweepLocked(now time.Time) {
+	if now.Sub(t.lastSweep) < t.cacheFor {
+		return
+	}
+	t.lastSweep = now
+	for k, c := range t.cache {
+		if now.Sub(c.at) > t.cacheFor {
+			delete(t.cache, k)
+		}
+	}
+	for k, at := range t.bad {
+		if now.Sub(at) >= t.badFor {
+			delete(t.bad, k)
+		}
+	}
 }
 
 // List returns every token record.

@@ -43,6 +43,10 @@ func summarize(t *testing.T, r Report) {
 	t.Logf("faults %v; %d handler executions, %d external-effect duplicates (%.2f%%); %d stale writes refused",
 		r.Faults, r.Executions, r.ExternalDuplicates, 100*float64(r.ExternalDuplicates)/float64(max(r.Executions, 1)), r.StaleRefused)
 	t.Logf("recovery from a node kill to its jobs released: p50 %.2fs p99 %.2fs (%d kills with running jobs)", pct(0.5), pct(0.99), len(rec))
+	t.Logf("scripted workflow runs %v: %d step replays (%d while a dependent waited), %d step jobs cancelled, %d cancelled steps resumed, %d step inputs checked",
+		r.ScriptedRuns, r.StepReplays, r.ReplaysBeforeDependent, r.StepCancels, r.CancelledStepsResumed, r.InputsChecked)
+	t.Logf("SIGTERM: %d of %d landed on a claim in flight, %d jobs claimed while stopping given back; node killed with etcd down: its jobs ran again after %v s",
+		r.SigtermsAimed, r.Faults[FaultSigterm], r.ClaimsReleased, r.EtcdOutageRerun)
 	if out := os.Getenv("CHAOS_REPORT"); out != "" {
 		b, _ := json.MarshalIndent(r, "", "  ")
 		os.WriteFile(out, b, 0o644)
@@ -62,6 +66,12 @@ func TestChaos(t *testing.T) {
 	p, ok := Profiles[name]
 	if !ok || name == "mutation" {
 		t.Fatalf("unknown CHAOS_PROFILE %q", name)
+	}
+	if d := os.Getenv("CHAOS_DURATION"); d != "" {
+		var err error
+		if p.Duration, err = time.ParseDuration(d); err != nil {
+			t.Fatalf("CHAOS_DURATION: %v", err)
+		}
 	}
 	r := Run(t, Options{Profile: p, Seed: seed(t)})
 	summarize(t, r)

@@ -20,9 +20,13 @@ func (h *harness) settleAndCheck() Report {
 		}
 	}
 	h.mu.Lock()
-	ids, runs := append([]int64(nil), h.accepted...), append([]int64(nil), h.runs...)
+	ids := append([]int64(nil), h.accepted...)
+	runs := make([]int64, len(h.runs))
+	for i, tr := range h.runs {
+		runs[i] = tr.id
+	}
+	r := Report{Violations: append([]string(nil), h.violations...)}
 	h.mu.Unlock()
-	var r Report
 	v := func(format string, args ...any) { r.Violations = append(r.Violations, fmt.Sprintf(format, args...)) }
 	count := func(sql string, args ...any) int {
 		t.Helper()
@@ -101,15 +105,11 @@ func (h *harness) settleAndCheck() Report {
 	if n := count(`SELECT count(*) FROM gaffer.dlq d WHERE d.replay_job_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM gaffer.jobs j WHERE j.id = d.replay_job_id AND j.replay_of = d.id)`); n != 0 {
 		v("%d replayed DLQ entries do not link to their job", n)
 	}
-	// Workflows: every run finished, and no step started before a
-	// dependency finished.
-	if n := count(`SELECT count(*) FROM gaffer.workflow_runs WHERE id = ANY($1) AND state <> 'completed'`, runs); n != 0 {
-		v("%d of %d workflow runs did not complete", n, len(runs))
-	}
-	if n := count(`SELECT count(*) FROM gaffer.workflow_steps s JOIN gaffer.workflow_steps d ON d.run_id = s.run_id AND d.name = ANY (s.depends_on)
-		WHERE s.started_at < d.finished_at OR d.finished_at IS NULL AND s.started_at IS NOT NULL`); n != 0 {
-		v("%d workflow steps started before a dependency finished", n)
-	}
+	// Workflows: every run ended as its plan wants, no step started
+	// before its dependencies were done, inputs are their results.
+	h.checkWorkflows(ctx, &r, v)
+	// SIGTERM: no attempt the stopped node held was lost.
+	h.checkSigterms(ctx, &r, v)
 	// No claims by a node between its drain order and its restart.
 	h.mu.Lock()
 	drains := append([]window(nil), h.drains...)
@@ -133,6 +133,9 @@ func (h *harness) settleAndCheck() Report {
 	}
 	h.mu.Lock()
 	r.Replays = len(h.replays)
+	r.StepReplays, r.StepCancels = h.stepReplays, h.stepCancels
+	r.SigtermsAimed = h.aimed
+	r.EtcdOutageRerun = append([]float64(nil), h.reruns...)
 	r.Faults = h.faults
 	r.Recovery = append([]float64(nil), h.recovery...)
 	r.FaultLog = append([]string(nil), h.faultLog...)

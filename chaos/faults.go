@@ -20,10 +20,24 @@ const (
 	FaultPGRestart     = "pg-restart"     // PostgreSQL restarts immediately (a crash)
 	FaultEtcdStop      = "etcd-stop"      // an etcd member (the leader half the time) stops, then returns
 	FaultDrain         = "drain"          // a node is drained under load, leaves, and is started again
+	// FaultSigterm stops a node with SIGTERM, its PostgreSQL traffic
+	// slowed and the signal sent as a claim it made has committed and its
+	// answer is still on the way (aim); waits for it to drain and exit,
+	// checks that it left no job running, and starts it again.
+	FaultSigterm = "sigterm"
+	// FaultKillInEtcdOutage takes etcd away from every node (all members
+	// stopped, or every node's etcd proxies blackholed), SIGKILLs a node
+	// that runs jobs, and requires its jobs to run again before etcd
+	// returns: no leader is needed to rescue an expired lease.
+	FaultKillInEtcdOutage = "kill-during-etcd-outage"
+	// FaultPGFailover kills the PostgreSQL primary (Patroni and all);
+	// Patroni promotes the synchronous standby. Long profile only.
+	FaultPGFailover = "pg-failover"
 )
 
 // AllFaults is every fault kind the harness can inject.
-var AllFaults = []string{FaultKill, FaultPause, FaultPGBlackhole, FaultPGReset, FaultPGLatency, FaultEtcdBlackhole, FaultPGRestart, FaultEtcdStop, FaultDrain}
+var AllFaults = []string{FaultKill, FaultPause, FaultPGBlackhole, FaultPGReset, FaultPGLatency, FaultEtcdBlackhole, FaultPGRestart,
+	FaultEtcdStop, FaultDrain, FaultSigterm, FaultKillInEtcdOutage}
 
 // pick returns a random live node; leader biases the choice to (true) or
 // away from (false) the leader, or neither (nil).
@@ -117,9 +131,15 @@ func (h *harness) inject(kind string) {
 		}
 	case FaultPGRestart:
 		h.logf("restart postgres (immediate)")
+		if h.db != nil {
+			h.db.crashPrimary(h)
+			return
+		}
 		if err := h.pg.Restart(ctx); err != nil {
 			h.t.Fatalf("restart postgres: %v", err)
 		}
+	case FaultPGFailover:
+		h.db.failover(h)
 	case FaultEtcdStop:
 		i := h.etcd.Leader()
 		if i < 0 || h.rng.IntN(2) == 0 {
@@ -132,6 +152,10 @@ func (h *harness) inject(kind string) {
 		if err := h.etcd.Members[i].Restart(); err != nil {
 			h.t.Fatalf("restart etcd member: %v", err)
 		}
+	case FaultSigterm:
+		h.sigterm()
+	case FaultKillInEtcdOutage:
+		h.killDuringEtcdOutage()
 	case FaultDrain:
 		s := h.pick(&no)
 		if err := h.admin.Drain(ctx, s.id, 5*time.Second); err != nil {

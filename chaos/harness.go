@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,18 +31,30 @@ type Profile struct {
 	JobMS         [2]int  // handler run time, min and max
 	CronEntries   int
 	WorkflowEvery time.Duration
-	Faults        []string
-	Settle        time.Duration // how long the healed cluster gets to finish
+	// ScriptedEvery is how often a scripted workflow run is submitted (a
+	// replay of allow_failure steps, a failed run resumed by a replay
+	// after a cancel, or a step's job cancelled in a running run, in
+	// seeded turn); zero submits none.
+	ScriptedEvery time.Duration
+	// Faults are drawn from uniformly: a kind listed twice comes twice as
+	// often. Ensure are injected at least once each, drawn or not.
+	Faults []string
+	Ensure []string
+	Settle time.Duration // how long the healed cluster gets to finish
 }
 
 // Profiles by name.
 var Profiles = map[string]Profile{
 	"ci": {Name: "ci", Duration: 100 * time.Second, FaultGap: [2]time.Duration{2 * time.Second, 5 * time.Second},
 		JobsPerSec: 40, FailShare: 0.1, JobMS: [2]int{10, 300}, CronEntries: 2, WorkflowEvery: 4 * time.Second,
-		Faults: AllFaults, Settle: 2 * time.Minute},
+		ScriptedEvery: 4 * time.Second, Faults: AllFaults, Ensure: []string{FaultSigterm, FaultKillInEtcdOutage},
+		Settle: 2 * time.Minute},
+	// long runs PostgreSQL as a Patroni primary and synchronous standby
+	// (failover.go), so that it can fail over too.
 	"long": {Name: "long", Duration: 30 * time.Minute, FaultGap: [2]time.Duration{2 * time.Second, 8 * time.Second},
 		JobsPerSec: 60, FailShare: 0.1, JobMS: [2]int{10, 500}, CronEntries: 3, WorkflowEvery: 3 * time.Second,
-		Faults: AllFaults, Settle: 3 * time.Minute},
+		ScriptedEvery: 2 * time.Second, Faults: append(slices.Clip(AllFaults), FaultPGFailover),
+		Ensure: []string{FaultSigterm, FaultKillInEtcdOutage}, Settle: 3 * time.Minute},
 	// mutation: stale workers galore, for the run whose nodes lack the
 	// lease check. The load stays below what two nodes can work (12/s of
 	// ~0.9 s jobs on 16 slots), so a paused node's jobs are taken over at
@@ -65,28 +78,48 @@ type Options struct {
 
 // Report is what a run found.
 type Report struct {
-	Profile            string         `json:"profile"`
-	Seed               int64          `json:"seed"`
-	Jobs               int            `json:"jobs_accepted"`
-	Completed          int            `json:"completed"`
-	Failed             int            `json:"failed_into_dlq"`
-	Replays            int            `json:"dlq_replays"`
-	CronOccurrences    int            `json:"cron_occurrences"`
-	Workflows          int            `json:"workflow_runs"`
-	WorkflowSteps      int            `json:"workflow_steps"`
-	Faults             map[string]int `json:"faults"`
-	Violations         []string       `json:"violations"`
-	Executions         int            `json:"handler_executions"`
-	ExternalDuplicates int            `json:"external_effect_duplicates"`
-	Recovery           []float64      `json:"recovery_seconds"`
-	StaleRefused       int            `json:"stale_writes_refused"`
-	FaultLog           []string       `json:"fault_log"`
+	Profile         string         `json:"profile"`
+	Seed            int64          `json:"seed"`
+	Jobs            int            `json:"jobs_accepted"`
+	Completed       int            `json:"completed"`
+	Failed          int            `json:"failed_into_dlq"`
+	Replays         int            `json:"dlq_replays"`
+	CronOccurrences int            `json:"cron_occurrences"`
+	Workflows       int            `json:"workflow_runs"`
+	WorkflowSteps   int            `json:"workflow_steps"`
+	ScriptedRuns    map[string]int `json:"scripted_workflow_runs"`
+	StepReplays     int            `json:"workflow_step_replays"`
+	StepCancels     int            `json:"workflow_step_cancels"`
+	// ReplaysBeforeDependent counts replays of allow_failure steps made
+	// while a dependent still waited (the case a double count broke);
+	// CancelledStepsResumed, steps whose job was cancelled in a failed
+	// run and that a replay's resume brought back; InputsChecked, the
+	// step inputs compared with their dependency's final result.
+	ReplaysBeforeDependent int            `json:"replays_before_dependent_started"`
+	CancelledStepsResumed  int            `json:"cancelled_steps_resumed"`
+	InputsChecked          int            `json:"step_inputs_checked"`
+	Faults                 map[string]int `json:"faults"`
+	Violations             []string       `json:"violations"`
+	Executions             int            `json:"handler_executions"`
+	ExternalDuplicates     int            `json:"external_effect_duplicates"`
+	Recovery               []float64      `json:"recovery_seconds"`
+	StaleRefused           int            `json:"stale_writes_refused"`
+	// ClaimsReleased counts the jobs a SIGTERMed node claimed while it
+	// stopped and gave back unrun (claims that were in flight);
+	// SigtermsAimed, the SIGTERMs sent while a claim the node had made was
+	// committed and its answer still on the way.
+	ClaimsReleased int `json:"claims_released_while_stopping"`
+	SigtermsAimed  int `json:"sigterms_on_a_claim_in_flight"`
+	// EtcdOutageRerun is, for each node killed while etcd was down, how
+	// long its jobs took to run again elsewhere.
+	EtcdOutageRerun []float64 `json:"etcd_outage_rerun_seconds"`
+	FaultLog        []string  `json:"fault_log"`
 }
 
 type slot struct {
 	id    string
 	child *testnode.Child
-	pg    *faultproxy.Proxy
+	pg    pgPaths
 	etcd  []*faultproxy.Proxy
 	down  bool
 }
@@ -95,28 +128,43 @@ type harness struct {
 	t     *testing.T
 	o     Options
 	rng   *rand.Rand
-	pg    *pgserver.Server
+	pg    *pgserver.Server // nil when patroni runs PostgreSQL
+	db    *patroniDB       // with pg-failover among the faults
 	url   string
 	pool  *pgxpool.Pool
 	etcd  *etcdserver.Cluster
 	nodes []*slot
 	admin *cluster.Admin
 
-	mu        sync.Mutex
-	accepted  []int64
-	runs      []int64
-	replays   map[int64]int64
-	drains    []window
-	recovery  []float64
-	faults    map[string]int
-	faultLog  []string
-	cronNames []string
-	start     time.Time
+	mu                       sync.Mutex
+	accepted                 []int64
+	runs                     []*trackedRun
+	replays                  map[int64]int64
+	drains                   []window
+	sigterms                 []stopWindow
+	aimed                    int // SIGTERMs that landed on a committed claim in flight
+	recovery                 []float64
+	reruns                   []float64
+	violations               []string // found while the faults went on
+	stepReplays, stepCancels int
+	faults                   map[string]int
+	faultLog                 []string
+	cronNames                []string
+	start                    time.Time
+	scripts                  sync.WaitGroup // scripted workflow runs still being driven
 }
 
 type window struct {
 	node     string
 	from, to time.Time
+}
+
+// violation records what a fault's own check found.
+func (h *harness) violation(format string, args ...any) {
+	h.logf("VIOLATION: "+format, args...)
+	h.mu.Lock()
+	h.violations = append(h.violations, fmt.Sprintf(format, args...))
+	h.mu.Unlock()
 }
 
 // Run runs the scenario of o and returns what it found; it fails t only
@@ -135,19 +183,32 @@ func Run(t *testing.T, o Options) Report {
 	h.setUp()
 	ctx, stopLoad := context.WithCancel(context.Background())
 	var load sync.WaitGroup
-	for _, fn := range []func(context.Context){h.jobLoad, h.replayLoad, h.workflowLoad} {
+	for _, fn := range []func(context.Context){h.jobLoad, h.replayLoad, h.workflowLoad, h.scriptedLoad} {
 		load.Add(1)
 		go func() { defer load.Done(); fn(ctx) }()
 	}
 	h.start = time.Now()
+	ensure := append([]string(nil), o.Profile.Ensure...)
+	h.rng.Shuffle(len(ensure), func(i, j int) { ensure[i], ensure[j] = ensure[j], ensure[i] })
+	gap := func() { time.Sleep(h.between(o.Profile.FaultGap[0], o.Profile.FaultGap[1])) }
 	for time.Since(h.start) < o.Profile.Duration {
-		gap := o.Profile.FaultGap[0] + time.Duration(h.rng.Int64N(int64(o.Profile.FaultGap[1]-o.Profile.FaultGap[0])+1))
-		time.Sleep(gap)
-		h.inject(o.Profile.Faults[h.rng.IntN(len(o.Profile.Faults))])
+		gap()
+		// A fault that must come comes early, one slot in three.
+		kind := o.Profile.Faults[h.rng.IntN(len(o.Profile.Faults))]
+		if len(ensure) > 0 && h.rng.IntN(3) == 0 {
+			kind = ensure[0]
+		}
+		ensure = slices.DeleteFunc(ensure, func(k string) bool { return k == kind })
+		h.inject(kind)
+	}
+	for _, kind := range ensure { // not drawn in time
+		gap()
+		h.inject(kind)
 	}
 	stopLoad()
 	load.Wait()
 	h.heal()
+	h.scripts.Wait()
 	return h.settleAndCheck()
 }
 
@@ -163,14 +224,24 @@ func (h *harness) setUp() {
 	t := h.t
 	ctx := context.Background()
 	var err error
-	// Durable: PostgreSQL gets crash-restarted, and with synchronous_commit
-	// off a crash loses commits it had already acknowledged (a first run
-	// without it "lost" accepted jobs that way).
-	if h.pg, err = pgserver.Start(ctx, pgserver.Config{Durable: true}); err != nil {
+	if h.etcd, err = etcdserver.StartCluster(3); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { h.pg.Stop() })
-	h.url = h.pg.URL()
+	t.Cleanup(h.etcd.Close)
+	var pgAddrs []string
+	if slices.Contains(h.o.Profile.Faults, FaultPGFailover) {
+		h.db = startPatroni(t, h.etcd.Endpoints())
+		h.url, pgAddrs = h.db.url(), h.db.addrs()
+	} else {
+		// Durable: PostgreSQL gets crash-restarted, and with synchronous_commit
+		// off a crash loses commits it had already acknowledged (a first run
+		// without it "lost" accepted jobs that way).
+		if h.pg, err = pgserver.Start(ctx, pgserver.Config{Durable: true}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.pg.Stop() })
+		h.url, pgAddrs = h.pg.URL(), []string{fmt.Sprintf("127.0.0.1:%d", h.pg.Port())}
+	}
 	if h.pool, err = pgxpool.New(ctx, h.url); err != nil {
 		t.Fatal(err)
 	}
@@ -183,24 +254,26 @@ func (h *harness) setUp() {
 	if _, err := h.pool.Exec(ctx, `
 		CREATE TABLE chaos_effects (job_id bigint, attempt int, node text, at timestamptz DEFAULT clock_timestamp());
 		CREATE TABLE chaos_tx_effects (job_id bigint, attempt int, node text);
-		CREATE TABLE test_claims (job_id bigint, node text, at timestamptz);
+		CREATE TABLE test_claims (job_id bigint, node text, at timestamptz, attempt int);
+		CREATE INDEX ON test_claims (node, at);
 		CREATE FUNCTION test_claim_audit() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN INSERT INTO test_claims VALUES (NEW.id, NEW.node, NEW.attempted_at); RETURN NEW; END $$;
+		BEGIN INSERT INTO test_claims VALUES (NEW.id, NEW.node, NEW.attempted_at, NEW.attempt); RETURN NEW; END $$;
 		CREATE TRIGGER test_claim_audit AFTER UPDATE ON gaffer.jobs FOR EACH ROW
 			WHEN (NEW.state = 'running' AND OLD.state IS DISTINCT FROM 'running') EXECUTE FUNCTION test_claim_audit();`); err != nil {
 		t.Fatal(err)
 	}
+	auditSteps(t, h.pool)
 	h.admin = cluster.NewAdmin(h.pool)
-	if h.etcd, err = etcdserver.StartCluster(3); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.etcd.Close)
 	for i := range h.o.Nodes {
 		s := &slot{id: fmt.Sprintf("chaos-%d", i+1)}
-		if s.pg, err = faultproxy.Start(fmt.Sprintf("127.0.0.1:%d", h.pg.Port())); err != nil {
-			t.Fatal(err)
+		for _, addr := range pgAddrs {
+			p, err := faultproxy.Start(addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(p.Close)
+			s.pg = append(s.pg, p)
 		}
-		t.Cleanup(s.pg.Close)
 		for _, ep := range h.etcd.Endpoints() {
 			p, err := faultproxy.Start(strings.TrimPrefix(ep, "http://"))
 			if err != nil {
@@ -232,7 +305,7 @@ func (h *harness) startNode(s *slot) {
 	for _, p := range s.etcd {
 		eps = append(eps, "http://"+p.Addr())
 	}
-	dbURL := fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", s.pg.Addr())
+	dbURL := s.pg.url()
 	s.child = testnode.Start(h.t, dbURL, s.id, h.o.Lease,
 		"GAFFER_TEST_ETCD="+strings.Join(eps, ","), "GAFFER_TEST_SESSION_TTL="+h.o.TTL.String(),
 		"GAFFER_TEST_PREFIX=/chaos", "GAFFER_TEST_CONCURRENCY=8")

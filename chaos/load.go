@@ -3,13 +3,11 @@ package chaos
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math/rand/v2"
 	"time"
 
 	"github.com/gafferhq/gaffer/dlq"
 	"github.com/gafferhq/gaffer/job"
-	"github.com/gafferhq/gaffer/workflow"
 )
 
 func (h *harness) jobLoad(ctx context.Context) {
@@ -65,37 +63,5 @@ func (h *harness) replayLoad(ctx context.Context) {
 			h.replays[r.EntryID] = r.JobID
 			h.mu.Unlock()
 		}
-	}
-}
-
-func (h *harness) workflowLoad(ctx context.Context) {
-	c := workflow.NewClient(h.pool)
-	work := func(ms int) map[string]int { return map[string]int{"ms": ms} }
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(h.o.Profile.WorkflowEvery):
-		}
-		b := workflow.New("chaos").Job("a", "chaos.work", work(20), workflow.MaxAttempts(100))
-		var mids []string
-		for i := range 4 {
-			n := fmt.Sprintf("b%d", i)
-			mids = append(mids, n)
-			b.Job(n, "chaos.work", work(50), workflow.After("a"), workflow.MaxAttempts(100))
-		}
-		b.Job("c", "chaos.work", work(20), workflow.After(mids...), workflow.MaxAttempts(100))
-		def, err := b.Definition()
-		if err != nil {
-			h.t.Errorf("workflow definition: %v", err)
-			return
-		}
-		run, err := c.Submit(ctx, def)
-		if err != nil {
-			continue
-		}
-		h.mu.Lock()
-		h.runs = append(h.runs, run.ID)
-		h.mu.Unlock()
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/knobs"
 	"github.com/gafferhq/gaffer/internal/service"
 	"github.com/gafferhq/gaffer/internal/store"
@@ -23,6 +24,9 @@ type Cluster struct {
 	log     hclog.Logger
 	store   *store.Store
 	metrics *metrics
+	// clock times the loops: session retries, publishing, the trust
+	// window, reports and drains.
+	clock clock.Clock
 	// fenceOnly: see knobs.SetTrustFenceOnly (a testing aid).
 	fenceOnly bool
 	// client is nil until the session loop first connects (see connect).
@@ -61,7 +65,7 @@ func New(cfg Config) (*Cluster, error) {
 	c := &Cluster{
 		cfg: cfg, log: cfg.Logger.Named("cluster"), store: store.New(cfg.Pool),
 		metrics: newMetrics(cfg.Registerer), state: "active",
-		wakeReport: make(chan struct{}, 1), fenceOnly: knobs.TrustFenceOnly(cfg.Node.ID),
+		wakeReport: make(chan struct{}, 1), fenceOnly: knobs.TrustFenceOnly(cfg.Node.ID), clock: clock.Real,
 	}
 	c.services = []Service{newDeadNodeRescuer(c)}
 	return c, nil

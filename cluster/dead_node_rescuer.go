@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/service"
 )
 
@@ -31,7 +32,7 @@ func (d *deadNodeRescuer) Start(ctx context.Context) error {
 		for ctx.Err() == nil {
 			if err := d.run(ctx); err != nil && ctx.Err() == nil {
 				d.c.log.Warn("dead-node watch ended; restarting", "error", err)
-				sleepCtx(ctx, time.Second)
+				clock.Sleep(ctx, d.c.clock, time.Second)
 			}
 		}
 	})
@@ -64,13 +65,13 @@ func (d *deadNodeRescuer) run(ctx context.Context) error {
 	}
 	d.refreshGauge(ctx)
 	watch := c.etcd().Watch(clientv3.WithRequireLeader(ctx), c.nodesPrefix(), clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
-	gauge := time.NewTicker(5 * time.Second)
+	gauge := d.c.clock.NewTicker(5 * time.Second)
 	defer gauge.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-gauge.C:
+		case <-gauge.C():
 			d.refreshGauge(ctx)
 		case w, ok := <-watch:
 			if !ok {

@@ -8,6 +8,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/gafferhq/gaffer/internal/clock"
 )
 
 // leadership is one term as leader.
@@ -62,7 +64,7 @@ func (c *Cluster) becomeLeader(nodeCtx, ctx context.Context, sess *concurrency.S
 		// PostgreSQL unreachable, or a deposed leader still holds the fence
 		// in a transaction (it is killed by idle_in_transaction_session_timeout).
 		c.log.Warn("raise leader fence; retrying", "epoch", epoch, "error", err)
-		if !sleepCtx(ctx, time.Second) {
+		if !clock.Sleep(ctx, c.clock, time.Second) {
 			return nil, ctx.Err()
 		}
 	}

@@ -14,14 +14,14 @@ import (
 // or at once when a drain notification wakes it, and acts on the drain
 // order it reads back. It needs only PostgreSQL.
 func (c *Cluster) reportLoop(ctx context.Context) {
-	t := time.NewTicker(c.cfg.ReportInterval)
+	t := c.clock.NewTicker(c.cfg.ReportInterval)
 	defer t.Stop()
 	for {
 		c.report(ctx)
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		case <-c.wakeReport:
 		}
 	}
@@ -102,9 +102,9 @@ func (c *Cluster) startDrain(ctx context.Context, left time.Duration) {
 }
 
 func (c *Cluster) drain(ctx context.Context, left time.Duration, stop chan struct{}) {
-	deadline := time.NewTimer(max(left, 0))
+	deadline := c.clock.NewTimer(max(left, 0))
 	defer deadline.Stop()
-	tick := time.NewTicker(100 * time.Millisecond)
+	tick := c.clock.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		n := c.cfg.Worker.InFlight()
@@ -116,14 +116,14 @@ func (c *Cluster) drain(ctx context.Context, left time.Duration, stop chan struc
 		select {
 		case <-stop:
 			return
-		case <-deadline.C:
+		case <-deadline.C():
 			c.log.Warn("drain deadline reached; releasing running jobs to other nodes", "in_flight", c.cfg.Worker.InFlight())
 			if err := c.cfg.Worker.ReleaseRunning(); err != nil {
 				c.log.Error("release running jobs at the drain deadline; their leases will expire instead", "error", err)
 			}
 			c.leave(ctx, "drained")
 			return
-		case <-tick.C:
+		case <-tick.C():
 		}
 	}
 }

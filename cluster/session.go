@@ -10,6 +10,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
+
+	"github.com/gafferhq/gaffer/internal/clock"
 )
 
 // connect returns the etcd client, creating it the first time. Without a
@@ -58,7 +60,7 @@ func (c *Cluster) sessionLoop(ctx context.Context) {
 		c.etcdErr = err.Error()
 		c.mu.Unlock()
 		c.log.Warn("etcd session ended; retrying", "error", err, "backoff", backoff)
-		if !sleepCtx(ctx, backoff/2+rand.N(backoff/2+1)) {
+		if !clock.Sleep(ctx, c.clock, backoff/2+rand.N(backoff/2+1)) {
 			return
 		}
 		backoff = min(backoff*2, 5*time.Second)
@@ -93,7 +95,7 @@ func (c *Cluster) session(ctx context.Context, connected func()) error {
 		sess.Orphan()
 		client.Revoke(closeCtx, sess.Lease())
 	}()
-	c.lastAck.Store(time.Now().UnixNano())
+	c.lastAck.Store(c.clock.Now().UnixNano())
 	go c.watchKeepalives(sessCtx, sess)
 	if err := c.publish(sessCtx, sess); err != nil {
 		return fmt.Errorf("register node: %w", err)
@@ -127,7 +129,7 @@ func (c *Cluster) session(ctx context.Context, connected func()) error {
 		cancel()
 	}
 	campaign()
-	publish := time.NewTicker(time.Second)
+	publish := c.clock.NewTicker(time.Second)
 	defer publish.Stop()
 	defer c.revoke("session ended")
 	var term *leadership // this session's term, once won
@@ -157,14 +159,14 @@ func (c *Cluster) session(ctx context.Context, connected func()) error {
 					return err
 				}
 				c.log.Warn("campaign failed; campaigning again", "error", err)
-				sleepCtx(ctx, time.Second)
+				clock.Sleep(ctx, c.clock, time.Second)
 				campaign()
 				continue
 			}
 			if term, err = c.becomeLeader(ctx, sessCtx, sess, election); err != nil {
 				c.log.Warn("won the election but cannot lead; resigning", "error", err)
 				resign()
-				sleepCtx(ctx, time.Second)
+				clock.Sleep(ctx, c.clock, time.Second)
 				campaign()
 			}
 		case <-fenced:
@@ -172,21 +174,10 @@ func (c *Cluster) session(ctx context.Context, connected func()) error {
 			c.revoke("fenced: a newer leader exists")
 			resign()
 			campaign()
-		case <-publish.C:
+		case <-publish.C():
 			if err := c.publish(sessCtx, sess); err != nil && sessCtx.Err() == nil {
 				c.log.Warn("refresh node registration", "error", err)
 			}
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/gafferhq/gaffer/internal/clock"
 )
 
 // trusted reports whether this node may act as leader now: its session
@@ -18,7 +20,7 @@ func (c *Cluster) trusted() bool {
 		return false
 	}
 	last := time.Unix(0, c.lastAck.Load())
-	return time.Since(last) < c.cfg.SessionTTL-c.cfg.trustMargin()
+	return clock.Since(c.clock, last) < c.cfg.SessionTTL-c.cfg.trustMargin()
 }
 
 // watchKeepalives records when etcd last answered a keepalive for the
@@ -30,7 +32,7 @@ func (c *Cluster) watchKeepalives(ctx context.Context, sess *concurrency.Session
 	}
 	for resp := range ch {
 		if resp != nil && resp.TTL > 0 {
-			c.lastAck.Store(time.Now().UnixNano())
+			c.lastAck.Store(c.clock.Now().UnixNano())
 		}
 	}
 }

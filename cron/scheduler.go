@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/service"
 	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
@@ -38,8 +39,6 @@ type SchedulerConfig struct {
 	// MaxSleep caps the wait between evaluations, a backstop for a missed
 	// wake-up. Default 1m.
 	MaxSleep time.Duration
-	// HistoryRetention: how long occurrence history is kept. Default 7 days.
-	HistoryRetention time.Duration
 }
 
 // Scheduler is the leader-only service that turns cron entries into jobs.
@@ -54,8 +53,7 @@ type Scheduler struct {
 	metrics *metrics
 	runner  service.Runner
 	wake    chan struct{}
-
-	lastCleanup time.Time
+	clock   clock.Clock // when to look again; due times are the database's
 }
 
 // NewScheduler validates cfg and returns a stopped scheduler.
@@ -65,7 +63,7 @@ func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
 		return nil, errors.New("cron: SchedulerConfig.Pool is required")
 	case cfg.Fence == nil:
 		return nil, errors.New("cron: SchedulerConfig.Fence is required")
-	case cfg.MisfireGrace < 0 || cfg.MaxSleep < 0 || cfg.HistoryRetention < 0:
+	case cfg.MisfireGrace < 0 || cfg.MaxSleep < 0:
 		return nil, errors.New("cron: SchedulerConfig durations must not be negative")
 	}
 	if cfg.MisfireGrace == 0 {
@@ -74,14 +72,11 @@ func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
 	if cfg.MaxSleep == 0 {
 		cfg.MaxSleep = time.Minute
 	}
-	if cfg.HistoryRetention == 0 {
-		cfg.HistoryRetention = 7 * 24 * time.Hour
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	return &Scheduler{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("cron"), metrics: newMetrics(cfg.Registerer),
-		wake: make(chan struct{}, 1)}, nil
+		wake: make(chan struct{}, 1), clock: clock.Real}, nil
 }
 
 // Start begins evaluating in the background; non-blocking, idempotent.
@@ -114,12 +109,12 @@ func (s *Scheduler) loop(ctx context.Context) {
 			s.log.Error("evaluate cron entries", "error", err)
 			wait = time.Second
 		}
-		t := time.NewTimer(min(max(wait, 0), s.cfg.MaxSleep))
+		t := s.clock.NewTimer(min(max(wait, 0), s.cfg.MaxSleep))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
-		case <-t.C:
+		case <-t.C():
 		case <-s.wake:
 			t.Stop()
 		}
@@ -148,7 +143,6 @@ func (s *Scheduler) RunOnce(ctx context.Context) (time.Duration, error) {
 			break
 		}
 	}
-	s.cleanup(ctx)
 	wait, ok, err := s.store.NextCronDue(ctx)
 	if err != nil {
 		return 0, err
@@ -334,19 +328,4 @@ func planOccurrences(sched Schedule, e store.CronEntry, now time.Time, grace tim
 		occ = append(occ, store.CronOccurrence{ScheduledAt: at, Status: "fired", Count: 1})
 	}
 	return plan{occurrences: occ, next: next}
-}
-
-// cleanup deletes old history, at most hourly.
-func (s *Scheduler) cleanup(ctx context.Context) {
-	if time.Since(s.lastCleanup) < time.Hour {
-		return
-	}
-	s.lastCleanup = time.Now()
-	err := s.cfg.Fence.Do(ctx, func(q pgx.Tx) error {
-		_, err := s.store.DeleteOldCronOccurrences(ctx, q, s.cfg.HistoryRetention, 10000)
-		return err
-	})
-	if err != nil && !errors.Is(err, service.ErrNotLeader) {
-		s.log.Warn("delete old cron history", "error", err)
-	}
 }

@@ -41,7 +41,7 @@ func (w *Worker) launch(p *producer, row store.Job, claimedAt time.Time) {
 		ctx, span = w.tracer.start(ctx, j, known)
 	}
 	e := &execution{job: j, lease: store.Lease{ID: row.ID, Attempt: row.Attempt, Token: row.LeaseToken},
-		cancel: cancel, started: time.Now(), renewedAt: claimedAt, producer: p, span: span}
+		cancel: cancel, started: w.clock.Now(), renewedAt: claimedAt, producer: p, span: span}
 	if j.AttemptedAt != nil {
 		w.metrics.forKind(j.Queue, j.Kind).queueWait.Observe(max(0, j.AttemptedAt.Sub(j.RunAt).Seconds()))
 	}

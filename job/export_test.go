@@ -1,7 +1,14 @@
 package job
 
-import "github.com/gafferhq/gaffer/internal/store"
+import (
+	"github.com/gafferhq/gaffer/internal/clock"
+	"github.com/gafferhq/gaffer/internal/store"
+)
 
 // FromRow builds a Job from a claimed row, lease included, for tests that
 // claim through the store.
 func FromRow(r store.Job) *Job { return fromRow(r) }
+
+// SetClock makes the worker's claim loops and heartbeats read c, so that
+// a test turns their time by hand. Call it before Start.
+func (w *Worker) SetClock(c clock.Clock) { w.clock = c }

@@ -2,7 +2,6 @@ package job
 
 import (
 	"context"
-	"time"
 
 	"github.com/gafferhq/gaffer/internal/store"
 )
@@ -10,20 +9,20 @@ import (
 // watch heartbeats running attempts whose lease is a third spent and
 // checks the others for cancellation requests.
 func (w *Worker) watch(ctx context.Context) {
-	ticker := time.NewTicker(w.cfg.CheckInterval)
+	ticker := w.clock.NewTicker(w.cfg.CheckInterval)
 	defer ticker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-ticker.C:
+		case <-ticker.C():
 			w.checkRunning(ctx)
 		}
 	}
 }
 
 func (w *Worker) checkRunning(ctx context.Context) {
-	now := time.Now()
+	now := w.clock.Now()
 	w.mu.Lock()
 	var renew, check []*execution
 	for _, e := range w.executing {
@@ -62,7 +61,7 @@ func (w *Worker) heartbeat(ctx context.Context, es []*execution) {
 	for i, e := range es {
 		leases[i] = e.lease
 	}
-	sent := time.Now()
+	sent := w.clock.Now()
 	res, err := w.store.HeartbeatJobs(ctx, leases, w.cfg.LeaseTTL)
 	if err != nil {
 		// The lease still has two thirds of its time: try again next tick.

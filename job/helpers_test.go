@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/pgtest"
 	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
@@ -22,6 +23,8 @@ type env struct {
 	reg     *job.Registry
 	metrics *job.Metrics
 	promReg *prometheus.Registry
+	// clock, when set, is the clock of the workers startWorker starts.
+	clock *clock.Fake
 }
 
 func newEnv(t *testing.T) *env {
@@ -58,6 +61,9 @@ func (e *env) startWorker(cfg job.WorkerConfig) *job.Worker {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	if e.clock != nil {
+		w.SetClock(e.clock)
+	}
 	l := e.st.NewListener(store.ListenerConfig{
 		Channels: []string{store.ChannelJobs, store.ChannelControl}, OnNotify: w.HandleNotification, OnConnect: w.WakeAll,
 	})
@@ -80,6 +86,23 @@ func (e *env) startWorker(cfg job.WorkerConfig) *job.Worker {
 		l.Stop()
 	})
 	return w
+}
+
+// polls turns e.clock so that the claim loop of a one-queue worker runs n
+// whole polls, for tests whose claims come back short (or that claim
+// nothing). Each turn fires the poll timer (and a fetch cooldown the loop
+// may be waiting out, two claims having come at one instant of the fake
+// clock); the loop arms the poll timer again first thing after its last
+// poll returned, so a turn is over when it has, and n+1 turns hold n
+// polls. The heartbeat ticker is the worker's other timer.
+func (e *env) polls(poll time.Duration, n int) {
+	e.t.Helper()
+	for range n + 1 {
+		e.clock.Advance(2 * poll) // past the poll's ±10% jitter
+		if !e.clock.WaitForTimers(2, 10*time.Second) {
+			e.t.Fatal("the claim loop did not come back to wait for its next poll")
+		}
+	}
 }
 
 func (e *env) enqueue(r job.Request) *job.Job {

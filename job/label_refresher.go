@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/service"
 	"github.com/gafferhq/gaffer/internal/store"
 )
@@ -33,6 +34,7 @@ type LabelRefresher struct {
 	store  *store.Store
 	log    hclog.Logger
 	runner service.Runner
+	clock  clock.Clock
 }
 
 // NewLabelRefresher validates cfg and returns a stopped refresher.
@@ -49,14 +51,14 @@ func NewLabelRefresher(cfg LabelRefresherConfig) (*LabelRefresher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &LabelRefresher{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("metric_labels")}, nil
+	return &LabelRefresher{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("metric_labels"), clock: clock.Real}, nil
 }
 
 // Start sets the local labels at once, then refreshes in the background;
 // non-blocking and idempotent.
 func (r *LabelRefresher) Start(ctx context.Context) error {
 	r.cfg.Metrics.SetKnown(r.cfg.Registry.Kinds(), r.cfg.Queues)
-	r.runner.StartEvery(ctx, r.cfg.Interval, r.RunOnce, r.log, "refresh metric labels")
+	r.runner.StartEvery(ctx, r.clock, r.cfg.Interval, r.RunOnce, r.log, "refresh metric labels")
 	return nil
 }
 

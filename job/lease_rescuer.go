@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/service"
 	"github.com/gafferhq/gaffer/internal/store"
 )
@@ -39,6 +40,7 @@ type LeaseRescuer struct {
 	store  *store.Store
 	log    hclog.Logger
 	runner service.Runner
+	clock  clock.Clock
 }
 
 // NewLeaseRescuer validates cfg and returns a stopped rescuer.
@@ -64,12 +66,12 @@ func NewLeaseRescuer(cfg LeaseRescuerConfig) (*LeaseRescuer, error) {
 	if cfg.Fence == nil {
 		cfg.Fence = Unfenced{Pool: cfg.Pool}
 	}
-	return &LeaseRescuer{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("lease_rescuer")}, nil
+	return &LeaseRescuer{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("lease_rescuer"), clock: clock.Real}, nil
 }
 
 // Start begins sweeping in the background; non-blocking and idempotent.
 func (r *LeaseRescuer) Start(ctx context.Context) error {
-	r.runner.StartEvery(ctx, r.cfg.Interval, func(ctx context.Context) error {
+	r.runner.StartEvery(ctx, r.clock, r.cfg.Interval, func(ctx context.Context) error {
 		_, err := r.RunOnce(ctx)
 		return err
 	}, r.log, "rescue expired leases")

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
 )
@@ -214,10 +215,12 @@ func TestDrainStopsClaiming(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	e.reg.HandleFunc("k", func(ctx context.Context, j *job.Job) error { return nil })
-	w := e.startWorker(job.WorkerConfig{PollInterval: 50 * time.Millisecond})
+	e.clock = clock.NewFake(time.Now())
+	const poll = 50 * time.Millisecond
+	w := e.startWorker(job.WorkerConfig{PollInterval: poll})
 	w.SetClaiming(false)
 	j := e.enqueue(job.Request{Kind: "k"})
-	time.Sleep(300 * time.Millisecond)
+	e.polls(poll, 3)
 	if got, _ := e.client.Get(ctx, "", j.ID); got.State != job.Pending {
 		t.Fatalf("non-claiming worker ran a job: %s", got.State)
 	}

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/service"
 	"github.com/gafferhq/gaffer/internal/store"
 )
@@ -47,14 +48,14 @@ func (p *producer) wake() {
 
 func (p *producer) loop(ctx context.Context) {
 	poll := p.w.cfg.PollInterval
-	timer := time.NewTimer(0) // look for work at once
+	timer := p.w.clock.NewTimer(0) // look for work at once
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-p.wakeCh:
-		case <-timer.C:
+		case <-timer.C():
 		}
 		timer.Reset(jitter(poll, 0.1))
 		p.fill(ctx)
@@ -69,8 +70,8 @@ func (p *producer) fill(ctx context.Context) {
 		if free <= 0 {
 			return // a finishing job wakes the loop
 		}
-		if wait := w.cfg.FetchCooldown - time.Since(p.lastClaim); wait > 0 {
-			if !sleepCtx(ctx, wait) {
+		if wait := w.cfg.FetchCooldown - clock.Since(w.clock, p.lastClaim); wait > 0 {
+			if !clock.Sleep(ctx, w.clock, wait) {
 				return
 			}
 			free = p.limit - int(p.active.Load())
@@ -79,7 +80,7 @@ func (p *producer) fill(ctx context.Context) {
 		if p.claimCap > 0 {
 			n = min(n, p.claimCap)
 		}
-		p.lastClaim = time.Now()
+		p.lastClaim = w.clock.Now()
 		if len(p.cursors) > 0 && p.lastClaim.Sub(p.cursorSince) > w.cfg.CursorReset {
 			clear(p.cursors)
 		}
@@ -93,7 +94,7 @@ func (p *producer) fill(ctx context.Context) {
 		if err != nil {
 			if ctx.Err() == nil {
 				w.log.Error("claim jobs", "queue", p.queue, "error", err)
-				sleepCtx(ctx, jitter(time.Second, 0.5))
+				clock.Sleep(ctx, w.clock, jitter(time.Second, 0.5))
 			}
 			return
 		}
@@ -193,15 +194,4 @@ func (p *producer) finished() {
 
 func jitter(d time.Duration, frac float64) time.Duration {
 	return d + time.Duration((rand.Float64()*2-1)*frac*float64(d))
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/service"
 	"github.com/gafferhq/gaffer/internal/store"
 )
@@ -36,6 +37,7 @@ type QueueMonitor struct {
 	store  *store.Store
 	log    hclog.Logger
 	runner service.Runner
+	clock  clock.Clock
 }
 
 // NewQueueMonitor validates cfg and returns a stopped monitor.
@@ -55,12 +57,12 @@ func NewQueueMonitor(cfg QueueMonitorConfig) (*QueueMonitor, error) {
 	if cfg.Fence == nil {
 		cfg.Fence = Unfenced{Pool: cfg.Pool}
 	}
-	return &QueueMonitor{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("queue_monitor")}, nil
+	return &QueueMonitor{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("queue_monitor"), clock: clock.Real}, nil
 }
 
 // Start begins refreshing in the background; non-blocking and idempotent.
 func (q *QueueMonitor) Start(ctx context.Context) error {
-	q.runner.StartEvery(ctx, q.cfg.Interval, q.RunOnce, q.log, "refresh queue gauges")
+	q.runner.StartEvery(ctx, q.clock, q.cfg.Interval, q.RunOnce, q.log, "refresh queue gauges")
 	return nil
 }
 

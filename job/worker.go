@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/service"
 	"github.com/gafferhq/gaffer/internal/store"
 )
@@ -24,6 +25,7 @@ type Worker struct {
 	log     hclog.Logger
 	metrics *Metrics
 	tracer  *attemptTracer // nil: tracing off
+	clock   clock.Clock    // the claim, poll and heartbeat timing
 
 	producers map[string]*producer
 	claiming  atomic.Bool
@@ -50,7 +52,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{
-		cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("worker"), metrics: cfg.Metrics,
+		cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("worker"), metrics: cfg.Metrics, clock: clock.Real,
 		tracer:    newAttemptTracer(cfg.TracerProvider, cfg.NodeID),
 		producers: map[string]*producer{}, executing: map[store.Lease]*execution{},
 	}

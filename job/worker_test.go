@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
 )
@@ -460,9 +461,11 @@ func TestQueuePauseResume(t *testing.T) {
 	if err := e.client.PauseQueue(ctx, "default"); err != nil {
 		t.Fatal(err)
 	}
-	e.startWorker(job.WorkerConfig{PollInterval: 50 * time.Millisecond})
+	e.clock = clock.NewFake(time.Now())
+	const poll = 50 * time.Millisecond
+	e.startWorker(job.WorkerConfig{PollInterval: poll})
 	j := e.enqueue(job.Request{Kind: "q"})
-	time.Sleep(300 * time.Millisecond) // several polls and the insert notification
+	e.polls(poll, 3) // several polls (and the insert notification)
 	if got, _ := e.client.Get(ctx, "", j.ID); got.State != job.Pending {
 		t.Fatalf("paused queue ran a job: %s", got.State)
 	}
@@ -473,6 +476,9 @@ func TestQueuePauseResume(t *testing.T) {
 	if err := e.client.ResumeQueue(ctx, "default"); err != nil {
 		t.Fatal(err)
 	}
+	// The resume notification wakes the claim loop (its claim may wait
+	// out FetchCooldown on the clock), or the next poll finds the job.
+	e.clock.Advance(time.Second)
 	e.waitState(j.ID, job.Completed)
 	if err := e.client.PauseQueue(ctx, "Bad Name"); err == nil {
 		t.Fatal("pausing an invalid queue name succeeded")

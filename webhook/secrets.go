@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -48,6 +49,7 @@ type Secret struct {
 // keys (cached for a few seconds).
 type Secrets struct {
 	store *store.Store
+	clock clock.Clock // the cache's age
 
 	mu    sync.Mutex
 	cache map[string]cachedKeys
@@ -60,7 +62,7 @@ type cachedKeys struct {
 
 // NewSecrets returns the signing secrets kept in pool's database.
 func NewSecrets(pool *pgxpool.Pool) *Secrets {
-	return &Secrets{store: store.New(pool), cache: map[string]cachedKeys{}}
+	return &Secrets{store: store.New(pool), clock: clock.Real, cache: map[string]cachedKeys{}}
 }
 
 // Rotate creates a new current secret for tenant and returns it with its
@@ -125,7 +127,7 @@ func (s *Secrets) signingKeys(ctx context.Context, tenant string) ([][]byte, err
 	s.mu.Lock()
 	c, ok := s.cache[tenant]
 	s.mu.Unlock()
-	if ok && time.Since(c.at) < keyCacheFor {
+	if ok && clock.Since(s.clock, c.at) < keyCacheFor {
 		return c.keys, nil
 	}
 	keys, err := s.store.WebhookSigningKeys(ctx, tenant)
@@ -136,7 +138,7 @@ func (s *Secrets) signingKeys(ctx context.Context, tenant string) ([][]byte, err
 	if len(s.cache) > 10000 {
 		s.cache = map[string]cachedKeys{}
 	}
-	s.cache[tenant] = cachedKeys{keys: keys, at: time.Now()}
+	s.cache[tenant] = cachedKeys{keys: keys, at: s.clock.Now()}
 	s.mu.Unlock()
 	return keys, nil
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/pgtest"
 	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/job"
@@ -61,6 +62,8 @@ type env struct {
 	client *job.Client
 	// secret is the default tenant's signing secret, when signed.
 	secret string
+	// keyClock ages the worker's cache of signing keys.
+	keyClock *clock.Fake
 }
 
 // start runs a worker with the http kind; allow opens destinations (the
@@ -75,6 +78,8 @@ func start(t *testing.T, signed bool, allow ...string) *env {
 		t.Fatal(err)
 	}
 	secrets := webhook.NewSecrets(st.Pool())
+	keyClock := clock.NewFake(time.Now())
+	secrets.SetClock(keyClock)
 	h.SetSecrets(secrets)
 	var secret string
 	if signed {
@@ -93,7 +98,7 @@ func start(t *testing.T, signed bool, allow ...string) *env {
 		defer cancel()
 		w.Stop(ctx)
 	})
-	return &env{t: t, st: st, client: job.NewClient(st.Pool(), nil), secret: secret}
+	return &env{t: t, st: st, client: job.NewClient(st.Pool(), nil), secret: secret, keyClock: keyClock}
 }
 
 func (e *env) enqueue(args map[string]any) *job.Job {
@@ -353,24 +358,18 @@ func TestDeliveriesAreSignedWithTheirTenantsSecret(t *testing.T) {
 		t.Fatalf("a tenant without a secret: signature %q id %q", c.header.Get(webhook.HeaderSignature), c.header.Get(webhook.HeaderID))
 	}
 
-	// Rotation. The sender caches keys for a few seconds; a new Secrets
+	// Rotation. The sender caches keys for KeyCacheFor; a new Secrets
 	// on the worker side is not needed: Rotate forgets its own cache, and
-	// the worker's Secrets is another instance, so wait out its cache.
+	// the worker's Secrets is another instance, so its cache is aged out
+	// (on its clock).
 	old, _ := secrets.List(ctx, "acme")
 	_, acme2, err := secrets.Rotate(ctx, "acme", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		c = send("acme")
-		if len(strings.Fields(c.header.Get(webhook.HeaderSignature))) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no second signature after the rotation: %q", c.header.Get(webhook.HeaderSignature))
-		}
-		time.Sleep(500 * time.Millisecond)
+	e.keyClock.Advance(webhook.KeyCacheFor)
+	if c = send("acme"); len(strings.Fields(c.header.Get(webhook.HeaderSignature))) != 2 {
+		t.Fatalf("no second signature %s after the rotation: %q", webhook.KeyCacheFor, c.header.Get(webhook.HeaderSignature))
 	}
 	for _, s := range []string{acme, acme2} {
 		if _, err := (webhook.Verifier{Secrets: []string{s}}).Verify(c.header, c.body); err != nil {
@@ -383,15 +382,9 @@ func TestDeliveriesAreSignedWithTheirTenantsSecret(t *testing.T) {
 	if err := secrets.Delete(ctx, "globex", old[0].ID); !errors.Is(err, webhook.ErrSecretNotFound) {
 		t.Fatalf("deleting acme's secret as globex: %v", err)
 	}
-	for {
-		c = send("acme")
-		if len(strings.Fields(c.header.Get(webhook.HeaderSignature))) == 1 {
-			break
-		}
-		if time.Now().After(deadline.Add(15 * time.Second)) {
-			t.Fatal("the deleted secret still signs")
-		}
-		time.Sleep(500 * time.Millisecond)
+	e.keyClock.Advance(webhook.KeyCacheFor)
+	if c = send("acme"); len(strings.Fields(c.header.Get(webhook.HeaderSignature))) != 1 {
+		t.Fatalf("the deleted secret still signs %s after its deletion: %q", webhook.KeyCacheFor, c.header.Get(webhook.HeaderSignature))
 	}
 	if _, err := (webhook.Verifier{Secrets: []string{acme}}).Verify(c.header, c.body); err == nil {
 		t.Fatal("the deleted secret still verifies")

@@ -109,4 +109,30 @@ func TestMigrateCommands(t *testing.T) {
 	if v, _ := st.SchemaVersion(context.Background()); v != store.LatestVersion()-1 {
 		t.Fatalf("schema version %d after one step down, want %d", v, store.LatestVersion()-1)
 	}
+
+	// A schema ahead by a migration this gaffer does not carry: refused
+	// by node start and migrate up while that migration is a contract,
+	// naming it and the revert; worked on once it is declared compatible.
+	if _, _, err = run(t, env, "migrate", "up"); err != nil {
+		t.Fatal(err)
+	}
+	next := store.LatestVersion() + 1
+	if _, err := st.Pool().Exec(context.Background(), `INSERT INTO gaffer.schema_migrations (version, name, checksum) VALUES ($1, 'from_the_future', 'x')`, next); err != nil {
+		t.Fatal(err)
+	}
+	wantAhead := fmt.Sprintf("migration %04d_from_the_future is a contract this gaffer cannot work with; run a gaffer that carries migration %04d, "+
+		"or revert with that gaffer's `gaffer migrate down --steps 1`", next, next)
+	_, _, err = run(t, map[string]string{"DATABASE_URL": url, "GAFFER_ADDR": "127.0.0.1:0"}, "server")
+	if err == nil || !strings.Contains(err.Error(), wantAhead) {
+		t.Fatalf("server on a schema ahead by a contract: %v; want %q", err, wantAhead)
+	}
+	if _, _, err = run(t, env, "migrate", "up"); err == nil || !strings.Contains(err.Error(), wantAhead) {
+		t.Fatalf("migrate up on a schema ahead by a contract: %v; want %q", err, wantAhead)
+	}
+	if _, err := st.Pool().Exec(context.Background(), `UPDATE gaffer.schema_migrations SET compatible_from = $1 WHERE version = $2`, store.LatestVersion(), next); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err = run(t, env, "migrate", "up"); err != nil || !strings.Contains(out, fmt.Sprintf("ahead of this gaffer (%d)", store.LatestVersion())) {
+		t.Fatalf("migrate up on a schema ahead by an expand: %v\n%s", err, out)
+	}
 }

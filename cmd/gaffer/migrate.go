@@ -11,7 +11,7 @@ import (
 
 func (m *Main) runMigrate(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("migrate", "migrate up|down|status [flags]\n\n  up      apply every pending migration\n  down    revert the latest migration (--steps N for more)\n  status  list migrations and whether each is applied")
-	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL connection URL")
+	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL connection URL: a direct one, not through a transaction-mode pooler (a run holds a session lock)")
 	steps := fs.Int("steps", "", 1, "migrations to revert (down only)")
 	asJSON := fs.Bool("json", "-", false, "status: print JSON instead of a table")
 	fs.choices = []string{"up", "down", "status"}
@@ -51,6 +51,17 @@ func (m *Main) runMigrate(ctx context.Context, args []string) error {
 			return err
 		}
 		if len(done) == 0 {
+			v, err := st.SchemaVersion(ctx)
+			if err != nil {
+				return err
+			}
+			if v > store.LatestVersion() {
+				// A newer gaffer migrated it, with expands only: this one
+				// works on it as it is (a rolling upgrade in progress).
+				fmt.Fprintf(m.Stdout, "schema is at version %d, ahead of this gaffer (%d); the migrations after %d are compatible with it\n",
+					v, store.LatestVersion(), store.LatestVersion())
+				return nil
+			}
 			fmt.Fprintf(m.Stdout, "schema is up to date (version %d)\n", store.LatestVersion())
 		}
 	case "down":
@@ -71,16 +82,17 @@ func (m *Main) runMigrate(ctx context.Context, args []string) error {
 		}
 		rows := make([]migrationRow, len(statuses))
 		for i, s := range statuses {
-			rows[i] = migrationRow{Version: s.Version, Name: s.Name, Applied: s.AppliedAt != nil, AppliedAt: s.AppliedAt}
+			rows[i] = migrationRow{Version: s.Version, Name: s.Name, Applied: s.AppliedAt != nil, AppliedAt: s.AppliedAt,
+				CompatibleFrom: s.CompatibleFrom}
 		}
 		return printRows(m, *asJSON, rows, table[migrationRow]{
-			header: "VERSION\tNAME\tAPPLIED",
+			header: "VERSION\tNAME\tAPPLIED\tCOMPATIBLE FROM",
 			row: func(s migrationRow) []any {
 				at := "pending"
 				if s.AppliedAt != nil {
 					at = s.AppliedAt.Format("2006-01-02 15:04:05Z07:00")
 				}
-				return []any{fmt.Sprintf("%04d", s.Version), s.Name, at}
+				return []any{fmt.Sprintf("%04d", s.Version), s.Name, at, fmt.Sprintf("%04d", s.CompatibleFrom)}
 			},
 		})
 	}
@@ -93,4 +105,8 @@ type migrationRow struct {
 	Name      string     `json:"name"`
 	Applied   bool       `json:"applied"`
 	AppliedAt *time.Time `json:"applied_at"`
+	// CompatibleFrom is the oldest schema version whose nodes keep
+	// working once it is applied: a rolling upgrade from schema V is
+	// possible when every pending migration has it at V or below.
+	CompatibleFrom int `json:"compatible_from"`
 }

@@ -110,9 +110,15 @@ func TestDatabaseListsPrintJSON(t *testing.T) {
 			Version int    `json:"version"`
 			Name    string `json:"name"`
 			Applied bool   `json:"applied"`
+			Compat  int    `json:"compatible_from"`
 		} `json:"data"`
 	}
 	if err != nil || json.Unmarshal([]byte(out), &migs) != nil || len(migs.Data) < 17 || migs.Data[0].Name != "jobs" || !migs.Data[0].Applied {
+		t.Fatalf("migrate status --json: %v\n%s", err, out)
+	}
+	// 0019_retention and 0018_node_tzdata are expands: nodes of schema
+	// 17 work on the schema they leave.
+	if r := migs.Data[18]; r.Name != "retention" || r.Compat != 17 {
 		t.Fatalf("migrate status --json: %v\n%s", err, out)
 	}
 }

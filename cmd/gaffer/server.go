@@ -20,6 +20,7 @@ import (
 	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/internal/egress"
 	"github.com/gafferhq/gaffer/internal/redact"
+	"github.com/gafferhq/gaffer/internal/store"
 	"github.com/gafferhq/gaffer/ui"
 	"github.com/gafferhq/gaffer/webhook"
 )
@@ -40,6 +41,10 @@ type nodeFlags struct {
 	jobRetention  *time.Duration
 	dlqRetention  *time.Duration
 	idemRetention *time.Duration
+	runRetention  *time.Duration
+	nodeRetention *time.Duration
+	cronRetention *time.Duration
+	tokRetention  *time.Duration
 	logLevel      *string
 	logJSON       *bool
 	metricsToken  *string
@@ -64,6 +69,10 @@ func addNodeFlags(fs *flagSet) *nodeFlags {
 		jobRetention:  fs.Duration("job-retention", "", 24*time.Hour, "how long finished jobs are kept"),
 		dlqRetention:  fs.Duration("dlq-retention", "", 14*24*time.Hour, "how long DLQ entries are kept"),
 		idemRetention: fs.Duration("idempotency-retention", "", 24*time.Hour, "how long an API Idempotency-Key replays its first response"),
+		runRetention:  fs.Duration("workflow-retention", "", 7*24*time.Hour, "how long finished workflow runs are kept (failed ones also while a step's DLQ entry waits)"),
+		nodeRetention: fs.Duration("dead-node-retention", "", 7*24*time.Hour, "how long a node that left or died stays in the nodes list"),
+		cronRetention: fs.Duration("cron-history-retention", "", 7*24*time.Hour, "how long cron occurrence history is kept"),
+		tokRetention:  fs.Duration("revoked-token-retention", "", 30*24*time.Hour, "how long a revoked API token stays listed"),
 		logLevel:      fs.String("log-level", "", "info", "trace, debug, info, warn or error"),
 		logJSON:       fs.Bool("log-json", "", false, "log JSON lines instead of text"),
 		metricsToken:  fs.String("metrics-token", "", "", "when set, /metrics answers only requests with Authorization: Bearer <this token>"),
@@ -98,7 +107,8 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 	}
 	for name, d := range map[string]time.Duration{"lease-ttl": *f.leaseTTL, "poll-interval": *f.pollInterval,
 		"drain-timeout": *f.drainTimeout, "job-retention": *f.jobRetention, "dlq-retention": *f.dlqRetention,
-		"idempotency-retention": *f.idemRetention} {
+		"idempotency-retention": *f.idemRetention, "workflow-retention": *f.runRetention, "dead-node-retention": *f.nodeRetention,
+		"cron-history-retention": *f.cronRetention, "revoked-token-retention": *f.tokRetention} {
 		if d <= 0 {
 			return gaffer.Config{}, usageError(fmt.Sprintf("--%s must be positive, got %s", name, d))
 		}
@@ -125,7 +135,9 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 		}
 	}
 	cfg := gaffer.Config{Queues: queues, LeaseTTL: *f.leaseTTL, PollInterval: *f.pollInterval,
-		JobRetention: *f.jobRetention, DLQRetention: *f.dlqRetention, IdempotencyRetention: *f.idemRetention, EtcdEndpoints: endpoints,
+		JobRetention: *f.jobRetention, DLQRetention: *f.dlqRetention, IdempotencyRetention: *f.idemRetention,
+		WorkflowRetention: *f.runRetention, DeadNodeRetention: *f.nodeRetention, CronHistoryRetention: *f.cronRetention,
+		RevokedTokenRetention: *f.tokRetention, EtcdEndpoints: endpoints,
 		SessionTTL: *f.sessionTTL, ClusterPrefix: *f.prefix, Version: version()}
 	if err := f.etcdAccess(&cfg); err != nil {
 		return gaffer.Config{}, err
@@ -134,10 +146,12 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 }
 
 type serverFlags struct {
-	dbURL    *string
-	nodeID   *string
-	addr     *string
-	maxConns *int
+	dbURL     *string
+	listenURL *string
+	pooler    *bool
+	nodeID    *string
+	addr      *string
+	maxConns  *int
 	*nodeFlags
 }
 
@@ -146,7 +160,12 @@ type serverFlags struct {
 func (m *Main) serverFlagSet() (*flagSet, *serverFlags) {
 	fs := m.newFlagSet("server", "server [flags]\n\nRuns one production node: it claims and runs jobs from PostgreSQL and serves\nthe API (/v1), the dashboard (/ui), /metrics, /healthz and /readyz. SIGTERM drains it (see --drain-timeout).")
 	return fs, &serverFlags{
-		dbURL:     fs.String("database-url", "DATABASE_URL", "", "PostgreSQL connection URL (required)"),
+		dbURL: fs.String("database-url", "DATABASE_URL", "", "PostgreSQL connection URL (required); several hosts (postgres://a:5432,b:5432/db) "+
+			"mean the node connects to whichever accepts writes, and follows a failover"),
+		listenURL: fs.String("listen-database-url", "", "", "a direct (or session-pooled) PostgreSQL URL for the node's LISTEN connection "+
+			"(default: --database-url); needed with --transaction-pooler"),
+		pooler: fs.Bool("transaction-pooler", "", false, "--database-url goes through a transaction-mode pooler (PgBouncer pool_mode = transaction): "+
+			"prepare no statements, send no startup parameters, LISTEN over --listen-database-url"),
 		nodeID:    fs.String("node-id", "", "", "this node's id (default hostname-<random>)"),
 		addr:      fs.String("addr", "", ":8080", "HTTP listen address: the API (/v1), the dashboard (/ui), /metrics, /healthz, /readyz"),
 		maxConns:  fs.Int("max-conns", "", 0, "PostgreSQL pool size (default: from total concurrency, 4-20)"),
@@ -185,12 +204,23 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 		return err
 	}
 	defer ln.Close()
-	hooks, err := newWebhooks(ctx, allow, log, *dbURL, append([]string{ln.Addr().String()}, cfg.EtcdEndpoints...)...)
+	own := append([]string{ln.Addr().String()}, cfg.EtcdEndpoints...)
+	if *sf.listenURL != "" {
+		// The LISTEN connection reaches PostgreSQL where the pool may not
+		// (past a pooler): those addresses are the node's own too.
+		eps, err := store.Endpoints(*sf.listenURL)
+		if err != nil {
+			return usageError("--listen-database-url: " + err.Error())
+		}
+		own = append(own, eps...)
+	}
+	hooks, err := newWebhooks(ctx, allow, log, *dbURL, own...)
 	if err != nil {
 		return err
 	}
 	reg := newRegistry()
 	cfg.DatabaseURL, cfg.ID, cfg.MaxConns, cfg.Logger, cfg.Registerer = *dbURL, *nodeID, int32(*maxConns), log, reg
+	cfg.ListenDatabaseURL, cfg.TransactionPooler = *sf.listenURL, *sf.pooler
 	node, err := gaffer.NewNode(ctx, cfg)
 	if err != nil {
 		return err

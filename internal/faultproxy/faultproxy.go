@@ -29,6 +29,7 @@ type Proxy struct {
 	mu      sync.Mutex
 	mode    Mode
 	latency time.Duration
+	delay   time.Duration
 	conns   map[net.Conn]struct{}
 	gate    chan struct{} // closed while traffic may flow
 	closed  bool
@@ -74,6 +75,17 @@ func (p *Proxy) Set(m Mode) {
 func (p *Proxy) SetLatency(d time.Duration) {
 	p.mu.Lock()
 	p.latency = d
+	p.mu.Unlock()
+}
+
+// SetDelay delays every chunk of traffic, in both directions, by d
+// without slowing the stream down: bytes arrive d after they were sent,
+// at the rate they were sent, as over a long link. (SetLatency instead
+// holds each chunk d before reading the next, which also caps the
+// throughput.) It applies to connections opened after the call.
+func (p *Proxy) SetDelay(d time.Duration) {
+	p.mu.Lock()
+	p.delay = d
 	p.mu.Unlock()
 }
 
@@ -130,10 +142,17 @@ func (p *Proxy) serve(client net.Conn) {
 	p.track(server, true)
 	defer p.track(client, false)
 	defer p.track(server, false)
+	p.mu.Lock()
+	delay := p.delay
+	p.mu.Unlock()
+	pipe := p.pipe
+	if delay > 0 {
+		pipe = func(dst, src net.Conn) { p.delayed(dst, src, delay) }
+	}
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); p.pipe(server, client) }()
-	go func() { defer wg.Done(); p.pipe(client, server) }()
+	go func() { defer wg.Done(); pipe(server, client) }()
+	go func() { defer wg.Done(); pipe(client, server) }()
 	wg.Wait()
 }
 
@@ -167,6 +186,39 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 			if err != io.EOF {
 				return
 			}
+			return
+		}
+	}
+}
+
+// delayed copies src to dst, each chunk written d after it was read.
+func (p *Proxy) delayed(dst, src net.Conn, d time.Duration) {
+	type chunk struct {
+		due  time.Time
+		data []byte
+	}
+	q := make(chan chunk, 4096)
+	go func() {
+		defer dst.Close()
+		for c := range q {
+			time.Sleep(time.Until(c.due))
+			p.wait()
+			if _, err := dst.Write(c.data); err != nil {
+				src.Close()
+				for range q {
+				}
+				return
+			}
+		}
+	}()
+	defer close(q)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			q <- chunk{due: time.Now().Add(d), data: append([]byte(nil), buf[:n]...)}
+		}
+		if err != nil {
 			return
 		}
 	}

@@ -82,3 +82,40 @@ func TestModes(t *testing.T) {
 		t.Fatalf("after reset: %v", err)
 	}
 }
+
+// TestDelayKeepsThroughput: a delay holds each chunk back without
+// serialising the stream, unlike SetLatency.
+func TestDelayKeepsThroughput(t *testing.T) {
+	p, err := Start(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.SetDelay(100 * time.Millisecond)
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	r := bufio.NewReader(c)
+	go func() {
+		for range 20 {
+			c.Write([]byte("ping\n"))
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	for i := range 20 {
+		if _, err := r.ReadString('\n'); err != nil {
+			t.Fatalf("line %d: %v", i, err)
+		}
+		if i == 0 && time.Since(start) < 200*time.Millisecond {
+			t.Fatalf("first echo after %s, want the delay both ways (200ms)", time.Since(start))
+		}
+	}
+	// 20 lines 5ms apart, each 200ms late: ~300ms; serialised, 4s.
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("20 delayed lines took %s: the delay serialised the stream", d)
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/gafferhq/gaffer/internal/clock"
 )
 
 // ErrNotLeader is returned by leader-only work attempted by a node that
@@ -62,11 +64,11 @@ func (r *Runner) Running() bool {
 	return r.done != nil
 }
 
-// StartEvery starts a loop that calls fn at once and then every interval,
-// jittered by ±10% so that nodes started together spread out, until Stop.
-// A non-nil error from fn (other than the loop's own cancellation) is
-// logged as onError, at the loop boundary.
-func (r *Runner) StartEvery(ctx context.Context, interval time.Duration, fn func(ctx context.Context) error, log hclog.Logger, onError string) {
+// StartEvery starts a loop that calls fn at once and then every interval
+// of clk, jittered by ±10% so that nodes started together spread out,
+// until Stop. A non-nil error from fn (other than the loop's own
+// cancellation) is logged as onError, at the loop boundary.
+func (r *Runner) StartEvery(ctx context.Context, clk clock.Clock, interval time.Duration, fn func(ctx context.Context) error, log hclog.Logger, onError string) {
 	r.Start(ctx, func(ctx context.Context) {
 		for {
 			switch err := fn(ctx); {
@@ -76,12 +78,8 @@ func (r *Runner) StartEvery(ctx context.Context, interval time.Duration, fn func
 			default:
 				log.Error(onError, "error", err)
 			}
-			t := time.NewTimer(interval + time.Duration((rand.Float64()*0.2-0.1)*float64(interval)))
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !clock.Sleep(ctx, clk, interval+time.Duration((rand.Float64()*0.2-0.1)*float64(interval))) {
 				return
-			case <-t.C:
 			}
 		}
 	})

@@ -137,3 +137,16 @@ func (s *Store) DeleteOldIdempotencyKeys(ctx context.Context, q DB, age time.Dur
 	}
 	return tag.RowsAffected(), nil
 }
+
+var sqlDeleteOldRevokedTokens = query("delete_old_revoked_tokens")
+
+// DeleteOldRevokedTokens deletes up to limit token records revoked more
+// than age ago, oldest first. q is the leader's fenced transaction, or nil
+// for the pool.
+func (s *Store) DeleteOldRevokedTokens(ctx context.Context, q DB, age time.Duration, limit int) (int64, error) {
+	tag, err := s.db(q).Exec(ctx, sqlDeleteOldRevokedTokens, age.Milliseconds(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete old revoked tokens: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

@@ -288,3 +288,16 @@ func (s *Store) KnownLabels(ctx context.Context) (kinds, queues []string, err er
 	}
 	return kinds, queues, nil
 }
+
+var sqlDeleteDeadNodes = query("delete_dead_nodes")
+
+// DeleteDeadNodes deletes up to limit rows of nodes that left or were
+// lost more than age ago, oldest first. q is the leader's fenced
+// transaction, or nil for the pool.
+func (s *Store) DeleteDeadNodes(ctx context.Context, q DB, age time.Duration, limit int) (int64, error) {
+	tag, err := s.db(q).Exec(ctx, sqlDeleteDeadNodes, age.Milliseconds(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete dead nodes: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

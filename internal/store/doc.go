@@ -12,14 +12,34 @@
 //
 // Migrator applies them oldest first, each committed on its own: in its
 // own transaction with its schema_migrations row, or, for a file whose
-// first line is "-- gaffer:no-transaction", statement by statement (what
-// CREATE INDEX CONCURRENTLY needs), recorded after the last. One session
+// header says "-- gaffer:no-transaction", statement by statement (what
+// CREATE INDEX CONCURRENTLY needs), recorded after the last. The header
+// also says whether older binaries keep working on the schema once the
+// migration is applied ("-- gaffer:expand", "-- gaffer:compatible-from
+// N"; otherwise it is a contract); the row records it, and CheckSchema
+// refuses a schema ahead of the binary by a contract it does not carry. One session
 // advisory lock, on the one connection a run uses throughout, serialises
 // runs. Before any step, every applied row's checksum (SHA-256 of the up
 // file) is compared with the migration's: an edited one is refused, a
 // row without one (applied before checksums) gets it. An INVALID index
 // of the name a CREATE INDEX CONCURRENTLY builds — a failed earlier run's
 // — is dropped before the build, so a re-run is never wedged by it.
+//
+// A migration run needs one server session throughout (the advisory
+// lock): it runs on a direct connection, never through a transaction-mode
+// pooler.
+//
+// # Connections
+//
+// OpenWith reads a URL with Gaffer's defaults (PoolConfig): several hosts
+// mean read-write (the primary, wherever a failover put it) with a
+// connect timeout per host; jit is turned off per connection, except
+// through a transaction-mode pooler (ConnectOptions.TransactionPooler),
+// where nothing may outlive a transaction on a server connection, so no
+// statement is prepared either (pgx's cache_describe mode). The Listener
+// holds the one session-scoped thing at run time, LISTEN, on a connection
+// of its own (ListenerConfig.URL), and proves with a probe notification
+// sent through the pool that it hears what the pool says.
 //
 // # The hot path
 //
@@ -66,7 +86,9 @@
 //     millions.
 //   - Finished jobs are deleted after JobRetention (default 24h) and DLQ
 //     entries after DLQRetention (default 14 days), oldest first, in
-//     batches of 5,000 under SKIP LOCKED.
+//     batches of 5,000 under SKIP LOCKED; so are finished workflow runs,
+//     idempotency keys, cron history and the rows of dead nodes and
+//     revoked tokens, each after its own retention (job.RetentionCleaner).
 //
 // # What it must never do
 //

@@ -1,4 +1,14 @@
 package store
 
+import "time"
+
 // ListJobsSQL is listJobsSQL, for the plan tests.
 var ListJobsSQL = listJobsSQL
+
+// SetListenProbeTimeout shortens the listener's probe for a test; the
+// returned func restores it.
+func SetListenProbeTimeout(d time.Duration) func() {
+	old := listenProbeTimeout
+	listenProbeTimeout = d
+	return func() { listenProbeTimeout = old }
+}

@@ -2,7 +2,11 @@ package store
 
 import (
 	"context"
-	"math/rand/v2"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +30,12 @@ const (
 // ListenerConfig configures a Listener.
 type ListenerConfig struct {
 	Channels []string
+	// URL is where the LISTEN connection goes (read by ListenConfig).
+	// Default: the pool's own connection settings. A transaction-mode
+	// pooler cannot carry LISTEN, whose registration lives in one server
+	// session: when the pool goes through one, give a direct (or
+	// session-pooled) URL here.
+	URL string
 	// OnNotify is called for every notification, from the listener's
 	// goroutine: it must not block.
 	OnNotify func(channel, payload string)
@@ -41,6 +51,8 @@ type ListenerConfig struct {
 type Listener struct {
 	store     *Store
 	cfg       ListenerConfig
+	conn      *pgx.ConnConfig
+	connErr   error
 	runner    service.Runner
 	connected atomic.Bool
 }
@@ -56,7 +68,13 @@ func (s *Store) NewListener(cfg ListenerConfig) *Listener {
 	if cfg.OnConnect == nil {
 		cfg.OnConnect = func() {}
 	}
-	return &Listener{store: s, cfg: cfg}
+	l := &Listener{store: s, cfg: cfg}
+	if cfg.URL != "" {
+		l.conn, _, l.connErr = ListenConfig(cfg.URL)
+	} else {
+		l.conn = s.pool.Config().ConnConfig
+	}
+	return l
 }
 
 // Start begins listening in the background. It does not block and is
@@ -80,29 +98,42 @@ func (l *Listener) loop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		ceiling := 5 * time.Second
+		if errors.Is(err, ErrListenDeaf) {
+			// Not a blip: the set-up is wrong, and says how. Nothing is
+			// lost meanwhile, only latency: every node also polls.
+			ceiling = time.Minute
+		}
 		l.cfg.Logger.Warn("listen connection lost; reconnecting", "error", err, "backoff", backoff)
-		wait := backoff/2 + rand.N(backoff/2+1)
+		wait := backoff/2 + mrand.N(backoff/2+1)
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		backoff = min(backoff*2, ceiling)
 	}
 }
 
 // session connects, listens and relays notifications until the connection
 // fails or ctx ends.
 func (l *Listener) session(ctx context.Context, connected func()) error {
-	conn, err := pgx.ConnectConfig(ctx, l.store.pool.Config().ConnConfig.Copy())
+	if l.connErr != nil {
+		return l.connErr
+	}
+	conn, err := pgx.ConnectConfig(ctx, l.conn.Copy())
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	for _, ch := range l.cfg.Channels {
+	probe := probeChannel()
+	for _, ch := range append(append([]string(nil), l.cfg.Channels...), probe) {
 		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
 			return err
 		}
+	}
+	if err := l.probe(ctx, conn, probe); err != nil {
+		return err
 	}
 	l.connected.Store(true)
 	connected()
@@ -127,6 +158,50 @@ func (l *Listener) session(ctx context.Context, connected func()) error {
 			return err
 		}
 	}
+}
+
+// ErrListenDeaf means the LISTEN connection did not receive a
+// notification sent through the pool.
+var ErrListenDeaf = errors.New("LISTEN receives nothing on this connection: a notification sent through the pool did not arrive in time; " +
+	"a transaction-mode pooler (PgBouncer pool_mode = transaction) cannot carry LISTEN, and the listen URL must reach the same server as the database URL: " +
+	"give the node a direct or session-pooled URL for it (--listen-database-url); until then it finds new work by polling")
+
+// listenProbeTimeout is how long a notification sent through the pool
+// may take to reach a new LISTEN connection (a variable for tests).
+var listenProbeTimeout = 10 * time.Second
+
+// probe proves the connection hears what the pool says: it sends a
+// notification on the connection's private channel through the pool and
+// waits for it, relaying the notifications that arrive meanwhile. LISTEN
+// succeeds through a transaction-mode pooler, or on a server other than
+// the pool's, and then hears nothing; without the probe the node would
+// think itself connected and wait for wake-ups that never come.
+func (l *Listener) probe(ctx context.Context, conn *pgx.Conn, channel string) error {
+	if _, err := l.store.pool.Exec(ctx, `SELECT pg_notify($1, '')`, channel); err != nil {
+		return fmt.Errorf("send a probe notification through the pool: %w", err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, listenProbeTimeout)
+	defer cancel()
+	for {
+		n, err := conn.WaitForNotification(waitCtx)
+		if err != nil {
+			if ctx.Err() == nil && waitCtx.Err() != nil {
+				return ErrListenDeaf
+			}
+			return err
+		}
+		if n.Channel == channel {
+			return nil
+		}
+		l.cfg.OnNotify(n.Channel, n.Payload)
+	}
+}
+
+// probeChannel names a channel no other connection listens on.
+func probeChannel() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return "gaffer_probe_" + hex.EncodeToString(b)
 }
 
 // listenerIdlePing is how long the listener waits in silence before it

@@ -15,24 +15,48 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// NoTransactionMarker, as the first line of a migration file, makes the
-// runner apply that file outside a transaction, one statement at a time:
-// what CREATE INDEX CONCURRENTLY needs. Statements in such a file end
-// with a semicolon at the end of a line and hold no dollar quoting.
-const NoTransactionMarker = "-- gaffer:no-transaction"
+// A migration file may open with header lines, each "-- gaffer:" and a
+// directive:
+//
+//   - NoTransactionMarker (up or down file) makes the runner apply that
+//     file outside a transaction, one statement at a time: what CREATE
+//     INDEX CONCURRENTLY needs. Statements in such a file end with a
+//     semicolon at the end of a line and hold no dollar quoting.
+//   - ExpandMarker (up file) declares the migration an expand: every
+//     binary that worked on the schema before it keeps working after it,
+//     so it may be applied while older nodes run (a rolling upgrade).
+//   - CompatibleFromMarker N (up file) declares that binaries built for
+//     schema version N or later keep working after it: a contract that
+//     removes only what releases before N used.
+//
+// A migration without either of the last two is a contract: only binaries
+// that carry it work on a schema that has it (CheckSchema).
+const (
+	NoTransactionMarker  = "-- gaffer:no-transaction"
+	ExpandMarker         = "-- gaffer:expand"
+	CompatibleFromMarker = "-- gaffer:compatible-from"
+)
 
 // Migration is one versioned schema change.
 type Migration struct {
 	Version int
 	Name    string
-	up      script
-	down    script
+	// CompatibleFrom is the oldest schema version whose binaries keep
+	// working on a schema with this migration applied: Version for a
+	// contract, the previous migration's CompatibleFrom for an expand.
+	CompatibleFrom int
+	up             script
+	down           script
 }
 
 // script is one direction of a migration.
 type script struct {
 	sql  string
 	noTx bool
+	// expand and compatibleFrom are the header's declarations (up files
+	// only); compatibleFrom is 0 when none was made.
+	expand         bool
+	compatibleFrom int
 	// statements are the statements of a no-transaction script, run one
 	// by one, without their comment lines.
 	statements []string
@@ -58,6 +82,13 @@ var (
 	lineComment     = regexp.MustCompile(`--[^\n]*`)
 )
 
+// undeclaredExpands are migrations written before a header could declare
+// an expand, which are ones: their checksums forbid adding the line.
+// 0018_node_tzdata adds a column with a constant default, which nodes of
+// schema 17 neither read nor write (TestRollingUpgradeFromPreviousRelease
+// runs them on it).
+var undeclaredExpands = map[string]bool{"0018_node_tzdata": true}
+
 // embeddedMigrations are the migrations built into this binary.
 var embeddedMigrations = mustLoadEmbedded()
 
@@ -66,7 +97,7 @@ func mustLoadEmbedded() []Migration {
 	if err != nil {
 		panic(err)
 	}
-	ms, err := loadMigrations(dir)
+	ms, err := loadMigrations(dir, undeclaredExpands)
 	if err != nil {
 		panic("store: " + err.Error())
 	}
@@ -84,7 +115,7 @@ func MigrationFiles() fs.FS {
 // the root of fsys and checks them: numbered 1, 2, 3…, both directions
 // present, CONCURRENTLY only in no-transaction files, and every
 // concurrent index build safe to run again.
-func loadMigrations(fsys fs.FS) ([]Migration, error) {
+func loadMigrations(fsys fs.FS, expands map[string]bool) ([]Migration, error) {
 	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
 		return nil, fmt.Errorf("read migrations: %w", err)
@@ -115,6 +146,9 @@ func loadMigrations(fsys fs.FS) ([]Migration, error) {
 		if m[3] == "up" {
 			mig.up = sc
 		} else {
+			if sc.expand || sc.compatibleFrom != 0 {
+				return nil, fmt.Errorf("migration %s: %s and %s belong in the up file", e.Name(), ExpandMarker, CompatibleFromMarker)
+			}
 			mig.down = sc
 		}
 	}
@@ -126,24 +160,40 @@ func loadMigrations(fsys fs.FS) ([]Migration, error) {
 		out = append(out, *m)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
-	for i, m := range out {
+	floor := 0 // the previous migration's CompatibleFrom
+	for i := range out {
+		m := &out[i]
 		if m.Version != i+1 {
 			return nil, fmt.Errorf("migrations must be numbered 1, 2, 3…; found %04d at position %d", m.Version, i+1)
 		}
+		switch {
+		case m.up.expand || expands[m.String()]:
+			m.CompatibleFrom = floor
+		case m.up.compatibleFrom != 0:
+			if m.up.compatibleFrom > m.Version {
+				return nil, fmt.Errorf("migration %s: %s %d names a version after its own", m, CompatibleFromMarker, m.up.compatibleFrom)
+			}
+			m.CompatibleFrom = m.up.compatibleFrom
+		default:
+			m.CompatibleFrom = m.Version
+		}
+		floor = m.CompatibleFrom
 	}
 	return out, nil
 }
 
 // parseScript reads one migration file.
 func parseScript(sql string) (script, error) {
-	first, _, _ := strings.Cut(sql, "\n")
-	if strings.TrimSpace(first) != NoTransactionMarker {
-		if concurrently.MatchString(lineComment.ReplaceAllString(sql, "")) {
-			return script{}, fmt.Errorf("CONCURRENTLY cannot run in a transaction: make %q the file's first line", NoTransactionMarker)
-		}
-		return script{sql: sql}, nil
+	sc, err := parseHeader(sql)
+	if err != nil {
+		return script{}, err
 	}
-	sc := script{sql: sql, noTx: true}
+	if !sc.noTx {
+		if concurrently.MatchString(lineComment.ReplaceAllString(sql, "")) {
+			return script{}, fmt.Errorf("CONCURRENTLY cannot run in a transaction: make %q a header line (the file's first lines)", NoTransactionMarker)
+		}
+		return sc, nil
+	}
 	if dollarQuote.MatchString(sql) {
 		return script{}, fmt.Errorf("a no-transaction migration holds no dollar-quoted text: put functions and DO blocks in a transactional migration")
 	}
@@ -155,6 +205,39 @@ func parseScript(sql string) (script, error) {
 	}
 	if len(sc.statements) == 0 {
 		return script{}, fmt.Errorf("no statements")
+	}
+	return sc, nil
+}
+
+// parseHeader reads the "-- gaffer:" lines a file opens with. An unknown
+// directive is refused: a misspelt one would otherwise be a comment, and
+// an expand taken for a contract (or a transactional file for a
+// no-transaction one) is found only in production.
+func parseHeader(sql string) (script, error) {
+	sc := script{sql: sql}
+	for _, line := range strings.Split(sql, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "-- gaffer:") {
+			break
+		}
+		arg, isCompat := strings.CutPrefix(line, CompatibleFromMarker+" ")
+		switch {
+		case line == NoTransactionMarker:
+			sc.noTx = true
+		case line == ExpandMarker:
+			sc.expand = true
+		case isCompat:
+			v, err := strconv.Atoi(strings.TrimSpace(arg))
+			if err != nil || v < 1 {
+				return script{}, fmt.Errorf("%s needs a schema version, got %q", CompatibleFromMarker, arg)
+			}
+			sc.compatibleFrom = v
+		default:
+			return script{}, fmt.Errorf("unknown header line %q: use %s, %s or %s N", line, NoTransactionMarker, ExpandMarker, CompatibleFromMarker)
+		}
+	}
+	if sc.expand && sc.compatibleFrom != 0 {
+		return script{}, fmt.Errorf("%s and %s exclude each other", ExpandMarker, CompatibleFromMarker)
 	}
 	return sc, nil
 }

@@ -236,6 +236,11 @@ func TestMigrationFilesAreChecked(t *testing.T) {
 		{"no statements", up("-- gaffer:no-transaction\n-- nothing\n"), "no statements"},
 		{"no down", migrations("0001_x.up.sql", "SELECT 1;\n"), "0001_x needs both up and down"},
 		{"gap", migrations("0002_x.up.sql", "SELECT 1;\n", "0002_x.down.sql", "SELECT 1;\n"), "found 0002 at position 1"},
+		{"unknown header", up("-- gaffer:expnad\nSELECT 1;\n"), `unknown header line "-- gaffer:expnad"`},
+		{"both declarations", up("-- gaffer:expand\n-- gaffer:compatible-from 1\nSELECT 1;\n"), "exclude each other"},
+		{"compatible from the future", up("-- gaffer:compatible-from 2\nSELECT 1;\n"), "names a version after its own"},
+		{"compatible from nothing", up("-- gaffer:compatible-from x\nSELECT 1;\n"), "needs a schema version"},
+		{"declaration in a down file", migrations("0001_x.up.sql", "SELECT 1;\n", "0001_x.down.sql", "-- gaffer:expand\nSELECT 1;\n"), "belong in the up file"},
 	} {
 		if _, err := store.NewMigrator(nil, c.fsys); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v; want an error saying %q", c.name, err, c.want)
@@ -244,5 +249,138 @@ func TestMigrationFilesAreChecked(t *testing.T) {
 	// A comment may say CONCURRENTLY in a transactional file.
 	if _, err := store.NewMigrator(nil, up("-- not CONCURRENTLY: the table is new\nCREATE INDEX a ON gaffer.t (v);\n")); err != nil {
 		t.Errorf("a comment mentioning CONCURRENTLY: %v", err)
+	}
+}
+
+// A schema ahead of a binary is one it works on only when every migration
+// it does not carry was declared compatible with it: an expand (-- gaffer:
+// expand), or a contract that names an old enough version (-- gaffer:
+// compatible-from N). Otherwise node start (CheckSchema) and migrate up
+// refuse it with ErrSchemaAhead, naming the migration and the command
+// that reverts it; migrate down by the older binary refuses any schema
+// ahead of it. Red without the compatibility check (aheadError): the
+// older binary accepts the contracts.
+func TestSchemaAheadNeedsDeclaredCompatibility(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := emptyPool(t)
+	base := []string{"0001_things.up.sql", thingsUp, "0001_things.down.sql", thingsDown}
+	expands := append(append([]string{}, base...),
+		"0002_more.up.sql", "-- gaffer:expand\nALTER TABLE gaffer.things ADD COLUMN w integer;\n",
+		"0002_more.down.sql", "ALTER TABLE gaffer.things DROP COLUMN w;\n",
+		"0003_index.up.sql", "-- gaffer:no-transaction\n-- gaffer:expand\nCREATE INDEX CONCURRENTLY IF NOT EXISTS things_w_idx ON gaffer.things (w);\n",
+		"0003_index.down.sql", "-- gaffer:no-transaction\nDROP INDEX CONCURRENTLY IF EXISTS gaffer.things_w_idx;\n")
+	contract := append(append([]string{}, expands...),
+		"0004_drop_v.up.sql", "ALTER TABLE gaffer.things DROP COLUMN v;\n",
+		"0004_drop_v.down.sql", "ALTER TABLE gaffer.things ADD COLUMN v integer;\n")
+	later := append(append([]string{}, contract...),
+		"0005_tighten.up.sql", "-- gaffer:compatible-from 4\nALTER TABLE gaffer.things ALTER COLUMN w SET DEFAULT 0;\n",
+		"0005_tighten.down.sql", "ALTER TABLE gaffer.things ALTER COLUMN w DROP DEFAULT;\n")
+	v1 := migrator(t, pool, migrations(base...))
+	v3 := migrator(t, pool, migrations(expands...))
+	v4 := migrator(t, pool, migrations(contract...))
+	v5 := migrator(t, pool, migrations(later...))
+
+	if err := v1.CheckSchema(ctx); !errors.Is(err, store.ErrSchemaBehind) || !strings.Contains(err.Error(), "run `gaffer migrate up`") {
+		t.Fatalf("check of an empty database: %v; want ErrSchemaBehind naming `gaffer migrate up`", err)
+	}
+	if _, err := v3.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Two expands ahead: the version-1 binary works, and its migrate up
+	// (a node that migrates as it starts) is a no-op, not an error.
+	if err := v1.CheckSchema(ctx); err != nil {
+		t.Fatalf("version-1 binary on a schema two expands ahead: %v, want it accepted", err)
+	}
+	if done, err := v1.Up(ctx); err != nil || len(done) != 0 {
+		t.Fatalf("version-1 migrate up on a schema two expands ahead: %v, %v; want nothing applied, no error", done, err)
+	}
+	if _, err := v1.Down(ctx, 1); !errors.Is(err, store.ErrSchemaAhead) || !strings.Contains(err.Error(), "the gaffer that applied 0003_index") {
+		t.Fatalf("version-1 migrate down on a schema ahead of it: %v; want ErrSchemaAhead naming 0002_more", err)
+	}
+
+	if _, err := v4.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		m    *store.Migrator
+	}{{"version 1", v1}, {"version 3", v3}} {
+		err := c.m.CheckSchema(ctx)
+		if !errors.Is(err, store.ErrSchemaAhead) || !strings.Contains(err.Error(), "migration 0004_drop_v is a contract") ||
+			!strings.Contains(err.Error(), "`gaffer migrate down --steps 1`") {
+			t.Errorf("%s binary on a schema with a contract it does not carry: %v; want ErrSchemaAhead naming 0004_drop_v and `gaffer migrate down --steps 1`", c.name, err)
+		}
+		if _, err := c.m.Up(ctx); !errors.Is(err, store.ErrSchemaAhead) {
+			t.Errorf("%s migrate up on a schema with a contract it does not carry: %v; want ErrSchemaAhead", c.name, err)
+		}
+	}
+
+	// A contract that names version 4: binaries of 4 work on it, those of
+	// 3 are still stopped by 0004 (two steps to revert).
+	if _, err := v5.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := v4.CheckSchema(ctx); err != nil {
+		t.Errorf("version-4 binary on 0005 (compatible from 4): %v, want it accepted", err)
+	}
+	if err := v3.CheckSchema(ctx); !errors.Is(err, store.ErrSchemaAhead) || !strings.Contains(err.Error(), "0004_drop_v") ||
+		!strings.Contains(err.Error(), "--steps 2") {
+		t.Errorf("version-3 binary on 0005: %v; want ErrSchemaAhead naming 0004_drop_v, --steps 2", err)
+	}
+
+	// Rows recorded without a declaration (a table from before the column)
+	// count as contracts.
+	if _, err := v5.Down(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `ALTER TABLE gaffer.schema_migrations DROP COLUMN compatible_from`); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1.CheckSchema(ctx); !errors.Is(err, store.ErrSchemaAhead) || !strings.Contains(err.Error(), "0002_more is a contract") {
+		t.Errorf("version-1 binary on undeclared rows ahead of it: %v; want ErrSchemaAhead naming 0002_more", err)
+	}
+	if _, err := v3.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1.CheckSchema(ctx); err != nil {
+		t.Errorf("after a run of the version-3 binary recorded its declarations: %v, want version 1 accepted", err)
+	}
+}
+
+// Concurrent runs wait for the migration lock without deadlocking a
+// CREATE INDEX CONCURRENTLY the lock's holder runs: that build waits for
+// every older transaction, a session blocked in pg_advisory_lock
+// included, which waits for the holder in turn. Red with a blocking
+// pg_advisory_lock: PostgreSQL breaks the deadlock by failing a run.
+func TestConcurrentMigrateUpAcrossConcurrentIndexBuild(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := emptyPool(t)
+	fsys := migrations(
+		"0001_things.up.sql", thingsUp+"INSERT INTO gaffer.things SELECT g FROM generate_series(1, 20000) g;\n",
+		"0001_things.down.sql", thingsDown,
+		"0002_things_idx.up.sql", "-- gaffer:no-transaction\nCREATE INDEX CONCURRENTLY IF NOT EXISTS things_v_idx ON gaffer.things (v);\n",
+		"0002_things_idx.down.sql", "-- gaffer:no-transaction\nDROP INDEX CONCURRENTLY IF EXISTS gaffer.things_v_idx;\n",
+	)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := migrator(t, pool, fsys).Up(ctx)
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if n := scalarInt(t, pool, `SELECT count(*) FROM pg_index WHERE indexrelid = 'gaffer.things_v_idx'::regclass AND indisvalid`); n != 1 {
+		t.Fatal("the index is not there, valid")
 	}
 }

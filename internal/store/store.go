@@ -41,37 +41,18 @@ type DB interface {
 // Store is Gaffer's PostgreSQL access layer. All SQL lives here. A Store
 // is safe for concurrent use.
 type Store struct {
-	pool *pgxpool.Pool
+	pool     *pgxpool.Pool
+	notes    []string
+	warnings []string
 }
 
 // New wraps an existing pool. The caller keeps ownership of the pool.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-// Open connects a new pool to databaseURL and checks that it answers.
+// Open connects a new pool to databaseURL and checks that it answers
+// (OpenWith with only MaxConns set).
 func Open(ctx context.Context, databaseURL string, maxConns int32) (*Store, error) {
-	cfg, err := pgxpool.ParseConfig(databaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("parse database URL: %w", err)
-	}
-	if maxConns > 0 {
-		cfg.MaxConns = maxConns
-	}
-	// Gaffer's queries are short and indexed; PostgreSQL's JIT, which the
-	// planner turns on for any query its estimates call expensive (a
-	// dashboard's capped counts over a big table), costs far more to
-	// compile than it saves. A URL that sets jit decides for itself.
-	if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
-		cfg.ConnConfig.RuntimeParams["jit"] = "off"
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect to database: %w", err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("connect to database: %w", err)
-	}
-	return &Store{pool: pool}, nil
+	return OpenWith(ctx, databaseURL, ConnectOptions{MaxConns: maxConns})
 }
 
 // Pool returns the underlying connection pool.

@@ -243,3 +243,17 @@ func (s *Store) SignalWorkflowStep(ctx context.Context, tenant string, run int64
 	}
 	return fmt.Errorf("%w (it is %s)", ErrNotWaiting, state)
 }
+
+var sqlDeleteFinishedRuns = query("delete_finished_workflow_runs")
+
+// DeleteFinishedWorkflowRuns deletes up to limit runs (with their steps)
+// that finished more than age ago, oldest first, except those a step's
+// unfinished job or a pending DLQ replay may still change; see the query.
+// q is the leader's fenced transaction, or nil for the pool.
+func (s *Store) DeleteFinishedWorkflowRuns(ctx context.Context, q DB, age time.Duration, limit int) (int64, error) {
+	tag, err := s.db(q).Exec(ctx, sqlDeleteFinishedRuns, age.Milliseconds(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete finished workflow runs: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

@@ -55,7 +55,7 @@ func runNode() int {
 	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: os.Stderr})
 	cfg := gaffer.Config{
 		DatabaseURL: os.Getenv("GAFFER_TEST_DATABASE_URL"), ID: os.Getenv("GAFFER_TEST_NODE"),
-		Queues: map[string]int{"default": concurrency}, LeaseTTL: lease, RescueInterval: 200 * time.Millisecond,
+		Queues: map[string]int{"default": concurrency}, LeaseTTL: lease, RescueInterval: RescueInterval,
 		// The leader's fenced writes come often, so that a deposed leader
 		// trusting only the fence meets it soon (TestPausedLeaderIsFencedOnResume).
 		QueueMonitorInterval: 200 * time.Millisecond,
@@ -96,11 +96,15 @@ func runNode() int {
 	})
 	// chaos.work: an external effect (its own statement, so it may repeat
 	// when the job runs again), a sleep of args.ms, then either a
-	// permanent failure (args.fail) or an effect written in the job's own
-	// completion transaction (exactly once).
+	// permanent failure (args.fail; args.fail_first: unless the job is a
+	// DLQ replay) or an effect written in the job's own completion
+	// transaction (exactly once). Its result names the node and the job,
+	// so a workflow step's inputs show which job of a dependency they
+	// came from.
 	type chaosArgs struct {
-		MS   int  `json:"ms"`
-		Fail bool `json:"fail"`
+		MS        int  `json:"ms"`
+		Fail      bool `json:"fail"`
+		FailFirst bool `json:"fail_first"`
 	}
 	job.HandleArgs(node.Registry(), "chaos.work", func(ctx context.Context, j *job.Job, a chaosArgs) error {
 		if _, err := pool.Exec(ctx, `INSERT INTO chaos_effects (job_id, attempt, node) VALUES ($1, $2, $3)`, j.ID, j.Attempt, node.ID()); err != nil {
@@ -111,7 +115,7 @@ func runNode() int {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if a.Fail {
+		if a.Fail || a.FailFirst && j.ReplayOf == 0 {
 			return job.Permanent(fmt.Errorf("chaos: planned failure"))
 		}
 		tx, err := pool.Begin(ctx)
@@ -122,7 +126,7 @@ func runNode() int {
 		if _, err := tx.Exec(ctx, `INSERT INTO chaos_tx_effects (job_id, attempt, node) VALUES ($1, $2, $3)`, j.ID, j.Attempt, node.ID()); err != nil {
 			return err
 		}
-		if err := j.SetResult(map[string]string{"node": node.ID()}); err != nil {
+		if err := j.SetResult(map[string]any{"node": node.ID(), "job": j.ID}); err != nil {
 			return err
 		}
 		if err := job.CompleteTx(ctx, tx, j); err != nil {
@@ -330,6 +334,11 @@ func WaitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// RescueInterval is how often a node process sweeps expired leases: a
+// job whose node died runs again within the lease TTL plus this (and a
+// claim), with or without etcd.
+const RescueInterval = 200 * time.Millisecond
 
 // Binary is the program Start runs as a node: this test binary, unless a
 // test (the chaos suite's mutation run) swaps in another build of it.

@@ -51,3 +51,15 @@ WITH doomed AS (
     FOR UPDATE SKIP LOCKED
 )
 DELETE FROM gaffer.idempotency_keys k USING doomed WHERE k.tenant = doomed.tenant AND k.key = doomed.key;
+
+-- name: delete_old_revoked_tokens
+-- Retention: $1 age ms, $2 batch size. Tokens revoked longer ago than $1
+-- (their dashboard sessions went with the revocation).
+WITH doomed AS (
+    SELECT id FROM gaffer.api_tokens
+    WHERE revoked_at < now() - $1 * interval '1 millisecond'
+    ORDER BY revoked_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM gaffer.api_tokens t USING doomed WHERE t.id = doomed.id;

@@ -90,3 +90,16 @@ SELECT epoch FROM gaffer.leader_fence FOR SHARE;
 -- use as label values.
 SELECT coalesce((SELECT array_agg(DISTINCT k) FROM gaffer.nodes, jsonb_array_elements_text(kinds) k WHERE state <> 'dead'), '{}'),
        coalesce((SELECT array_agg(DISTINCT q) FROM gaffer.nodes, jsonb_object_keys(queues) q WHERE state <> 'dead'), '{}');
+
+-- name: delete_dead_nodes
+-- Retention: $1 age ms, $2 batch size. Nodes that left (or were lost)
+-- longer ago than $1. A node that comes back finds its row gone and
+-- registers again.
+WITH doomed AS (
+    SELECT id FROM gaffer.nodes
+    WHERE state = 'dead' AND left_at < now() - $1 * interval '1 millisecond'
+    ORDER BY left_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM gaffer.nodes n USING doomed WHERE n.id = doomed.id;

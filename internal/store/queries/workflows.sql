@@ -101,3 +101,22 @@ RETURNING j.id;
 -- name: get_workflow_step_state
 SELECT s.type, s.state FROM gaffer.workflow_steps s JOIN gaffer.workflow_runs r ON r.id = s.run_id
 WHERE s.run_id = $1 AND s.name = $2 AND ($3::text IS NULL OR r.tenant = $3);
+
+-- name: delete_finished_workflow_runs
+-- Retention: $1 age ms, $2 batch size. A run finished longer ago than $1
+-- goes with its steps (ON DELETE CASCADE), unless a job of one of its
+-- steps is still unfinished (a step that outlived its run's failure or
+-- cancellation records its end on the run), or it failed and an
+-- unreplayed DLQ entry of one of its steps could still resume it.
+WITH doomed AS (
+    SELECT r.id FROM gaffer.workflow_runs r
+    WHERE r.state <> 'running' AND r.finished_at < now() - $1 * interval '1 millisecond'
+      AND NOT EXISTS (SELECT 1 FROM gaffer.jobs j
+                      WHERE j.workflow_run = r.id AND j.state NOT IN ('completed', 'failed', 'cancelled'))
+      AND NOT (r.state = 'failed' AND EXISTS (SELECT 1 FROM gaffer.dlq d
+                                              WHERE d.workflow_run = r.id AND d.replayed_at IS NULL))
+    ORDER BY r.finished_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM gaffer.workflow_runs r USING doomed WHERE r.id = doomed.id;
