@@ -128,10 +128,11 @@ type Config struct {
 	// Registerer receives the node's Prometheus collectors. Default: none.
 	Registerer prometheus.Registerer
 	// TracerProvider makes a span of every attempt the node runs, linked
-	// to the trace context its job was enqueued in (docs/tracing.md).
-	// Default: the global provider, otel.GetTracerProvider(), which does
-	// nothing until one is installed; noop.NewTracerProvider() switches
-	// tracing off altogether. The node never installs a global provider.
+	// to the trace context its job was enqueued in (docs/configuration.md,
+	// "Tracing"). Default nil: no spans, and attempts pay nothing for
+	// tracing. Pass otel.GetTracerProvider() to use the global one; the
+	// node never installs a global provider. The trace context is stored
+	// with jobs either way.
 	TracerProvider trace.TracerProvider
 }
 

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gafferhq/gaffer/auth"
@@ -95,16 +94,27 @@ func (s *Server) enqueue(r *http.Request, p auth.Principal, body []byte, tx pgx.
 
 // enqueueContext is r's context carrying the caller's W3C trace context
 // (the traceparent and tracestate headers), which the job client stores
-// with the job. A malformed traceparent is dropped by the propagator,
-// and so is a malformed tracestate (the traceparent is kept); neither
-// fails the request. A span already in the context (a library user's
-// server instrumentation) wins: it is the enqueue's own.
+// with the job. The headers are hostile input, read by
+// job.ParseTraceContext: anything but one strictly valid version-00
+// traceparent is ignored, never refused, as the W3C specification has a
+// receiver do (the job is enqueued outside any trace); an invalid
+// tracestate is dropped and the traceparent kept. A span already in the
+// context (a library user's server instrumentation) wins: it is the
+// enqueue's own, and a child of the same headers.
 func enqueueContext(r *http.Request) context.Context {
 	ctx := r.Context()
 	if trace.SpanContextFromContext(ctx).IsValid() {
 		return ctx
 	}
-	return propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	parents := r.Header.Values("Traceparent")
+	if len(parents) != 1 { // several are ambiguous: which one is the caller's?
+		return ctx
+	}
+	sc, ok := job.ParseTraceContext(parents[0], strings.Join(r.Header.Values("Tracestate"), ","))
+	if !ok {
+		return ctx
+	}
+	return trace.ContextWithRemoteSpanContext(ctx, sc)
 }
 
 func (s *Server) listJobs(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {

@@ -124,12 +124,17 @@ var (
 	idPath      = Param{Name: "id", In: "path", Type: int64(0), Schema: `{"minimum":1}`}
 	namePath    = Param{Name: "name", In: "path", Type: ""}
 	nodePath    = Param{Name: "id", In: "path", Type: ""}
-	// The W3C Trace Context headers are documented, not enforced: a
-	// malformed value is ignored, never refused.
-	traceparentHeader = Param{Name: "traceparent", In: "header", Type: "",
-		Description: "W3C Trace Context of the caller: stored with the job (its traceparent field), and every attempt's span links to it. A malformed value is ignored."}
+	// The W3C Trace Context headers are read strictly and never refused
+	// (see enqueueContext).
+	traceparentHeader = Param{Name: "traceparent", In: "header", Type: "", Schema: `{"maxLength":55}`,
+		Description: "W3C Trace Context of the caller, stored with the job (its traceparent field); every attempt's span links to it, " +
+			"and an http job passes it on. Only one exact version-00 value is read " +
+			"(00-, 32 lowercase hex digits of trace id, -, 16 of parent id, -, 2 of flags; neither id all zeros): " +
+			"anything else, or the header twice, is ignored and the job is enqueued outside any trace, never refused."}
 	tracestateHeader = Param{Name: "tracestate", In: "header", Type: "",
-		Description: "W3C Trace Context vendor state, kept with a valid traceparent: at most 512 bytes are stored (entries are dropped as the specification says). A malformed value is ignored."}
+		Description: "W3C Trace Context vendor state, kept with a valid traceparent (several headers are one list). " +
+			"An invalid one is dropped, the traceparent kept; at most 512 bytes are stored, whole entries, " +
+			"dropping those over 128 bytes first, then from the end."}
 )
 
 func query(name string, typ any, schema, description string) Param {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -17,7 +16,7 @@ import (
 // TracerName is the instrumentation scope of the attempt spans.
 const TracerName = "github.com/gafferhq/gaffer/job"
 
-// Span attributes of an attempt. See docs/tracing.md.
+// Span attributes of an attempt. See docs/configuration.md, "Tracing".
 const (
 	AttrJobID     = attribute.Key("gaffer.job.id")
 	AttrKind      = attribute.Key("gaffer.job.kind")
@@ -57,17 +56,20 @@ const maxSpanErrorBytes = 2048
 // runs long after the request that enqueued it ended, up to
 // MaxAttempts times, and one request may enqueue thousands of jobs; and
 // a remote parent's sampled flag, which a tenant sets, would decide
-// whether the operator's sampler records (see docs/tracing.md).
+// whether the operator's sampler records (see docs/configuration.md, "Tracing").
 type attemptTracer struct {
 	tracer trace.Tracer
 	node   attribute.KeyValue
 }
 
 // newAttemptTracer returns the tracer of tp's attempt spans, or nil when
-// tp is the no-op provider: then attempts pay nothing for tracing.
+// tp is nil or the no-op provider: then attempts pay nothing for tracing.
+// The global provider is not a default: until one is installed it still
+// makes a span of every attempt, which records nothing but costs
+// allocations on the claim-to-complete path.
 func newAttemptTracer(tp trace.TracerProvider, node string) *attemptTracer {
 	if tp == nil {
-		tp = otel.GetTracerProvider()
+		return nil
 	}
 	if _, off := tp.(noop.TracerProvider); off {
 		return nil
@@ -97,7 +99,7 @@ func (t *attemptTracer) start(ctx context.Context, j *Job, known bool) (context.
 			attribute.String("messaging.destination.name", j.Queue),
 		),
 	}
-	if sc, ok := parseTraceParent(j.TraceParent, j.TraceState); ok {
+	if sc, ok := ParseTraceContext(j.TraceParent, j.TraceState); ok {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
 	}
 	return t.tracer.Start(ctx, name, opts...)

@@ -19,9 +19,9 @@ type WorkerConfig struct {
 	Logger   hclog.Logger
 	// TracerProvider makes a span of every attempt, linked to the trace
 	// context its job was enqueued in (see the package documentation).
-	// Default: the global provider, otel.GetTracerProvider(), which does
-	// nothing until one is installed; a noop.TracerProvider switches
-	// tracing off altogether.
+	// Default nil: no spans, and attempts pay nothing for tracing (nor do
+	// they with a noop.TracerProvider). Pass otel.GetTracerProvider() to
+	// use the global one.
 	TracerProvider trace.TracerProvider
 	// Queues maps each queue this node works to the most jobs of it the
 	// node runs at once. Default {"default": 10}.

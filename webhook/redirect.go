@@ -105,13 +105,26 @@ func (h *Handler) request(ctx context.Context, j *job.Job, a Args, method string
 	if sameOrigin && len(keys) > 0 {
 		req.Header.Set(HeaderSignature, Sign(keys, id, sent, body))
 	}
-	if trace.SpanContextFromContext(ctx).IsValid() {
-		// The attempt's span is the call's parent. The job's own trace
-		// headers, if it has any, would name another.
-		req.Header.Del("Tracestate")
-		propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
-	}
+	setTraceContext(ctx, req.Header, j)
 	return req, nil
+}
+
+// setTraceContext sets the call's W3C trace context: the attempt's span
+// when the node traces, else the trace context the job was enqueued in
+// (the receiver then joins the enqueuer's trace). Either replaces
+// traceparent and tracestate headers from the job's args, which would
+// name another parent; with neither, those are sent as they are.
+func setTraceContext(ctx context.Context, h http.Header, j *job.Job) {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		sc, _ = job.ParseTraceContext(j.TraceParent, j.TraceState)
+	}
+	if !sc.IsValid() {
+		return
+	}
+	h.Del("Traceparent")
+	h.Del("Tracestate")
+	propagation.TraceContext{}.Inject(trace.ContextWithSpanContext(context.Background(), sc), propagation.HeaderCarrier(h))
 }
 
 func isRedirect(code int) bool {
