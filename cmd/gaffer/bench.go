@@ -12,6 +12,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/gafferhq/gaffer/internal/pgserver"
 	"github.com/gafferhq/gaffer/internal/store"
 )
@@ -56,6 +59,9 @@ type benchOpts struct {
 	jobs, batch, concurrency, claimBatch, nodes, rate, entries, limit int
 	duration, warmup, hold                                            time.Duration
 	url                                                               string
+	// tracer is what the OTEL_* variables ask for, as on a server: the
+	// no-op provider unless they do.
+	tracer trace.TracerProvider
 }
 
 func (m *Main) runBench(ctx context.Context, args []string) error {
@@ -125,6 +131,12 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	if o.duration <= 0 || o.warmup < 0 {
 		return usageError("--duration must be positive and --warmup not negative")
 	}
+	tp, stopTracing, err := startTracing(ctx, hclog.New(&hclog.LoggerOptions{Name: "bench", Output: m.Stderr}))
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	o.tracer = tp.TracerProvider
 	o.url = *dbURL
 	if o.url == "" {
 		settings := map[string]string{"shared_buffers": "1GB"}

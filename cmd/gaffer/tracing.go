@@ -11,7 +11,7 @@ import (
 )
 
 // startTracing sets up the tracer provider the OTEL_* variables ask for
-// (off unless they ask; see docs/tracing.md). stop exports what is
+// (off unless they ask; see docs/configuration.md, "Tracing"). stop exports what is
 // buffered, waiting at most five seconds.
 func startTracing(ctx context.Context, log hclog.Logger) (tp *tracing.Provider, stop func(), err error) {
 	tp, err = tracing.FromEnv(ctx, tracing.Config{Version: version()})
