@@ -41,7 +41,9 @@
 // policy), redact (secrets out of errors and logs), service (background
 // loop plumbing), clock (the loops' time, fake in tests), tzdata (the
 // zone rules compiled into the binary, the only zone loader), knobs
-// (testing aids), and the test harnesses pgserver, pgtest, etcdserver,
-// faultproxy and testnode. chaos is the chaos suite; cmd/gaffer is the
-// command-line tool.
+// (testing aids), workclient (the Go client of the remote worker
+// protocol, for tests and benchmarks), and the test harnesses pgserver,
+// pgtest, etcdserver, patroni, pgbouncer, faultproxy and testnode, with
+// runas (their servers as the postgres user under root) and localport.
+// chaos is the chaos suite; cmd/gaffer is the command-line tool.
 package gaffer

@@ -3,7 +3,6 @@ package gaffer
 import (
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,8 +12,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/cron"
@@ -23,118 +20,6 @@ import (
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/workflow"
 )
-
-// Config configures a Node. Zero values take the defaults shown.
-type Config struct {
-	// Pool is the PostgreSQL pool to use; the caller keeps ownership.
-	// Either Pool or DatabaseURL is required.
-	Pool *pgxpool.Pool
-	// DatabaseURL opens a pool owned by the node when Pool is nil. It may
-	// name several hosts (host=a,b, or postgres://a:5432,b:5432/db):
-	// without target_session_attrs the node then connects to whichever
-	// accepts writes, and reconnects there after a failover.
-	DatabaseURL string
-	// ListenDatabaseURL is where the node's LISTEN connection goes.
-	// Default: the pool's own settings. Set it when DatabaseURL goes
-	// through a transaction-mode pooler, which cannot carry LISTEN: a
-	// direct (or session-pooled) URL to the same database.
-	ListenDatabaseURL string
-	// TransactionPooler says the node's pool reaches PostgreSQL through a
-	// transaction-mode pooler (PgBouncer with pool_mode = transaction).
-	// A pool the node opens from DatabaseURL then prepares no statements
-	// and sends no jit parameter (a Pool you pass is yours to set up so:
-	// pgx.QueryExecModeCacheDescribe); and without ListenDatabaseURL the
-	// node runs no LISTEN connection and finds new work by polling only,
-	// which it says at start-up. Default false.
-	TransactionPooler bool
-	// MaxConns caps the pool the node opens from DatabaseURL. Default: the
-	// total concurrency of Queues / 10, between 4 and 20.
-	MaxConns int32
-	// ID names the node in the cluster and on every job it runs. Default:
-	// hostname-<random>.
-	ID string
-	// Queues maps each queue this node works to how many of its jobs it runs
-	// at once. Default {"default": 10}.
-	Queues map[string]int
-	// LeaseTTL: how long a claimed job stays owned without a heartbeat.
-	// Default 30s.
-	LeaseTTL time.Duration
-	// PollInterval: the fallback claim poll. Default 1s.
-	PollInterval time.Duration
-	// ClaimBatch caps the jobs one claim takes. Default 500.
-	ClaimBatch int
-	// FetchCooldown is the least time between two claims of one queue.
-	// Default 2ms.
-	FetchCooldown time.Duration
-	// RescueInterval: how often expired leases are swept. Default 5s.
-	RescueInterval time.Duration
-	// QueueMonitorInterval: how often the leader refreshes the queue
-	// gauges and records a throughput sample. Default 10s.
-	QueueMonitorInterval time.Duration
-	// JobRetention and DLQRetention: how long finished jobs and DLQ
-	// entries are kept. Defaults 24h and 14 days.
-	JobRetention time.Duration
-	DLQRetention time.Duration
-	// IdempotencyRetention: how long API Idempotency-Keys are kept.
-	// Default 24h.
-	IdempotencyRetention time.Duration
-	// WorkflowRetention: how long a finished workflow run and its steps
-	// are kept. A failed run stays while a DLQ entry of one of its steps
-	// could still be replayed (which resumes it), and any run while a job
-	// of one of its steps is unfinished. Default 7 days.
-	WorkflowRetention time.Duration
-	// DeadNodeRetention: how long the row of a node that left or was
-	// lost is kept. Default 7 days.
-	DeadNodeRetention time.Duration
-	// CronHistoryRetention: how long cron occurrence records are kept.
-	// Default 7 days.
-	CronHistoryRetention time.Duration
-	// RevokedTokenRetention: how long a revoked API token's record is
-	// kept. Default 30 days.
-	RevokedTokenRetention time.Duration
-	// SkipSchemaCheck starts the node even on a schema it cannot work
-	// with (behind it, or ahead by a contract).
-	SkipSchemaCheck bool
-
-	// EtcdEndpoints makes the node a cluster member: it registers in etcd,
-	// takes part in the leader election, and runs the leader-only services
-	// (dead-node rescue, retention, queue gauges, cron) only while it
-	// leads. Without it, the node runs those services itself, unfenced.
-	// Lease rescue runs on every node either way.
-	EtcdEndpoints []string
-	// EtcdTLS, when set, is used to reach etcd over TLS (https://
-	// endpoints): RootCAs to verify etcd, Certificates to present a
-	// client certificate. Default: plain connections, or the system's
-	// roots for https:// endpoints.
-	EtcdTLS *tls.Config
-	// EtcdUsername and EtcdPassword authenticate to an etcd with auth
-	// enabled. Default: no authentication.
-	EtcdUsername string
-	EtcdPassword string
-	// ClusterPrefix is the etcd key prefix. Default "/gaffer".
-	ClusterPrefix string
-	// SessionTTL is the etcd lease behind membership and leadership.
-	// Default 10s.
-	SessionTTL time.Duration
-	// ReportInterval: how often the node reports to the nodes table.
-	// Default 2s.
-	ReportInterval time.Duration
-	// Version is reported to the cluster. Default "dev".
-	Version string
-	// CronMisfireGrace: how late an occurrence may be handled and still
-	// fire regardless of its entry's missed-fire policy. Default 1m.
-	CronMisfireGrace time.Duration
-	Logger           hclog.Logger
-	// Registerer receives the node's Prometheus collectors. Default: none.
-	Registerer prometheus.Registerer
-	// TracerProvider makes a span of every attempt the node runs, linked
-	// to the trace context its job was enqueued in (docs/configuration.md,
-	// "Tracing"). Default nil: no spans, and attempts pay nothing for
-	// tracing. Pass otel.GetTracerProvider() to use the global one; the
-	// node never installs a global provider. The trace context is stored
-	// with jobs either way.
-	TracerProvider trace.TracerProvider
-}
 
 // Node runs job handlers for its queues and the background services that
 // keep jobs moving (lease rescue, retention, queue gauges). Register
@@ -151,6 +36,7 @@ type Node struct {
 	dlq      *dlq.Client
 
 	worker    *job.Worker
+	remote    *job.RemoteWorkers
 	listener  *store.Listener
 	cluster   *cluster.Cluster // nil without etcd
 	scheduler *cron.Scheduler
@@ -221,6 +107,14 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
+	// Remote workers claim through any node's API; every node sweeps
+	// them (drains, deadlines, silence), unfenced like the lease rescuer:
+	// the sweep's statements are idempotent.
+	n.remote, err = job.NewRemoteWorkers(job.RemoteConfig{Pool: pool, Metrics: n.metrics, Logger: n.log, LeaseTTL: cfg.LeaseTTL,
+		MaxWait: cfg.RemoteMaxWait})
+	if err != nil {
+		return nil, n.closeOnError(err)
+	}
 	// The lease rescuer runs on every node, unfenced: it is the backstop
 	// for a node that died while no leader can be proven (etcd down), and
 	// its writes are compare-and-set on expired leases, so several nodes
@@ -263,7 +157,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
-	n.services = []backgroundService{labels, rescuer}
+	n.services = []backgroundService{labels, rescuer, n.remote}
 	if n.cluster != nil {
 		// Leader-only: started and stopped by the cluster with leadership.
 		n.cluster.LeaderServices(cleaner, monitor, n.scheduler)
@@ -288,11 +182,14 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 		return n, nil
 	}
 	n.listener = n.store.NewListener(store.ListenerConfig{
-		Channels:  []string{store.ChannelJobs, store.ChannelControl, store.ChannelCron},
-		URL:       cfg.ListenDatabaseURL,
-		OnNotify:  n.handleNotification,
-		OnConnect: n.worker.WakeAll,
-		Logger:    n.log.Named("listener"),
+		Channels: []string{store.ChannelJobs, store.ChannelControl, store.ChannelCron},
+		URL:      cfg.ListenDatabaseURL,
+		OnNotify: n.handleNotification,
+		OnConnect: func() {
+			n.worker.WakeAll()
+			n.remote.WakeAll()
+		},
+		Logger: n.log.Named("listener"),
 	})
 	return n, nil
 }
@@ -328,6 +225,7 @@ func (n *Node) handleNotification(channel, payload string) {
 		return
 	}
 	n.worker.HandleNotification(channel, payload)
+	n.remote.HandleNotification(channel, payload)
 	if n.cluster != nil {
 		n.cluster.HandleNotification(channel, payload)
 	}
@@ -403,6 +301,11 @@ func (n *Node) Pool() *pgxpool.Pool { return n.store.Pool() }
 
 // Worker is the node's worker, for drain and inspection.
 func (n *Node) Worker() *job.Worker { return n.worker }
+
+// RemoteWorkers serves the remote workers that claim through this node
+// (the API's /v1/work endpoints); its waiting claims are woken by the
+// node's notifications.
+func (n *Node) RemoteWorkers() *job.RemoteWorkers { return n.remote }
 
 // Start checks the schema, then starts listening, claiming and the
 // background services. It does not block. ctx bounds the schema check

@@ -83,6 +83,13 @@ type nodeView struct {
 	DrainedAt        *time.Time     `json:"drained_at,omitempty"`
 	LeftAt           *time.Time     `json:"left_at,omitempty"`
 	LeftReason       string         `json:"left_reason,omitempty"`
+	// Kind is "node" or "remote" (a remote worker: it claims over HTTP;
+	// its queues show 0, since it asks for as many jobs as it wants).
+	// Tenant and Kinds are a remote worker's: the tenant whose jobs it
+	// works ("*": every tenant's) and the kinds it named (none: any).
+	Kind   string   `json:"kind"`
+	Tenant string   `json:"tenant,omitempty"`
+	Kinds  []string `json:"kinds,omitempty"`
 }
 
 func (s *Server) nodes(ctx context.Context) ([]nodeView, cluster.FenceState, error) {
@@ -98,7 +105,8 @@ func (s *Server) nodes(ctx context.Context) ([]nodeView, cluster.FenceState, err
 	for i, n := range rows {
 		views[i] = nodeView{ID: n.ID, Hostname: n.Hostname, Version: n.Version, TZData: n.TZData, Queues: n.Queues, State: n.State, InFlight: n.InFlight,
 			Leader: n.ID == fence.Leader && n.State != "dead", StartedAt: n.StartedAt, LastSeen: n.LastSeen, SecondsSinceSeen: n.SinceSeen.Seconds(),
-			DrainRequestedAt: n.DrainRequestedAt, DrainDeadline: n.DrainDeadline, DrainedAt: n.DrainedAt, LeftAt: n.LeftAt, LeftReason: n.LeftReason}
+			DrainRequestedAt: n.DrainRequestedAt, DrainDeadline: n.DrainDeadline, DrainedAt: n.DrainedAt, LeftAt: n.LeftAt, LeftReason: n.LeftReason,
+			Kind: n.Kind, Tenant: n.Tenant, Kinds: n.Kinds}
 		if views[i].Queues == nil {
 			views[i].Queues = map[string]int{}
 		}
@@ -175,6 +183,9 @@ type clusterView struct {
 	Epoch       int64          `json:"epoch"`
 	LeaderSince *time.Time     `json:"leader_since,omitempty"`
 	Nodes       map[string]int `json:"nodes"`
+	// RemoteWorkers counts the remote workers by state, apart from the
+	// nodes.
+	RemoteWorkers map[string]int `json:"remote_workers"`
 	// This node's view.
 	EtcdConnected bool     `json:"etcd_connected"`
 	Degraded      []string `json:"degraded"`
@@ -185,11 +196,18 @@ func (s *Server) clusterStatus(r *http.Request, _ auth.Principal, _ []byte) (int
 	if err != nil {
 		return 0, nil, err
 	}
-	out := clusterView{Leader: fence.Leader, Epoch: fence.Epoch, LeaderSince: fence.RaisedAt, Nodes: map[string]int{"active": 0, "draining": 0, "dead": 0}, Degraded: []string{}}
+	out := clusterView{Leader: fence.Leader, Epoch: fence.Epoch, LeaderSince: fence.RaisedAt, Nodes: map[string]int{"active": 0, "draining": 0, "dead": 0},
+		RemoteWorkers: map[string]int{"active": 0, "draining": 0, "dead": 0}, Degraded: []string{}}
 	for _, v := range views {
-		out.Nodes[v.State]++
+		if v.Kind == "remote" {
+			out.RemoteWorkers[v.State]++
+		} else {
+			out.Nodes[v.State]++
+		}
 	}
-	if d := tzdata.Disagreement(views, func(v nodeView) (string, string, bool) { return v.ID, v.TZData, v.State != "dead" }); d != "" {
+	if d := tzdata.Disagreement(views, func(v nodeView) (string, string, bool) {
+		return v.ID, v.TZData, v.State != "dead" && v.Kind != "remote"
+	}); d != "" {
 		out.Degraded = append(out.Degraded, d)
 	}
 	if s.cfg.Cluster != nil {

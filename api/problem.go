@@ -49,6 +49,15 @@ const (
 	CodeUnavailable      = "unavailable"
 )
 
+// Remote worker codes (409): the attempt a write names no longer owns
+// its job; the worker left or was lost (register again); the tenant
+// holds as many remote workers as it may.
+const (
+	CodeLeaseLost      = "lease_lost"
+	CodeWorkerGone     = "worker_gone"
+	CodeTooManyWorkers = "too_many_workers"
+)
+
 // CodeDestinationNotAllowed: an http job's URL is, by its spelling alone,
 // a destination the node refuses to call (loopback, private, the
 // cluster's own endpoints…; see webhook and internal/egress).
@@ -79,6 +88,9 @@ var problemTypes = map[string]ProblemType{
 	CodeRateLimited:           {http.StatusTooManyRequests, "Too many requests"},
 	CodeInternal:              {http.StatusInternalServerError, "Internal error"},
 	CodeUnavailable:           {http.StatusServiceUnavailable, "Service unavailable"},
+	CodeLeaseLost:             {http.StatusConflict, "Lease lost"},
+	CodeWorkerGone:            {http.StatusConflict, "Remote worker gone"},
+	CodeTooManyWorkers:        {http.StatusConflict, "Too many remote workers"},
 }
 
 // ProblemType is what a problem code always comes with.

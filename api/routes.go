@@ -141,6 +141,11 @@ func query(name string, typ any, schema, description string) Param {
 	return Param{Name: name, In: "query", Type: typ, Schema: schema, Description: description}
 }
 
+// workJobProblems are the codes of a remote worker's call for one job's
+// attempt: the job is unknown to its tenant, the attempt lost its lease,
+// or the worker is gone.
+var workJobProblems = []string{CodeNotFound, CodeLeaseLost, CodeWorkerGone}
+
 var runStateEnum = `{"enum":["running","completed","failed","cancelled"]}`
 
 // routeTable is the API, in the order it is registered.
@@ -303,6 +308,47 @@ var routeTable = []Route{
 	{Method: "GET", Path: "/v1/cluster", Scope: auth.ScopeClusterRead, OperationID: "getCluster",
 		Summary:   "Leader, epoch, node counts, and what is degraded",
 		Responses: []Response{{200, "Cluster", clusterView{}}}, plain: (*Server).clusterStatus},
+
+	{Method: "POST", Path: "/v1/workers", Scope: auth.ScopeWorker, OperationID: "registerWorker",
+		Summary: "Register a remote worker: it then claims jobs of its tenant, queues and kinds",
+		Body:    registerWorkerRequest{}, Responses: []Response{{201, "Registered", workerView{}}},
+		Problems: []string{CodeTooManyWorkers}, plain: (*Server).registerWorker},
+	{Method: "DELETE", Path: "/v1/workers/{id}", Scope: auth.ScopeWorker, OperationID: "leaveWorker",
+		Summary: "A remote worker stops: the jobs it still runs are released (run again at once, no attempt used up)",
+		Params:  []Param{nodePath}, Responses: []Response{{200, "Left", leaveResponse{}}},
+		Problems: []string{CodeNotFound}, plain: (*Server).leaveWorker},
+	{Method: "POST", Path: "/v1/work/claim", Scope: auth.ScopeWorker, OperationID: "claimWork",
+		Summary: "Claim up to max jobs, waiting up to wait for one when none is due; each under a new lease",
+		Body:    claimRequest{}, Responses: []Response{{200, "Claimed (none when the wait ended empty)", claimResponse{}}},
+		Problems: []string{CodeNotFound, CodeWorkerGone}, plain: (*Server).claimWork},
+	{Method: "POST", Path: "/v1/work/heartbeat", Scope: auth.ScopeWorker, OperationID: "heartbeatWork",
+		Summary: "Extend the leases of running attempts; each job has its outcome",
+		Body:    heartbeatRequest{}, Responses: []Response{{200, "Outcomes", outcomesResponse{}}},
+		Problems: []string{CodeNotFound, CodeWorkerGone}, plain: (*Server).heartbeatWork},
+	{Method: "POST", Path: "/v1/work/complete", Scope: auth.ScopeWorker, OperationID: "completeWork",
+		Summary: "Complete attempts with their results; each job has its outcome",
+		Body:    completeRequest{}, Responses: []Response{{200, "Outcomes", outcomesResponse{}}},
+		Problems: []string{CodeNotFound, CodeWorkerGone}, plain: (*Server).completeWork},
+	{Method: "POST", Path: "/v1/work/jobs/{id}/heartbeat", Scope: auth.ScopeWorker, OperationID: "heartbeatJob",
+		Summary: "Extend one attempt's lease; 409 lease_lost once it is no longer current",
+		Params:  []Param{idPath}, Body: jobHeartbeatRequest{}, Responses: []Response{{200, "Extended", jobHeartbeatResponse{}}},
+		Problems: workJobProblems, plain: (*Server).heartbeatJob},
+	{Method: "POST", Path: "/v1/work/jobs/{id}/complete", Scope: auth.ScopeWorker, OperationID: "completeJob",
+		Summary: "Complete one attempt; 409 lease_lost once it is no longer current",
+		Params:  []Param{idPath}, Body: jobCompleteRequest{}, Responses: []Response{{200, "Completed", jobStateResponse{}}},
+		Problems: workJobProblems, plain: (*Server).completeJob},
+	{Method: "POST", Path: "/v1/work/jobs/{id}/fail", Scope: auth.ScopeWorker, OperationID: "failJob",
+		Summary: "Fail one attempt: retried, or into the DLQ when permanent or the last; 409 lease_lost once it is no longer current",
+		Params:  []Param{idPath}, Body: jobFailRequest{}, Responses: []Response{{200, "The job's state", jobStateResponse{}}},
+		Problems: workJobProblems, plain: (*Server).failJob},
+	{Method: "POST", Path: "/v1/work/jobs/{id}/snooze", Scope: auth.ScopeWorker, OperationID: "snoozeJob",
+		Summary: "Put the job back to pending for delay without using up an attempt; 409 lease_lost once it is no longer current",
+		Params:  []Param{idPath}, Body: jobSnoozeRequest{}, Responses: []Response{{200, "The job's state", jobStateResponse{}}},
+		Problems: workJobProblems, plain: (*Server).snoozeJob},
+	{Method: "POST", Path: "/v1/work/jobs/{id}/progress", Scope: auth.ScopeWorker, OperationID: "progressJob",
+		Summary: "Report how far the attempt got; 409 lease_lost once it is no longer current",
+		Params:  []Param{idPath}, Body: jobProgressRequest{}, Responses: []Response{{200, "Recorded", jobProgressResponse{}}},
+		Problems: workJobProblems, plain: (*Server).progressJob},
 }
 
 // allowedMethods are the methods the mux serves r's path with, sorted as

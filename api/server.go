@@ -46,6 +46,11 @@ type Config struct {
 	// Cluster is this node's cluster membership, for GET /v1/cluster; nil
 	// when the node runs without etcd.
 	Cluster *cluster.Cluster
+	// Remote serves remote workers (/v1/workers, /v1/work): give the
+	// node's (Node.RemoteWorkers), whose waiting claims the node's
+	// notifications wake. Default: one of Pool's database whose claims
+	// wake only on this API's own writes and their poll.
+	Remote *job.RemoteWorkers
 	// WebhookSecrets manages the tenants' signing secrets. Default: those
 	// in Pool's database.
 	WebhookSecrets *webhook.Secrets
@@ -96,6 +101,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Admin == nil {
 		cfg.Admin = cluster.NewAdmin(cfg.Pool)
+	}
+	if cfg.Remote == nil {
+		r, err := job.NewRemoteWorkers(job.RemoteConfig{Pool: cfg.Pool, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Remote = r
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()

@@ -4,16 +4,19 @@ import "slices"
 
 // Scopes a token can hold. admin implies the others. cluster:read sees
 // the cluster's own views (nodes, leader, etcd), which show nothing of any
-// tenant but are the operator's, not a tenant's, to see.
+// tenant but are the operator's, not a tenant's, to see. worker lets a
+// remote worker register, claim its tenant's jobs and record their
+// outcomes (a spanning admin token's worker may work every tenant's).
 const (
 	ScopeJobsRead    = "jobs:read"
 	ScopeJobsWrite   = "jobs:write"
 	ScopeClusterRead = "cluster:read"
+	ScopeWorker      = "worker"
 	ScopeAdmin       = "admin"
 )
 
 // Scopes lists every scope, for messages and validation.
-var Scopes = []string{ScopeJobsRead, ScopeJobsWrite, ScopeClusterRead, ScopeAdmin}
+var Scopes = []string{ScopeJobsRead, ScopeJobsWrite, ScopeClusterRead, ScopeWorker, ScopeAdmin}
 
 // AllTenants is the tenant of an admin token that spans tenants.
 const AllTenants = "*"

@@ -72,6 +72,13 @@ type NodeRecord struct {
 	LeftReason       string
 	// SinceSeen is how long ago, by the database clock, the node reported.
 	SinceSeen time.Duration
+	// Kind is "node", or "remote" for a remote worker (one that works
+	// jobs over HTTP; see job.RemoteWorkers). Tenant is a remote worker's
+	// tenant ("*": it works every tenant's jobs) and Kinds the job kinds
+	// it named (none: every kind in its queues).
+	Kind   string
+	Tenant string
+	Kinds  []string
 }
 
 // Nodes lists every node the nodes table holds, dead ones included.

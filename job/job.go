@@ -110,8 +110,14 @@ type Job struct {
 	// version-00 traceparent; TraceState is at most MaxTraceStateBytes.
 	TraceParent string `json:"traceparent,omitempty"`
 	TraceState  string `json:"tracestate,omitempty"`
+	// Progress is the last progress an attempt reported (SetProgress, or
+	// a remote worker's progress call); set by Client.Get.
+	Progress *Progress `json:"progress,omitempty"`
 
 	result json.RawMessage
+	// st writes the attempt's progress; set for the attempts this process
+	// runs.
+	st *store.Store
 	// lease is the running attempt's, for CompleteTx; completedInTx is set
 	// once CompleteTx succeeded.
 	lease         store.Lease
@@ -183,7 +189,8 @@ func fromRow(r store.Job) *Job {
 		CancelRequested: r.CancelRequested, CronEntry: r.CronEntry, CronAt: r.CronAt,
 		WorkflowRun: r.WorkflowRun, Step: r.Step, Inputs: r.Inputs, FairnessKey: r.FairnessKey, LimitKey: r.LimitKey,
 		TraceParent: r.TraceParent, TraceState: r.TraceState,
-		lease: store.Lease{ID: r.ID, Attempt: r.Attempt, Token: r.LeaseToken},
+		lease:    store.Lease{ID: r.ID, Attempt: r.Attempt, Token: r.LeaseToken},
+		Progress: progressOf(r.Progress),
 	}
 	if len(r.Errors) > 2 { // "[]" is by far the most common
 		// Written only by the store, so always a JSON array.

@@ -7,7 +7,6 @@ import (
 
 	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/cluster"
-	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/dlq"
 	"github.com/gafferhq/gaffer/internal/tzdata"
 	"github.com/gafferhq/gaffer/job"
@@ -48,7 +47,9 @@ func (h *Handler) nodes(r *http.Request) ([]nodeView, cluster.FenceState, error)
 // zoneRulesDisagreement words how the live nodes' zone rules differ, or
 // is "" when they agree.
 func zoneRulesDisagreement(nodes []nodeView) string {
-	return tzdata.Disagreement(nodes, func(n nodeView) (string, string, bool) { return n.ID, n.TZData, n.State != "dead" })
+	return tzdata.Disagreement(nodes, func(n nodeView) (string, string, bool) {
+		return n.ID, n.TZData, n.State != "dead" && n.Kind != "remote"
+	})
 }
 
 type overviewData struct {
@@ -64,7 +65,9 @@ type overviewData struct {
 	// ZoneRules says how live nodes' time zone rules differ; "" if not.
 	ZoneRules string
 	Counts    map[string]int
-	DLQ       int64
+	// Remote is how many remote workers are live.
+	Remote int
+	DLQ    int64
 }
 
 func (h *Handler) overview(r *http.Request, v *view) error {
@@ -78,7 +81,13 @@ func (h *Handler) overview(r *http.Request, v *view) error {
 		}
 		d.Fence, d.ZoneRules = fence, zoneRulesDisagreement(nodes)
 		for _, n := range nodes {
-			d.Counts[n.State]++
+			if n.Kind == "remote" {
+				if n.State != "dead" {
+					d.Remote++
+				}
+			} else {
+				d.Counts[n.State]++
+			}
 			if n.State != "dead" || n.SinceSeen < time.Hour {
 				d.Nodes = append(d.Nodes, n)
 			}
@@ -235,150 +244,6 @@ func (h *Handler) nodesPage(r *http.Request, v *view) error {
 		Fence     cluster.FenceState
 		ZoneRules string
 	}{nodes, fence, zoneRulesDisagreement(nodes)}
-	return nil
-}
-
-type cronRow struct {
-	cron.Entry
-	Next []time.Time
-}
-
-func (h *Handler) cronPage(r *http.Request, v *view) error {
-	v.Title = "Cron"
-	const perPage = 100
-	q := r.URL.Query()
-	after := cron.Cursor{Tenant: q.Get("after_tenant"), Name: q.Get("after")}
-	if (after.Tenant == "") != (after.Name == "") {
-		return badInput("after and after_tenant go together: they name the previous page's last entry")
-	}
-	entries, err := h.cfg.Cron.List(r.Context(), v.P.ReadTenant(v.Tenant), after, perPage)
-	if err != nil {
-		return err
-	}
-	rows := make([]cronRow, len(entries))
-	for i, e := range entries {
-		rows[i] = cronRow{Entry: e}
-		if e.Done {
-			continue
-		}
-		rows[i].Next = []time.Time{e.NextRunAt}
-		if s, err := cron.Parse(e.Schedule, e.Timezone); err == nil {
-			rows[i].Next = append(rows[i].Next, cron.NextN(s, e.NextRunAt, 2)...)
-		}
-	}
-	d := struct {
-		Entries []cronRow
-		Paged   bool
-		// Next is the cursor of the following page; empty on the last.
-		Next cron.Cursor
-	}{Entries: rows, Paged: after.Name != ""}
-	if len(entries) == perPage {
-		last := entries[len(entries)-1]
-		d.Next = cron.Cursor{Tenant: last.Tenant, Name: last.Name}
-	}
-	v.Data = d
-	return nil
-}
-
-type cronEntryData struct {
-	Entry   cron.Entry
-	Next    []time.Time
-	History []cron.Occurrence
-}
-
-// cronTenant is the tenant named in a cron path, if the token may see it.
-func cronTenant(r *http.Request, p auth.Principal) (string, error) {
-	t := r.PathValue("tenant")
-	if p.Tenant != auth.AllTenants && t != p.Tenant {
-		return "", cron.ErrNotFound
-	}
-	return t, nil
-}
-
-func (h *Handler) cronEntryPage(r *http.Request, v *view) error {
-	tenant, err := cronTenant(r, v.P)
-	if err != nil {
-		return err
-	}
-	name := r.PathValue("name")
-	e, err := h.cfg.Cron.Get(r.Context(), tenant, name)
-	if err != nil {
-		return err
-	}
-	v.Title = "Cron " + name
-	d := cronEntryData{Entry: e}
-	if d.Next, err = h.cfg.Cron.NextTimes(r.Context(), tenant, name, 10); err != nil {
-		return err
-	}
-	if d.History, err = h.cfg.Cron.History(r.Context(), tenant, name, time.Time{}, 50); err != nil {
-		return err
-	}
-	v.Data = d
-	return nil
-}
-
-type dlqData struct {
-	Queue, Kind, Error, Show string
-	Before                   int64
-	Entries                  []dlq.Entry
-	Older                    int64
-	Unreplayed               int64
-}
-
-// dlqFilter reads the DLQ filter fields from a query or form.
-func dlqFilter(get func(string) string, p auth.Principal, tenant string) (dlq.Filter, string, error) {
-	f := dlq.Filter{Tenant: p.ReadTenant(tenant), Queue: get("queue"), Kind: get("kind"), ErrorContains: get("error")}
-	show := get("show")
-	switch show {
-	case "", "unreplayed":
-		show = "unreplayed"
-		f.Replayed = new(bool)
-	case "replayed":
-		f.Replayed = new(bool)
-		*f.Replayed = true
-	case "all":
-	default:
-		return f, "", badInput("show must be unreplayed, replayed or all; got %q", show)
-	}
-	return f, show, f.Validate()
-}
-
-func (h *Handler) dlqPage(r *http.Request, v *view) error {
-	v.Title = "Dead-letter queue"
-	q := r.URL.Query()
-	f, show, err := dlqFilter(q.Get, v.P, v.Tenant)
-	if err != nil {
-		return err
-	}
-	d := dlqData{Queue: f.Queue, Kind: f.Kind, Error: f.ErrorContains, Show: show}
-	if d.Before, err = idParam(r, "before"); err != nil {
-		return err
-	}
-	f.BeforeID, f.Limit = d.Before, pageSize
-	if d.Entries, err = h.cfg.DLQ.List(r.Context(), f); err != nil {
-		return err
-	}
-	if len(d.Entries) == pageSize {
-		d.Older = d.Entries[len(d.Entries)-1].ID
-	}
-	if d.Unreplayed, err = h.cfg.DLQ.CountUnreplayed(r.Context(), f.Tenant, depthCap); err != nil {
-		return err
-	}
-	v.Data = d
-	return nil
-}
-
-func (h *Handler) dlqEntryPage(r *http.Request, v *view) error {
-	id, err := pathID(r, "id")
-	if err != nil {
-		return err
-	}
-	e, err := h.cfg.DLQ.Get(r.Context(), v.P.ReadTenant(""), id)
-	if err != nil {
-		return err
-	}
-	v.Title = "DLQ entry " + strconv.FormatInt(id, 10)
-	v.Data = e
 	return nil
 }
 

@@ -50,15 +50,17 @@ type benchResult struct {
 	// Dashboard mode: each page's serving time.
 	Pages []pageTiming `json:"pages,omitempty"`
 	// Fairness and limits modes.
-	Fair      *fairResult `json:"fair,omitempty"`
-	GoVersion string      `json:"go_version"`
-	CPUs      int         `json:"cpus"`
+	Fair *fairResult `json:"fair,omitempty"`
+	// Remote mode.
+	Remote    *remoteResult `json:"remote,omitempty"`
+	GoVersion string        `json:"go_version"`
+	CPUs      int           `json:"cpus"`
 }
 
 type benchOpts struct {
-	jobs, batch, concurrency, claimBatch, nodes, rate, entries, limit int
-	duration, warmup, hold                                            time.Duration
-	url                                                               string
+	jobs, batch, concurrency, claimBatch, nodes, rate, entries, limit, workers int
+	duration, warmup, hold                                                     time.Duration
+	url                                                                        string
 	// tracer is what the OTEL_* variables ask for, as on a server: the
 	// no-op provider unless they do.
 	tracer trace.TracerProvider
@@ -80,6 +82,9 @@ Modes:
               into the same queue: a's drain rate, b's enqueue→start latency
   limits      work off --jobs with no limit, with a limit that does not bind,
               and with one of --limit running at once (jobs holding --hold)
+  remote      --workers remote workers over HTTP (loopback) work off --jobs,
+              claiming and completing up to --claim-batch at once; then
+              enqueue→claim latency at --rate while they long-poll
 
 Without --database-url a throwaway PostgreSQL is started (fsync on,
 shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
@@ -94,6 +99,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	entries := fs.Int("entries", "-", 10, "cron: entries")
 	limit := fs.Int("limit", "-", 50, "limits: the binding limit's concurrency")
 	hold := fs.Duration("hold", "-", 100*time.Millisecond, "limits: how long each job runs under the binding limit")
+	workers := fs.Int("workers", "-", 8, "remote: remote workers (each a goroutine calling the API over HTTP)")
 	duration := fs.Duration("duration", "-", 30*time.Second, "continuous, latency, cron, idle: how long to measure")
 	warmup := fs.Duration("warmup", "-", 5*time.Second, "continuous: time before measuring")
 	asJSON := fs.Bool("json", "-", false, "print the result as JSON")
@@ -101,7 +107,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	pgStats := fs.Bool("pg-statements", "-", false, "throwaway server only: print where PostgreSQL spent its time")
 	modes := map[string]func(context.Context, *store.Store, benchOpts, *benchResult) error{
 		"backlog": benchBacklog, "continuous": benchContinuous, "latency": benchLatency, "cron": benchCron, "idle": benchIdle, "enqueue": benchEnqueue,
-		"dashboard": benchDashboard, "fairness": benchFairness, "limits": benchLimits,
+		"dashboard": benchDashboard, "fairness": benchFairness, "limits": benchLimits, "remote": benchRemote,
 	}
 	fs.choices = slices.Sorted(maps.Keys(modes))
 	if err := fs.parse(args); err != nil {
@@ -110,7 +116,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	run, ok := modes[fs.Arg(0)]
 	if fs.NArg() != 1 || !ok {
 		fs.Usage()
-		return usageError("bench needs a mode: backlog, continuous, latency, cron, idle, enqueue, dashboard, fairness or limits")
+		return usageError("bench needs a mode: backlog, continuous, latency, cron, idle, enqueue, dashboard, fairness, limits or remote")
 	}
 	if *rate == 0 {
 		*rate = map[string]int{"fairness": 20}[fs.Arg(0)]
@@ -119,11 +125,11 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 		}
 	}
 	o = benchOpts{jobs: *jobs, batch: *batch, concurrency: *concurrency, claimBatch: *claimBatch, nodes: *nodes, rate: *rate,
-		entries: *entries, duration: *duration, warmup: *warmup, limit: *limit, hold: *hold}
+		entries: *entries, duration: *duration, warmup: *warmup, limit: *limit, hold: *hold, workers: *workers}
 	if o.limit < 1 || o.hold <= 0 {
 		return usageError("--limit and --hold must be positive")
 	}
-	for name, v := range map[string]int{"jobs": o.jobs, "batch": o.batch, "concurrency": o.concurrency, "claim-batch": o.claimBatch, "nodes": o.nodes, "rate": o.rate, "entries": o.entries} {
+	for name, v := range map[string]int{"jobs": o.jobs, "batch": o.batch, "concurrency": o.concurrency, "claim-batch": o.claimBatch, "nodes": o.nodes, "rate": o.rate, "entries": o.entries, "workers": o.workers} {
 		if v < 1 {
 			return usageError(fmt.Sprintf("--%s must be positive", name))
 		}
@@ -211,6 +217,8 @@ func printBench(m *Main, r benchResult) error {
 		fmt.Fprintf(w, "bulk enqueue: %d jobs at %.0f jobs/s\n", r.Jobs, r.EnqueuePerSec)
 	case "fairness", "limits":
 		printFair(m, r)
+	case "remote":
+		printRemote(m, r)
 	case "dashboard":
 		fmt.Fprintf(w, "dashboard pages with %d jobs in the table (median and slowest of %d requests each):\n", r.Jobs, r.Pages[0].N)
 		for _, p := range r.Pages {

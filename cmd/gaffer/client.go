@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/gafferhq/gaffer/job"
@@ -140,9 +141,11 @@ func (m *Main) runGroup(ctx context.Context, group string, actions []action, arg
 	}
 	usage := func() {
 		fmt.Fprintf(m.Stderr, "Usage: gaffer %s <action> [flags]\n\nActions:\n", group)
+		tw := tabwriter.NewWriter(m.Stderr, 0, 0, 2, ' ', 0)
 		for _, a := range actions {
-			fmt.Fprintf(m.Stderr, "  %-10s %s\n", a.name, a.summary)
+			fmt.Fprintf(tw, "  %s\t%s\n", a.name, a.summary)
 		}
+		tw.Flush()
 		fmt.Fprintf(m.Stderr, "\nRun 'gaffer %s <action> --help' for its flags.\n", group)
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -182,6 +185,16 @@ func queueList(q map[string]int) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ",")
+}
+
+// queueNames lists a remote worker's queues.
+func queueNames(q map[string]int) string {
+	names := make([]string, 0, len(q))
+	for name := range q {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ",")
 }
 
 // needArgs checks the count of positional arguments.

@@ -69,6 +69,8 @@ type nodeRow struct {
 	Since    float64        `json:"seconds_since_seen"`
 	Deadline *time.Time     `json:"drain_deadline"`
 	Reason   string         `json:"left_reason"`
+	Kind     string         `json:"kind"`
+	Tenant   string         `json:"tenant"`
 }
 
 func (m *Main) runNodes(ctx context.Context, args []string) error {
@@ -87,7 +89,7 @@ func (m *Main) nodesList(ctx context.Context, args []string) error {
 		return err
 	}
 	return list(m, ctx, cf, c, "/v1/nodes", table[nodeRow]{
-		header: "NODE\tSTATE\tLEADER\tIN FLIGHT\tQUEUES\tLAST SEEN\tHOST\tVERSION\tTZDATA",
+		header: "NODE\tKIND\tSTATE\tLEADER\tIN FLIGHT\tQUEUES\tLAST SEEN\tHOST\tVERSION\tTZDATA",
 		row: func(n nodeRow) []any {
 			state := n.State
 			if n.Reason != "" {
@@ -97,10 +99,15 @@ func (m *Main) nodesList(ctx context.Context, args []string) error {
 			if n.Leader {
 				leader = "*"
 			}
-			return []any{n.ID, state, leader, n.InFlight, queueList(n.Queues), fmt.Sprintf("%.0fs ago", n.Since), n.Hostname, n.Version, orDash(n.TZData)}
+			kind, queues := "node", queueList(n.Queues)
+			if n.Kind == "remote" {
+				// A remote worker has no slots: it asks for what it wants.
+				kind, queues = "remote ("+n.Tenant+")", queueNames(n.Queues)
+			}
+			return []any{n.ID, kind, state, leader, n.InFlight, queues, fmt.Sprintf("%.0fs ago", n.Since), n.Hostname, n.Version, orDash(n.TZData)}
 		},
 		footer: func(nodes []nodeRow) string {
-			if d := tzdata.Disagreement(nodes, func(n nodeRow) (string, string, bool) { return n.ID, n.TZData, n.State != "dead" }); d != "" {
+			if d := tzdata.Disagreement(nodes, func(n nodeRow) (string, string, bool) { return n.ID, n.TZData, n.State != "dead" && n.Kind != "remote" }); d != "" {
 				return "warning: " + d
 			}
 			return ""

@@ -180,6 +180,7 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	// deferred drains stop the nodes, etcd and PostgreSQL.
 	for _, n := range running {
 		n.Worker().SetClaiming(false)
+		n.RemoteWorkers().EndWaits()
 	}
 	shutdownHTTP(srv, *nf.shutdownTimeout, log)
 	return nil

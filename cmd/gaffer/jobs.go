@@ -25,7 +25,13 @@ type jobRow struct {
 	Node        string          `json:"node"`
 	Args        json.RawMessage `json:"args"`
 	Result      json.RawMessage `json:"result"`
-	Errors      []struct {
+	Progress    *struct {
+		Percent float64    `json:"percent"`
+		Message string     `json:"message"`
+		Attempt int        `json:"attempt"`
+		At      *time.Time `json:"at"`
+	} `json:"progress"`
+	Errors []struct {
 		Attempt int    `json:"attempt"`
 		Kind    string `json:"kind"`
 		Error   string `json:"error"`
@@ -107,6 +113,10 @@ func (m *Main) jobsGet(ctx context.Context, args []string) error {
 	return show(m, ctx, cf, c, "GET", "/v1/jobs/"+url.PathEscape(fs.Arg(0)), nil, func(tw *tabwriter.Writer, j jobRow) {
 		fmt.Fprintf(tw, "id\t%d\nkind\t%s\ntenant\t%s\nqueue\t%s\nstate\t%s\npriority\t%d\nattempt\t%d of %d\nrun at\t%s\ncreated\t%s\nfinished\t%s\nnode\t%s\nargs\t%s\n",
 			j.ID, j.Kind, j.Tenant, j.Queue, j.State, j.Priority, j.Attempt, j.MaxAttempts, fmtTime(j.RunAt), fmtTime(j.CreatedAt), fmtTime(j.FinalizedAt), orDash(j.Node), j.Args)
+		if p := j.Progress; p != nil {
+			// The message is checked where it enters: one printable line.
+			fmt.Fprintf(tw, "progress\t%s%% %s (attempt %d, %s)\n", strconv.FormatFloat(p.Percent, 'f', -1, 64), p.Message, p.Attempt, fmtTime(p.At))
+		}
 		if len(j.Result) > 0 {
 			fmt.Fprintf(tw, "result\t%s\n", j.Result)
 		}

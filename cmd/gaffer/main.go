@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"text/tabwriter"
 )
 
 func main() {
@@ -92,9 +93,11 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 
 func (m *Main) usage() {
 	fmt.Fprintln(m.Stderr, "Usage: gaffer <command> [flags]\n\nCommands:")
+	tw := tabwriter.NewWriter(m.Stderr, 0, 0, 2, ' ', 0)
 	for _, c := range commands() {
-		fmt.Fprintf(m.Stderr, "  %-10s %s\n", c.name, c.summary)
+		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.summary)
 	}
+	tw.Flush()
 	fmt.Fprintln(m.Stderr, "\nRun 'gaffer <command> --help' for a command's flags.")
 }
 

@@ -18,6 +18,10 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
+	// The remote worker tests run it as a remote worker process.
+	if os.Getenv("GAFFER_E2E_REMOTE_WORKER") != "" {
+		os.Exit(runRemoteWorker())
+	}
 	pgtest.Main(m)
 }
 

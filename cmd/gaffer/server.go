@@ -37,6 +37,7 @@ type nodeFlags struct {
 	queues        *string
 	leaseTTL      *time.Duration
 	pollInterval  *time.Duration
+	remoteWait    *time.Duration
 	drainTimeout  *time.Duration
 	jobRetention  *time.Duration
 	dlqRetention  *time.Duration
@@ -56,15 +57,17 @@ func addNodeFlags(fs *flagSet) *nodeFlags {
 	return &nodeFlags{
 		webhookAllow: fs.String("webhook-allow", "", "", "destinations http jobs may call that are refused by default (loopback, private, link-local, this node's API, PostgreSQL and etcd): "+
 			"comma-separated CIDRs, addresses, host names and host:port; only an exact host:port opens one of the node's own endpoints"),
-		rateLimit:     fs.Int("rate-limit", "", 200, "API requests per second allowed per token (burst: twice that)"),
-		tlsCert:       fs.String("tls-cert", "", "", "serve HTTPS with this certificate (PEM); needs --tls-key"),
-		tlsKey:        fs.String("tls-key", "", "", "the certificate's private key (PEM)"),
-		etcd:          fs.String("etcd", "", "", "etcd endpoints, comma-separated; without them the node runs alone: no leader election, and cron and the other leader-only services run on it unfenced"),
-		sessionTTL:    fs.Duration("session-ttl", "", 10*time.Second, "etcd session TTL: how soon a dead node is noticed and a new leader elected"),
-		prefix:        fs.String("cluster-prefix", "", "/gaffer", "etcd key prefix; clusters sharing an etcd need different prefixes"),
-		queues:        fs.String("queues", "", "default=10", "queues to work and how many jobs of each to run at once: name=N,…"),
-		leaseTTL:      fs.Duration("lease-ttl", "", 30*time.Second, "how long a claimed job stays owned without a heartbeat"),
-		pollInterval:  fs.Duration("poll-interval", "", time.Second, "fallback poll for due jobs (inserts wake nodes at once)"),
+		rateLimit:    fs.Int("rate-limit", "", 200, "API requests per second allowed per token (burst: twice that)"),
+		tlsCert:      fs.String("tls-cert", "", "", "serve HTTPS with this certificate (PEM); needs --tls-key"),
+		tlsKey:       fs.String("tls-key", "", "", "the certificate's private key (PEM)"),
+		etcd:         fs.String("etcd", "", "", "etcd endpoints, comma-separated; without them the node runs alone: no leader election, and cron and the other leader-only services run on it unfenced"),
+		sessionTTL:   fs.Duration("session-ttl", "", 10*time.Second, "etcd session TTL: how soon a dead node is noticed and a new leader elected"),
+		prefix:       fs.String("cluster-prefix", "", "/gaffer", "etcd key prefix; clusters sharing an etcd need different prefixes"),
+		queues:       fs.String("queues", "", "default=10", "queues to work and how many jobs of each to run at once: name=N,…"),
+		leaseTTL:     fs.Duration("lease-ttl", "", 30*time.Second, "how long a claimed job stays owned without a heartbeat"),
+		pollInterval: fs.Duration("poll-interval", "", time.Second, "fallback poll for due jobs (inserts wake nodes at once)"),
+		remoteWait: fs.Duration("remote-max-wait", "", 30*time.Second, "the longest a remote worker's claim may wait for work (keep it below any proxy's idle timeout); "+
+			"a remote worker silent for this plus two lease TTLs is marked lost"),
 		drainTimeout:  fs.Duration("drain-timeout", "", 30*time.Second, "on SIGTERM, how long running jobs get to finish before they are released"),
 		jobRetention:  fs.Duration("job-retention", "", 24*time.Hour, "how long finished jobs are kept"),
 		dlqRetention:  fs.Duration("dlq-retention", "", 14*24*time.Hour, "how long DLQ entries are kept"),
@@ -105,7 +108,7 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 	if err != nil {
 		return gaffer.Config{}, usageError("--queues: " + err.Error())
 	}
-	for name, d := range map[string]time.Duration{"lease-ttl": *f.leaseTTL, "poll-interval": *f.pollInterval,
+	for name, d := range map[string]time.Duration{"lease-ttl": *f.leaseTTL, "poll-interval": *f.pollInterval, "remote-max-wait": *f.remoteWait,
 		"drain-timeout": *f.drainTimeout, "job-retention": *f.jobRetention, "dlq-retention": *f.dlqRetention,
 		"idempotency-retention": *f.idemRetention, "workflow-retention": *f.runRetention, "dead-node-retention": *f.nodeRetention,
 		"cron-history-retention": *f.cronRetention, "revoked-token-retention": *f.tokRetention} {
@@ -134,7 +137,13 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 			endpoints = append(endpoints, e)
 		}
 	}
-	cfg := gaffer.Config{Queues: queues, LeaseTTL: *f.leaseTTL, PollInterval: *f.pollInterval,
+	if *f.remoteWait > 5*time.Minute {
+		return gaffer.Config{}, usageError(fmt.Sprintf("--remote-max-wait must be at most 5m, got %s", *f.remoteWait))
+	}
+	if *f.remoteWait >= *f.writeTimeout {
+		return gaffer.Config{}, usageError(fmt.Sprintf("--remote-max-wait (%s) must be below --http-write-timeout (%s): a waiting claim must be able to answer", *f.remoteWait, *f.writeTimeout))
+	}
+	cfg := gaffer.Config{Queues: queues, LeaseTTL: *f.leaseTTL, PollInterval: *f.pollInterval, RemoteMaxWait: *f.remoteWait,
 		JobRetention: *f.jobRetention, DLQRetention: *f.dlqRetention, IdempotencyRetention: *f.idemRetention,
 		WorkflowRetention: *f.runRetention, DeadNodeRetention: *f.nodeRetention, CronHistoryRetention: *f.cronRetention,
 		RevokedTokenRetention: *f.tokRetention, EtcdEndpoints: endpoints,
@@ -254,11 +263,15 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 		// The node claims nothing new from the signal on (G6); requests in
 		// flight finish while it can still serve them; then it drains.
 		node.Worker().SetClaiming(false)
+		// Remote workers' waiting claims answer at once, so that the
+		// workers claim through another node.
+		node.RemoteWorkers().EndWaits()
 		shutdownHTTP(srv, *nf.shutdownTimeout, log)
 		log.Info("signal received; draining", "deadline", *nf.drainTimeout)
 		return drain(node, *nf.drainTimeout)
 	case <-node.Done():
 		log.Info("drained through the cluster; exiting")
+		node.RemoteWorkers().EndWaits()
 		shutdownHTTP(srv, *nf.shutdownTimeout, log)
 		return nil
 	}
@@ -345,7 +358,7 @@ func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, hook
 	// API and the dashboard's sign-in alike.
 	failures := auth.NewFailureLimiter(auth.FailureLimiterConfig{})
 	a, err := api.New(api.Config{Pool: n.Pool(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
-		Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), WebhookSecrets: secrets, Logger: log, Registerer: reg,
+		Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Remote: n.RemoteWorkers(), WebhookSecrets: secrets, Logger: log, Registerer: reg,
 		RateLimit: float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit, IdempotencyRetention: *nf.idemRetention,
 		TrustedProxies: hs.proxies, Failures: failures})
 	if err != nil {

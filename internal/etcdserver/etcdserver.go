@@ -6,7 +6,6 @@ package etcdserver
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gafferhq/gaffer/internal/localport"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -122,11 +122,11 @@ func newServer(name, dir string) (*Server, error) {
 		}
 		s.dir, s.tempDir = d, true
 	}
-	cp, err := freePort()
+	cp, err := localport.Free()
 	if err != nil {
 		return nil, err
 	}
-	pp, err := freePort()
+	pp, err := localport.Free()
 	if err != nil {
 		return nil, err
 	}
@@ -291,13 +291,4 @@ func (s *Server) cleanup() {
 	if s.tempDir {
 		os.RemoveAll(s.dir)
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -10,16 +10,11 @@
 package patroni
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -28,10 +23,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/gafferhq/gaffer/internal/faultproxy"
+	"github.com/gafferhq/gaffer/internal/localport"
 	"github.com/gafferhq/gaffer/internal/pgserver"
+	"github.com/gafferhq/gaffer/internal/runas"
 )
 
 // ErrNotInstalled is returned when the patroni command cannot be found.
@@ -117,7 +112,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	cred, err := credential()
+	cred, err := runas.Postgres("Patroni")
 	if err != nil {
 		return nil, err
 	}
@@ -126,17 +121,17 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{cfg: cfg, dir: dir, bin: bin}
-	if err := own(dir, cred); err != nil {
+	if err := runas.Chown(dir, cred); err != nil {
 		c.Stop()
 		return nil, err
 	}
 	for i := range cfg.Members {
 		m := &Member{Name: fmt.Sprintf("pg%d", i+1), dir: filepath.Join(dir, fmt.Sprintf("pg%d", i+1)), cred: cred}
-		if m.Port, err = freePort(); err != nil {
+		if m.Port, err = localport.Free(); err != nil {
 			c.Stop()
 			return nil, err
 		}
-		if m.RestPort, err = freePort(); err != nil {
+		if m.RestPort, err = localport.Free(); err != nil {
 			c.Stop()
 			return nil, err
 		}
@@ -154,7 +149,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			c.Stop()
 			return nil, err
 		}
-		if err := own(m.dir, cred); err != nil {
+		if err := runas.Chown(m.dir, cred); err != nil {
 			c.Stop()
 			return nil, err
 		}
@@ -361,120 +356,6 @@ func (m *Member) Log() string {
 	return string(b)
 }
 
-// memberStatus is one member in Patroni's GET /cluster.
-type memberStatus struct {
-	Name  string `json:"name"`
-	Role  string `json:"role"`  // leader, sync_standby, replica
-	State string `json:"state"` // running, streaming, …
-	Lag   any    `json:"lag"`
-}
-
-// Status asks any member's REST API for the cluster's members.
-func (c *Cluster) status(ctx context.Context) ([]memberStatus, error) {
-	var lastErr error
-	for _, m := range c.Members {
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("http://127.0.0.1:%d/cluster", m.RestPort), nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			cancel()
-			lastErr = err
-			continue
-		}
-		var body struct {
-			Members []memberStatus `json:"members"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		cancel()
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		return body.Members, nil
-	}
-	return nil, lastErr
-}
-
-// Describe is the cluster as Patroni sees it, one member a line.
-func (c *Cluster) Describe(ctx context.Context) string {
-	ms, err := c.status(ctx)
-	if err != nil {
-		return "no member answers: " + err.Error()
-	}
-	var b bytes.Buffer
-	for _, m := range ms {
-		fmt.Fprintf(&b, "%s %s %s lag=%v; ", m.Name, m.Role, m.State, m.Lag)
-	}
-	return b.String()
-}
-
-// WaitPrimary waits until a member other than except is the running
-// leader and accepts writes, and returns it.
-func (c *Cluster) WaitPrimary(ctx context.Context, except *Member) (*Member, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	for {
-		ms, _ := c.status(ctx)
-		for _, s := range ms {
-			if s.Role != "leader" || s.State != "running" {
-				continue
-			}
-			for _, m := range c.Members {
-				if m.Name == s.Name && m != except && m.writable(ctx) {
-					return m, nil
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("no primary within 2 minutes: %s", c.Describe(context.Background()))
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// writable reports whether m's PostgreSQL takes writes. (Patroni's
-// REST API calls a member primary as soon as it has asked for the
-// promotion, a moment before PostgreSQL leaves recovery.)
-func (m *Member) writable(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, m.URL("postgres")+"&target_session_attrs=read-write")
-	if err != nil {
-		return false
-	}
-	conn.Close(ctx)
-	return true
-}
-
-// WaitReplicas waits until every member but the primary streams from it
-// and, unless Asynchronous, one of them is the synchronous standby.
-func (c *Cluster) WaitReplicas(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	for {
-		ms, _ := c.status(ctx)
-		streaming, sync := 0, 0
-		for _, s := range ms {
-			if s.Role != "leader" && (s.State == "streaming" || s.State == "running") {
-				streaming++
-			}
-			if s.Role == "sync_standby" && (s.State == "streaming" || s.State == "running") {
-				sync++
-			}
-		}
-		if len(ms) == len(c.Members) && streaming == len(c.Members)-1 && (c.cfg.Asynchronous || sync > 0) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("standbys not streaming (synchronous: %v) within 3 minutes: %s", !c.cfg.Asynchronous, c.Describe(context.Background()))
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
 // Stop kills every member and removes the cluster's directories.
 func (c *Cluster) Stop() {
 	for _, m := range c.Members {
@@ -486,42 +367,6 @@ func (c *Cluster) Stop() {
 	if c.dir != "" {
 		os.RemoveAll(c.dir)
 	}
-}
-
-// credential returns the credentials to run Patroni with: nil (the
-// current user) unless we are root, in which case the postgres user.
-func credential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return nil, fmt.Errorf("running as root, and PostgreSQL refuses to: need a \"postgres\" system user to run Patroni as: %w", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-func own(dir string, cred *syscall.Credential) error {
-	if cred == nil {
-		return nil
-	}
-	return filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, int(cred.Uid), int(cred.Gid))
-	})
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Require skips t where patroni is not installed, or fails it when

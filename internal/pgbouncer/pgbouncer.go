@@ -13,7 +13,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gafferhq/gaffer/internal/localport"
+	"github.com/gafferhq/gaffer/internal/runas"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -78,7 +79,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.PoolSize == 0 {
 		cfg.PoolSize = 5
 	}
-	cred, err := credential()
+	cred, err := runas.Postgres("PgBouncer")
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +107,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, s.fail(err)
 	}
 	for attempt := 1; ; attempt++ {
-		if s.port, err = freePort(); err != nil {
+		if s.port, err = localport.Free(); err != nil {
 			return nil, s.fail(err)
 		}
 		settings["listen_port"] = strconv.Itoa(s.port)
@@ -119,7 +120,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		if err := os.WriteFile(conf, []byte(ini.String()), 0o600); err != nil {
 			return nil, s.fail(err)
 		}
-		if err := own(dir, cred); err != nil {
+		if err := runas.Chown(dir, cred); err != nil {
 			return nil, s.fail(err)
 		}
 		cmd := exec.Command(bin, conf)
@@ -209,40 +210,4 @@ func Require(t testing.TB) {
 		t.Fatalf("GAFFER_REQUIRE_PGBOUNCER is set and %v", ErrNotInstalled)
 	}
 	t.Skipf("skipped: %v (set GAFFER_REQUIRE_PGBOUNCER=1 to fail instead)", ErrNotInstalled)
-}
-
-// credential returns the credentials to run PgBouncer with: nil (the
-// current user) unless we are root, in which case the postgres user.
-func credential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return nil, fmt.Errorf("running as root, and PgBouncer refuses to: need a \"postgres\" system user to run it as: %w", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-func own(dir string, cred *syscall.Credential) error {
-	if cred == nil {
-		return nil
-	}
-	return filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, int(cred.Uid), int(cred.Gid))
-	})
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -3,27 +3,10 @@ package pgserver
 import (
 	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 )
-
-// credential returns the credentials to run the server with: nil (the
-// current user) unless we are root, in which case the postgres user.
-func credential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return nil, fmt.Errorf("running as root, and PostgreSQL refuses to: need a \"postgres\" system user to run the server as: %w", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
 
 // letThrough makes sure the server's user can reach dir: it opens parent
 // and the directories between it and dir to that user (group search

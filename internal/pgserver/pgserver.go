@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +23,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gafferhq/gaffer/internal/localport"
+	"github.com/gafferhq/gaffer/internal/runas"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -81,7 +82,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	cred, err := credential()
+	cred, err := runas.Postgres("PostgreSQL")
 	if err != nil {
 		return nil, err
 	}
@@ -349,14 +350,7 @@ func versionOf(binDir string) int {
 
 // freePort finds a loopback port nobody listens on; a variable so a test
 // can hand out a taken one.
-var freePort = func() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+var freePort = localport.Free
 
 func tail(s string, n int) string {
 	if len(s) > n {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/gafferhq/gaffer/internal/runas"
 )
 
 // needRoot skips a test of what Start does when it runs the server as the
@@ -16,7 +18,7 @@ func needRoot(t *testing.T) *syscall.Credential {
 	if os.Geteuid() != 0 {
 		t.Skip("Start runs the server as the postgres user only when the caller is root")
 	}
-	cred, err := credential()
+	cred, err := runas.Postgres("PostgreSQL")
 	if err != nil {
 		t.Fatal(err)
 	}

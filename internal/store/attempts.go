@@ -66,22 +66,36 @@ func (p ClaimPosition) Less(q ClaimPosition) bool {
 // incremented and its lease expires LeaseTTL after the database's now().
 // A paused queue yields nothing.
 func (s *Store) ClaimJobs(ctx context.Context, p ClaimParams) ([]Job, error) {
-	n := len(p.Cursors)
-	tenants, fkeys, prios, runAts, ids := make([]string, n), make([]string, n), make([]int16, n), make([]time.Time, n), make([]int64, n)
-	for i, c := range p.Cursors {
-		tenants[i], fkeys[i], prios[i], runAts[i], ids[i] = c.Tenant, c.FairnessKey, int16(c.Priority), c.RunAt, c.ID
-	}
-	var belowTenant, belowKey *string
-	if p.Below != nil {
-		belowTenant, belowKey = &p.Below.Tenant, &p.Below.FairnessKey
-	}
+	a := claimArgsOf(p.Cursors, p.Below)
 	rows, err := s.pool.Query(ctx, sqlClaimJobs, p.Queue, p.Limit, p.Token, p.LeaseTTL.Milliseconds(), p.Node,
-		tenants, fkeys, prios, runAts, ids, belowTenant, belowKey)
+		a.tenants, a.fkeys, a.prios, a.runAts, a.ids, a.belowTenant, a.belowKey)
 	jobs, err := collectJobs(rows, err)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	return jobs, nil
+}
+
+// claimArgs are a claim's unit cursors and resume point as the claim
+// functions take them: one array per cursor field.
+type claimArgs struct {
+	tenants, fkeys        []string
+	prios                 []int16
+	runAts                []time.Time
+	ids                   []int64
+	belowTenant, belowKey *string
+}
+
+func claimArgsOf(cursors []UnitCursor, below *Unit) claimArgs {
+	n := len(cursors)
+	a := claimArgs{tenants: make([]string, n), fkeys: make([]string, n), prios: make([]int16, n), runAts: make([]time.Time, n), ids: make([]int64, n)}
+	for i, c := range cursors {
+		a.tenants[i], a.fkeys[i], a.prios[i], a.runAts[i], a.ids[i] = c.Tenant, c.FairnessKey, int16(c.Priority), c.RunAt, c.ID
+	}
+	if below != nil {
+		a.belowTenant, a.belowKey = &below.Tenant, &below.FairnessKey
+	}
+	return a
 }
 
 // Completion is a finished attempt's lease and its result (nil for none).
@@ -312,10 +326,23 @@ func (s *Store) RequestCancel(ctx context.Context, tenant string, id int64) (str
 }
 
 // GetJob returns one job; tenant, when not empty, scopes the lookup.
+// Its Progress is set when an attempt reported any.
 func (s *Store) GetJob(ctx context.Context, tenant string, id int64) (Job, error) {
-	j, err := scanJob(s.pool.QueryRow(ctx, sqlGetJob, id, nullString(tenant)))
+	var (
+		percent *float32
+		message *string
+		attempt *int32
+		at      *time.Time
+	)
+	j, err := scanJob(s.pool.QueryRow(ctx, sqlGetJob, id, nullString(tenant)), &percent, &message, &attempt, &at)
 	if err != nil {
 		return Job{}, notFound(err)
+	}
+	if percent != nil && attempt != nil && at != nil {
+		j.Progress = &Progress{Percent: float64(*percent), Attempt: int(*attempt), At: *at}
+		if message != nil {
+			j.Progress.Message = *message
+		}
 	}
 	return j, nil
 }

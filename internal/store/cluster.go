@@ -48,6 +48,12 @@ type NodeRow struct {
 	LeftReason       string
 	// SinceSeen is how long ago, by the database clock, the node reported.
 	SinceSeen time.Duration
+	// Kind is "node" or "remote" (a remote worker); Tenant is a remote
+	// worker's tenant ("*" for one spanning tenants) and Kinds the kinds
+	// it named.
+	Kind   string
+	Tenant string
+	Kinds  []string
 }
 
 // RegisterNode records a (re)starting node as active with no drain;
@@ -153,13 +159,16 @@ func (s *Store) ListNodes(ctx context.Context) ([]NodeRow, error) {
 	var out []NodeRow
 	for rows.Next() {
 		var n NodeRow
-		var queues []byte
+		var queues, kinds []byte
 		var since float64
 		if err := rows.Scan(&n.ID, &n.Hostname, &n.Version, &n.TZData, &queues, &n.State, &n.InFlight, &n.StartedAt, &n.LastSeen,
-			&n.DrainRequestedAt, &n.DrainDeadline, &n.DrainedAt, &n.LeftAt, &n.LeftReason, &since); err != nil {
+			&n.DrainRequestedAt, &n.DrainDeadline, &n.DrainedAt, &n.LeftAt, &n.LeftReason, &since, &n.Kind, &n.Tenant, &kinds); err != nil {
 			return nil, fmt.Errorf("list nodes: %w", err)
 		}
 		_ = json.Unmarshal(queues, &n.Queues)
+		if n.Kind == "remote" {
+			_ = json.Unmarshal(kinds, &n.Kinds)
+		}
 		n.SinceSeen = time.Duration(since * float64(time.Second))
 		out = append(out, n)
 	}

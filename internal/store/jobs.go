@@ -51,6 +51,19 @@ type Job struct {
 	// enqueued in ("" for none), in canonical form.
 	TraceParent string
 	TraceState  string
+	// Progress is the last progress an attempt reported; only GetJob
+	// reads it.
+	Progress *Progress
+}
+
+// Progress is what a running attempt last reported of how far it got.
+type Progress struct {
+	Percent float64
+	Message string
+	// Attempt is the attempt that reported it; At is when (database
+	// clock).
+	Attempt int
+	At      time.Time
 }
 
 // Lease names one attempt of one job: the compare-and-set key of every

@@ -4,7 +4,7 @@
 -- A (re)starting node: active, drain cleared.
 INSERT INTO gaffer.nodes (id, hostname, version, tzdata, queues, kinds, state, in_flight, started_at, last_seen)
 VALUES ($1, $2, $3, $4, $5, $6, 'active', 0, now(), now())
-ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, version = excluded.version, tzdata = excluded.tzdata,
+ON CONFLICT (id) DO UPDATE SET kind = 'node', tenant = NULL, hostname = excluded.hostname, version = excluded.version, tzdata = excluded.tzdata,
     queues = excluded.queues, kinds = excluded.kinds, state = 'active', in_flight = 0, started_at = now(), last_seen = now(),
     drain_requested_at = NULL, drain_deadline = NULL, drained_at = NULL, left_at = NULL, left_reason = NULL;
 
@@ -34,7 +34,8 @@ WHERE id = $1 AND state <> 'dead'
 RETURNING id;
 
 -- name: live_nodes
-SELECT id FROM gaffer.nodes WHERE state <> 'dead';
+-- Nodes only: a remote worker has no etcd registration to compare with.
+SELECT id FROM gaffer.nodes WHERE state <> 'dead' AND kind = 'node';
 
 -- name: request_drain
 -- $1 id, $2 deadline ms from now. Unknown and dead nodes answer nothing.
@@ -62,11 +63,17 @@ WITH upd AS (
 SELECT id, (SELECT count(*) FROM tell) FROM upd;
 
 -- name: list_nodes
-SELECT id, hostname, version, tzdata, queues, state, in_flight, started_at, last_seen,
-       drain_requested_at, drain_deadline, drained_at, left_at, coalesce(left_reason, ''),
-       extract(epoch FROM now() - last_seen)::float8
-FROM gaffer.nodes
-ORDER BY id;
+-- Nodes first, then remote workers, whose in-flight count is their
+-- running attempts (they report nothing themselves).
+SELECT n.id, n.hostname, n.version, n.tzdata, n.queues, n.state,
+       CASE WHEN n.kind = 'remote' AND n.state <> 'dead'
+            THEN (SELECT count(*)::integer FROM gaffer.jobs j WHERE j.state = 'running' AND j.node = n.id)
+            ELSE n.in_flight END,
+       n.started_at, n.last_seen,
+       n.drain_requested_at, n.drain_deadline, n.drained_at, n.left_at, coalesce(n.left_reason, ''),
+       extract(epoch FROM now() - n.last_seen)::float8, n.kind, coalesce(n.tenant, ''), n.kinds
+FROM gaffer.nodes n
+ORDER BY n.kind, n.id;
 
 -- name: raise_fence
 -- $1 epoch, $2 leader. Succeeds only for a newer epoch (or the same
@@ -87,9 +94,9 @@ SELECT epoch FROM gaffer.leader_fence FOR SHARE;
 
 -- name: known_labels
 -- The kinds and queues of the nodes that have not left: what metrics may
--- use as label values.
-SELECT coalesce((SELECT array_agg(DISTINCT k) FROM gaffer.nodes, jsonb_array_elements_text(kinds) k WHERE state <> 'dead'), '{}'),
-       coalesce((SELECT array_agg(DISTINCT q) FROM gaffer.nodes, jsonb_object_keys(queues) q WHERE state <> 'dead'), '{}');
+-- use as label values. Not a remote worker's: a tenant names those.
+SELECT coalesce((SELECT array_agg(DISTINCT k) FROM gaffer.nodes, jsonb_array_elements_text(kinds) k WHERE state <> 'dead' AND kind = 'node'), '{}'),
+       coalesce((SELECT array_agg(DISTINCT q) FROM gaffer.nodes, jsonb_object_keys(queues) q WHERE state <> 'dead' AND kind = 'node'), '{}');
 
 -- name: delete_dead_nodes
 -- Retention: $1 age ms, $2 batch size. Nodes that left (or were lost)

@@ -199,7 +199,9 @@ WITH upd AS (
 SELECT state, (SELECT count(*) FROM tell) FROM upd;
 
 -- name: get_job
-SELECT {{job}} FROM gaffer.jobs WHERE id = $1 AND ($2::text IS NULL OR tenant = $2);
+-- With the last progress an attempt reported (migration 0018).
+SELECT {{job}}, progress, progress_message, progress_attempt, progress_at
+FROM gaffer.jobs WHERE id = $1 AND ($2::text IS NULL OR tenant = $2);
 
 -- name: delete_finished_jobs
 -- Retention: $1 age ms, $2 batch size.

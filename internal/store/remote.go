@@ -1,0 +1,218 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	sqlRegisterRemoteWorker = query("register_remote_worker")
+	sqlTouchRemoteWorker    = query("touch_remote_worker")
+	sqlClaimJobsRemote      = query("claim_jobs_remote")
+	sqlJobsOfTenant         = query("jobs_of_tenant")
+	sqlReleaseNodeJobs      = query("release_node_jobs")
+	sqlRemoteWorkerLeft     = query("remote_worker_left")
+	sqlSweepRemoteWorkers   = query("sweep_remote_workers")
+	sqlSetProgress          = query("set_progress")
+)
+
+// ErrTooMany means a tenant holds as many remote workers as it may.
+var ErrTooMany = errors.New("too many remote workers")
+
+// AllTenants is the tenant of a remote worker that works every tenant's
+// jobs.
+const AllTenants = "*"
+
+// RemoteWorkerParams is a remote worker to register.
+type RemoteWorkerParams struct {
+	ID      string
+	Name    string
+	Version string
+	Tenant  string // a tenant, or AllTenants
+	Queues  []string
+	Kinds   []string // none: every kind
+	// MaxPerTenant caps the rows the tenant's workers hold, live or gone
+	// and not yet deleted.
+	MaxPerTenant int
+}
+
+// RegisterRemoteWorker records a new remote worker as active. Errors:
+// ErrTooMany at the tenant's cap, ErrConflict for an id in use.
+func (s *Store) RegisterRemoteWorker(ctx context.Context, p RemoteWorkerParams) error {
+	queues := make(map[string]int, len(p.Queues))
+	for _, q := range p.Queues {
+		queues[q] = 0
+	}
+	qj, _ := json.Marshal(queues)
+	kinds := p.Kinds
+	if kinds == nil {
+		kinds = []string{}
+	}
+	kj, _ := json.Marshal(kinds)
+	var id string
+	err := s.pool.QueryRow(ctx, sqlRegisterRemoteWorker, p.ID, p.Name, p.Version, qj, kj, p.Tenant, p.MaxPerTenant).Scan(&id)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return ErrTooMany
+	case isUniqueViolation(err):
+		return ErrConflict
+	case err != nil:
+		return fmt.Errorf("register remote worker: %w", err)
+	}
+	return nil
+}
+
+// RemoteWorkerRow is a remote worker as a claim reads it.
+type RemoteWorkerRow struct {
+	Tenant   string // a tenant, or AllTenants
+	Queues   []string
+	Kinds    []string
+	State    string
+	Draining bool
+	// LeftReason is why a gone worker left: drained, stopped or lost.
+	LeftReason string
+}
+
+// TouchRemoteWorker records a call from remote worker id and returns it.
+// tenant, when not empty, is the caller's: another tenant's worker is
+// ErrNotFound.
+func (s *Store) TouchRemoteWorker(ctx context.Context, id, tenant string) (RemoteWorkerRow, error) {
+	var w RemoteWorkerRow
+	var queues, kinds []byte
+	err := s.pool.QueryRow(ctx, sqlTouchRemoteWorker, id, nullString(tenant)).Scan(&w.Tenant, &queues, &kinds, &w.State, &w.Draining, &w.LeftReason)
+	if err != nil {
+		return w, notFound(err)
+	}
+	var qm map[string]int
+	_ = json.Unmarshal(queues, &qm)
+	for q := range qm {
+		w.Queues = append(w.Queues, q)
+	}
+	_ = json.Unmarshal(kinds, &w.Kinds)
+	return w, nil
+}
+
+// RemoteClaimParams is a remote worker's claim of one queue.
+type RemoteClaimParams struct {
+	ClaimParams // Node is the worker's id
+	// Tenant confines the claim to one tenant's jobs; AllTenants or ""
+	// takes any tenant's.
+	Tenant string
+	// Kinds confines it to jobs of these kinds; none: any kind.
+	Kinds []string
+}
+
+// ClaimJobsRemote claims up to Limit due jobs of one queue for a remote
+// worker, as ClaimJobs does for a node: fairly among the units, within
+// the limits, under a new lease each. A paused queue, or a worker that is
+// draining, gone or unknown, gets nothing.
+func (s *Store) ClaimJobsRemote(ctx context.Context, p RemoteClaimParams) ([]Job, error) {
+	a := claimArgsOf(p.Cursors, p.Below)
+	var tenant *string
+	if p.Tenant != AllTenants {
+		tenant = nullString(p.Tenant)
+	}
+	var kinds []string
+	if len(p.Kinds) > 0 {
+		kinds = p.Kinds
+	}
+	rows, err := s.pool.Query(ctx, sqlClaimJobsRemote, p.Queue, p.Limit, p.Token, p.LeaseTTL.Milliseconds(), p.Node,
+		tenant, kinds, a.tenants, a.fkeys, a.prios, a.runAts, a.ids, a.belowTenant, a.belowKey)
+	jobs, err := collectJobs(rows, err)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// JobLabel is a job's queue and kind.
+type JobLabel struct {
+	Queue, Kind string
+}
+
+// JobsOfTenant returns, of the jobs ids, those that belong to tenant
+// ("": any), with their queue and kind.
+func (s *Store) JobsOfTenant(ctx context.Context, ids []int64, tenant string) (map[int64]JobLabel, error) {
+	rows, err := s.pool.Query(ctx, sqlJobsOfTenant, ids, nullString(tenant))
+	if err != nil {
+		return nil, fmt.Errorf("look up jobs: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[int64]JobLabel, len(ids))
+	for rows.Next() {
+		var id int64
+		var l JobLabel
+		if err := rows.Scan(&id, &l.Queue, &l.Kind); err != nil {
+			return nil, fmt.Errorf("look up jobs: %w", err)
+		}
+		out[id] = l
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("look up jobs: %w", err)
+	}
+	return out, nil
+}
+
+// ReleaseNodeJobs gives back every attempt running on the given nodes or
+// remote workers without using it up, and returns how many.
+func (s *Store) ReleaseNodeJobs(ctx context.Context, ids []string, reason string) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, sqlReleaseNodeJobs, ids, reason).Scan(&n); err != nil {
+		return 0, fmt.Errorf("release jobs: %w", err)
+	}
+	return n, nil
+}
+
+// RemoteWorkerLeft records that remote worker id stopped. tenant, when
+// not empty, is the caller's. Errors: ErrNotFound for an unknown worker,
+// another tenant's, or one already gone.
+func (s *Store) RemoteWorkerLeft(ctx context.Context, id, tenant string) error {
+	var got string
+	if err := s.pool.QueryRow(ctx, sqlRemoteWorkerLeft, id, nullString(tenant)).Scan(&got); err != nil {
+		err = notFound(err)
+		if errors.Is(err, ErrNotFound) {
+			return err
+		}
+		return fmt.Errorf("record remote worker %s left: %w", id, err)
+	}
+	return nil
+}
+
+// RemoteSweep is what one sweep of the remote workers did.
+type RemoteSweep struct {
+	Released, Drained, Lost int
+	// Live is how many remote workers are active or draining now.
+	Live int
+}
+
+// SweepRemoteWorkers moves remote workers along by the database clock:
+// drain orders, drain deadlines (running attempts released), drains
+// finished, workers silent for silent marked lost, and workers gone for
+// keep deleted.
+func (s *Store) SweepRemoteWorkers(ctx context.Context, silent, keep time.Duration) (RemoteSweep, error) {
+	var r RemoteSweep
+	err := s.pool.QueryRow(ctx, sqlSweepRemoteWorkers, silent.Milliseconds(), keep.Milliseconds()).Scan(&r.Released, &r.Drained, &r.Lost, &r.Live)
+	if err != nil {
+		return r, fmt.Errorf("sweep remote workers: %w", err)
+	}
+	return r, nil
+}
+
+// SetProgress records an attempt's progress, compare-and-set on its
+// lease. Errors: ErrStale.
+func (s *Store) SetProgress(ctx context.Context, l Lease, percent float64, message string) error {
+	var id int64
+	err := s.pool.QueryRow(ctx, sqlSetProgress, l.ID, l.Attempt, l.Token, float32(percent), message).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrStale
+	}
+	if err != nil {
+		return fmt.Errorf("set progress of job %d: %w", l.ID, err)
+	}
+	return nil
+}

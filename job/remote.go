@@ -1,0 +1,360 @@
+package job
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gafferhq/gaffer/internal/service"
+	"github.com/gafferhq/gaffer/internal/store"
+)
+
+// RemoteConfig configures RemoteWorkers. Zero values take the defaults
+// shown.
+type RemoteConfig struct {
+	Pool    *pgxpool.Pool // required
+	Metrics *Metrics
+	Logger  hclog.Logger
+	// LeaseTTL is how long a remote claim holds a job without a heartbeat.
+	// Default 30s; a node gives its own.
+	LeaseTTL time.Duration
+	// MaxWait bounds how long one claim may wait for work. Default 30s.
+	MaxWait time.Duration
+	// PollInterval: while a claim waits, how often it also looks for work
+	// no notification announces (a retry whose backoff ended, a rate
+	// limit's refilled token, a slot freed on another node). Default 1s.
+	PollInterval time.Duration
+	// MaxClaim caps the jobs one claim takes. Default 1000.
+	MaxClaim int
+	// SilentAfter: a remote worker not heard from (no claim, no
+	// heartbeat) for this long is marked lost in the nodes view. Its jobs
+	// do not wait for it: their leases expire after LeaseTTL and the lease
+	// rescuer runs them again. Default MaxWait + 2×LeaseTTL.
+	SilentAfter time.Duration
+	// Keep is how long a gone remote worker stays in the nodes view.
+	// Default 10m.
+	Keep time.Duration
+	// MaxPerTenant caps a tenant's remote workers, live or gone within
+	// Keep. Default 1000.
+	MaxPerTenant int
+	// SweepInterval: how often this node moves remote workers along
+	// (drains, deadlines, silence) while any is live; five times that
+	// while none is. Default 1s.
+	SweepInterval time.Duration
+	// CursorReset is WorkerConfig.CursorReset for remote claims. Default
+	// 1s.
+	CursorReset time.Duration
+}
+
+func (c *RemoteConfig) setDefaults() error {
+	if c.Pool == nil {
+		return errors.New("RemoteConfig.Pool is required")
+	}
+	for name, d := range map[string]time.Duration{"LeaseTTL": c.LeaseTTL, "MaxWait": c.MaxWait, "PollInterval": c.PollInterval,
+		"SilentAfter": c.SilentAfter, "Keep": c.Keep, "SweepInterval": c.SweepInterval, "CursorReset": c.CursorReset} {
+		if d < 0 {
+			return fmt.Errorf("RemoteConfig.%s must not be negative, got %s", name, d)
+		}
+	}
+	if c.MaxClaim < 0 || c.MaxPerTenant < 0 {
+		return errors.New("RemoteConfig: MaxClaim and MaxPerTenant must not be negative")
+	}
+	if c.LeaseTTL > 0 && c.LeaseTTL < 500*time.Millisecond {
+		return fmt.Errorf("RemoteConfig.LeaseTTL must be at least 500ms, got %s", c.LeaseTTL)
+	}
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(nil)
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.LeaseTTL, 30*time.Second)
+	def(&c.MaxWait, 30*time.Second)
+	def(&c.PollInterval, time.Second)
+	def(&c.SilentAfter, c.MaxWait+2*c.LeaseTTL)
+	def(&c.Keep, 10*time.Minute)
+	def(&c.SweepInterval, time.Second)
+	def(&c.CursorReset, time.Second)
+	if c.MaxClaim == 0 {
+		c.MaxClaim = 1000
+	}
+	if c.MaxPerTenant == 0 {
+		c.MaxPerTenant = 1000
+	}
+	return nil
+}
+
+// RemoteWorkers lets processes in any language work jobs over HTTP under
+// the same fenced attempts as a node (G11): a remote worker registers,
+// claims jobs of its tenant, queues and kinds (waiting for them up to
+// MaxWait, woken by the same notifications that wake nodes), and records
+// heartbeats, outcomes and progress with each attempt's lease. Every
+// write is the store's compare-and-set on (job, attempt, lease token,
+// running), the very statement a node's worker uses: once the attempt is
+// no longer current it changes nothing and returns ErrLeaseLost.
+//
+// A remote worker is a row of the nodes table (kind "remote"): it is
+// drained like a node (cluster.Admin.Drain: its claims return nothing,
+// its running jobs may finish until the deadline, then they are
+// released), its claims go through the same fairness and limit admission
+// as a node's, and a worker that stops calling loses its leases when
+// they expire, like a node. Any node serves any remote worker; each node
+// runs the sweep that moves drains and silent workers along.
+//
+// Start and Stop run the sweep; the other methods work without it.
+type RemoteWorkers struct {
+	cfg     RemoteConfig
+	store   *store.Store
+	log     hclog.Logger
+	metrics *Metrics
+	sweeper service.Runner
+
+	mu       sync.Mutex
+	byQueue  map[string]map[*waiter]struct{}
+	byWorker map[string]map[*waiter]struct{}
+	ending   chan struct{} // closed by EndWaits
+	ended    bool
+
+	cursorMu sync.Mutex
+	cursors  map[cursorKey]*claimCursor
+
+	rotor atomic.Uint32 // where a claim of several queues starts
+}
+
+// NewRemoteWorkers validates cfg and returns RemoteWorkers whose sweep is
+// stopped.
+func NewRemoteWorkers(cfg RemoteConfig) (*RemoteWorkers, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &RemoteWorkers{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("remote_workers"), metrics: cfg.Metrics,
+		byQueue: map[string]map[*waiter]struct{}{}, byWorker: map[string]map[*waiter]struct{}{}, ending: make(chan struct{}),
+		cursors: map[cursorKey]*claimCursor{}}, nil
+}
+
+// Errors of the remote worker calls.
+var (
+	// ErrUnknownWorker: no remote worker has that id (or it is another
+	// tenant's).
+	ErrUnknownWorker = errors.New("unknown remote worker")
+	// ErrWorkerGone: the remote worker left (stopped) or was marked lost
+	// after falling silent; register again. (A drained worker's claims
+	// answer Draining instead.)
+	ErrWorkerGone = errors.New("remote worker gone")
+	// ErrTooManyWorkers: the tenant holds RemoteConfig.MaxPerTenant
+	// remote workers.
+	ErrTooManyWorkers = errors.New("too many remote workers")
+)
+
+// Limits on what a remote worker names.
+const (
+	MaxRemoteQueues  = 32
+	MaxRemoteKinds   = 256
+	MaxRemoteNameLen = 64
+)
+
+// RemoteRegistration is a remote worker to register.
+type RemoteRegistration struct {
+	// Tenant is the tenant whose jobs it works, or AllTenants ("*") for
+	// every tenant's (a spanning token's worker).
+	Tenant string
+	// Name and Version are shown in the nodes view (optional; printable,
+	// at most MaxRemoteNameLen bytes each).
+	Name, Version string
+	// Queues it claims from: 1 to MaxRemoteQueues names.
+	Queues []string
+	// Kinds it claims: up to MaxRemoteKinds; none claims every kind in its
+	// queues, as a node does.
+	Kinds []string
+}
+
+// AllTenants is the tenant of a remote worker that works every tenant's
+// jobs.
+const AllTenants = store.AllTenants
+
+// RemoteWorker is a registered remote worker and the timings it must keep.
+type RemoteWorker struct {
+	ID      string   `json:"id"`
+	Name    string   `json:"name"`
+	Version string   `json:"version"`
+	Tenant  string   `json:"tenant"`
+	Queues  []string `json:"queues"`
+	Kinds   []string `json:"kinds"`
+	// LeaseTTL is how long a claimed job is held without a heartbeat;
+	// HeartbeatInterval (a third of it) how often to heartbeat; MaxWait
+	// the longest a claim may wait.
+	LeaseTTL          time.Duration `json:"-"`
+	HeartbeatInterval time.Duration `json:"-"`
+	MaxWait           time.Duration `json:"-"`
+}
+
+func (reg *RemoteRegistration) check() error {
+	if reg.Tenant != AllTenants {
+		if err := ValidateName("tenant", reg.Tenant); err != nil {
+			return err
+		}
+	}
+	for field, v := range map[string]string{"name": reg.Name, "version": reg.Version} {
+		if err := checkLabel(field, v); err != nil {
+			return err
+		}
+	}
+	if len(reg.Queues) == 0 || len(reg.Queues) > MaxRemoteQueues {
+		return &ValidationError{Field: "queues", Message: fmt.Sprintf("name 1 to %d queues, got %d", MaxRemoteQueues, len(reg.Queues))}
+	}
+	for _, q := range reg.Queues {
+		if err := ValidateName("queues", q); err != nil {
+			return err
+		}
+	}
+	if len(reg.Kinds) > MaxRemoteKinds {
+		return &ValidationError{Field: "kinds", Message: fmt.Sprintf("name at most %d kinds, got %d", MaxRemoteKinds, len(reg.Kinds))}
+	}
+	for _, k := range reg.Kinds {
+		if err := ValidateKind(k); err != nil {
+			return &ValidationError{Field: "kinds", Message: err.(*ValidationError).Message}
+		}
+	}
+	reg.Queues = dedupe(reg.Queues)
+	reg.Kinds = dedupe(reg.Kinds)
+	return nil
+}
+
+// checkLabel checks a short text a worker names itself with: shown to
+// operators, so printable and bounded.
+func checkLabel(field, v string) error {
+	if len(v) > MaxRemoteNameLen || !utf8.ValidString(v) {
+		return &ValidationError{Field: field, Message: fmt.Sprintf("must be UTF-8 of at most %d bytes", MaxRemoteNameLen)}
+	}
+	for _, r := range v {
+		if !unicode.IsPrint(r) {
+			return &ValidationError{Field: field, Message: fmt.Sprintf("must be printable, got %U", r)}
+		}
+	}
+	return nil
+}
+
+func dedupe(xs []string) []string {
+	out := slices.Clone(xs)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Register records a new remote worker and returns it with its id.
+// Errors: *ValidationError, ErrTooManyWorkers.
+func (r *RemoteWorkers) Register(ctx context.Context, reg RemoteRegistration) (RemoteWorker, error) {
+	if err := reg.check(); err != nil {
+		return RemoteWorker{}, err
+	}
+	if reg.Name == "" {
+		reg.Name = "remote"
+	}
+	for range 3 {
+		b := make([]byte, 8)
+		crand.Read(b)
+		id := "rw_" + hex.EncodeToString(b)
+		err := r.store.RegisterRemoteWorker(ctx, store.RemoteWorkerParams{ID: id, Name: reg.Name, Version: reg.Version,
+			Tenant: reg.Tenant, Queues: reg.Queues, Kinds: reg.Kinds, MaxPerTenant: r.cfg.MaxPerTenant})
+		switch {
+		case errors.Is(err, store.ErrConflict):
+			continue
+		case errors.Is(err, store.ErrTooMany):
+			return RemoteWorker{}, fmt.Errorf("%w: tenant %q has %d", ErrTooManyWorkers, reg.Tenant, r.cfg.MaxPerTenant)
+		case err != nil:
+			return RemoteWorker{}, err
+		}
+		r.log.Info("remote worker registered", "worker", id, "tenant", reg.Tenant, "queues", reg.Queues, "kinds", len(reg.Kinds))
+		return RemoteWorker{ID: id, Name: reg.Name, Version: reg.Version, Tenant: reg.Tenant, Queues: reg.Queues, Kinds: reg.Kinds,
+			LeaseTTL: r.cfg.LeaseTTL, HeartbeatInterval: r.cfg.LeaseTTL / 3, MaxWait: r.cfg.MaxWait}, nil
+	}
+	return RemoteWorker{}, errors.New("register remote worker: no free id")
+}
+
+// Leave records that a remote worker stopped and releases the jobs it
+// still runs, without using up their attempts, so that others run them
+// at once. tenant is the caller's ("" for a spanning caller). Errors:
+// ErrUnknownWorker (also for one already gone).
+func (r *RemoteWorkers) Leave(ctx context.Context, tenant, worker string) (released int, err error) {
+	if err := r.store.RemoteWorkerLeft(ctx, worker, tenant); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return 0, fmt.Errorf("%w %q", ErrUnknownWorker, worker)
+		}
+		return 0, err
+	}
+	r.wakeWorker(worker)
+	n, err := r.store.ReleaseNodeJobs(ctx, []string{worker}, "released: remote worker "+worker+" stopped before the job finished")
+	if err != nil {
+		// Their leases expire and the lease rescuer runs them again.
+		return 0, err
+	}
+	r.log.Info("remote worker left", "worker", worker, "released", n)
+	return n, nil
+}
+
+// Start begins this node's sweep of the remote workers: drain orders,
+// drain deadlines, drains finished, silent workers. Non-blocking and
+// idempotent; ctx bounds the loop.
+func (r *RemoteWorkers) Start(ctx context.Context) error {
+	r.sweeper.Start(ctx, r.sweepLoop)
+	return nil
+}
+
+// Stop ends the sweep and every claim waiting for work (they return
+// empty at once), and waits for the sweep to return.
+func (r *RemoteWorkers) Stop() {
+	r.EndWaits()
+	r.sweeper.Stop()
+}
+
+func (r *RemoteWorkers) sweepLoop(ctx context.Context) {
+	interval := 5 * r.cfg.SweepInterval
+	for {
+		t := time.NewTimer(interval + time.Duration((rand.Float64()*0.2-0.1)*float64(interval)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		res, err := r.sweep(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Error("sweep remote workers", "error", err)
+			}
+			continue
+		}
+		interval = 5 * r.cfg.SweepInterval
+		if res.Live > 0 {
+			interval = r.cfg.SweepInterval
+		}
+	}
+}
+
+// sweep moves the remote workers along once: see RemoteWorkers.Start.
+func (r *RemoteWorkers) sweep(ctx context.Context) (store.RemoteSweep, error) {
+	res, err := r.store.SweepRemoteWorkers(ctx, r.cfg.SilentAfter, r.cfg.Keep)
+	if err != nil {
+		return res, err
+	}
+	if res.Released > 0 || res.Drained > 0 || res.Lost > 0 {
+		r.log.Info("remote workers swept", "released_jobs", res.Released, "drained", res.Drained, "lost", res.Lost, "live", res.Live)
+	}
+	return res, nil
+}

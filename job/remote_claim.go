@@ -1,0 +1,417 @@
+package job
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gafferhq/gaffer/internal/store"
+)
+
+// Lease names one attempt of a job as its holder knows it: every write a
+// remote worker makes for the attempt carries it.
+type Lease struct {
+	JobID   int64
+	Attempt int
+	Token   int64
+}
+
+func (l Lease) store() store.Lease {
+	return store.Lease{ID: l.JobID, Attempt: l.Attempt, Token: l.Token}
+}
+
+// RemoteClaim asks for jobs for a remote worker.
+type RemoteClaim struct {
+	// Tenant is the caller's tenant: a tenant's token may claim only for
+	// its own workers; "" (a spanning token) for any worker.
+	Tenant string
+	Worker string
+	// Max is the most jobs to take, 1 to RemoteConfig.MaxClaim.
+	Max int
+	// Wait is how long to wait for a job when none is due: 0 answers at
+	// once, at most RemoteConfig.MaxWait.
+	Wait time.Duration
+}
+
+// ClaimedJob is a job a remote worker claimed: its attempt is running
+// under Lease until LeaseExpiresAt (database clock) unless heartbeated.
+type ClaimedJob struct {
+	*Job
+	Lease          Lease
+	LeaseExpiresAt time.Time
+}
+
+// RemoteClaimResult is what a claim took.
+type RemoteClaimResult struct {
+	Jobs []ClaimedJob
+	// Draining: the worker was drained. It gets no more jobs; it should
+	// finish (or fail) those it runs, then stop (Leave). Its running jobs
+	// are released at the drain deadline.
+	Draining bool
+}
+
+// Claim takes up to c.Max due jobs of the worker's tenant, queues and
+// kinds, each under a new lease, through the same fairness and limit
+// admission as a node's claim. With none due it waits up to c.Wait for
+// one, woken by the notifications that wake nodes (an insert, a retry, a
+// queue resumed, a drain order) and looking again every PollInterval;
+// it returns early, empty, when ctx ends or EndWaits is called. Jobs
+// claimed after ctx ended are released, not returned. Errors:
+// *ValidationError, ErrUnknownWorker, ErrWorkerGone.
+func (r *RemoteWorkers) Claim(ctx context.Context, c RemoteClaim) (RemoteClaimResult, error) {
+	switch {
+	case c.Max < 1 || c.Max > r.cfg.MaxClaim:
+		return RemoteClaimResult{}, &ValidationError{Field: "max", Message: fmt.Sprintf("must be between 1 and %d, got %d", r.cfg.MaxClaim, c.Max)}
+	case c.Wait < 0 || c.Wait > r.cfg.MaxWait:
+		return RemoteClaimResult{}, &ValidationError{Field: "wait", Message: fmt.Sprintf("must be between 0 and %s, got %s", r.cfg.MaxWait, c.Wait)}
+	}
+	w, err := r.worker(ctx, c.Tenant, c.Worker)
+	if err != nil || w.Draining {
+		return RemoteClaimResult{Draining: w.Draining}, err
+	}
+	deadline := time.Now().Add(c.Wait)
+	var wt *waiter
+	if c.Wait > 0 {
+		// Subscribed before the first look, so that a job inserted between
+		// the look and the wait still wakes it.
+		wt = r.subscribe(c.Worker, w.Queues)
+		defer r.unsubscribe(wt, c.Worker, w.Queues)
+	}
+	for {
+		jobs, err := r.claimOnce(c.Worker, w, c.Max)
+		if err != nil {
+			return RemoteClaimResult{}, err
+		}
+		if len(jobs) > 0 {
+			if ctx.Err() != nil {
+				// The caller went away while the claim ran: nobody will work
+				// these jobs, so give them back now rather than at lease expiry.
+				r.release(jobs, "released: remote worker "+c.Worker+" went away while claiming")
+				return RemoteClaimResult{}, ctx.Err()
+			}
+			return RemoteClaimResult{Jobs: jobs}, nil
+		}
+		left := time.Until(deadline)
+		if wt == nil || left <= 0 {
+			return RemoteClaimResult{}, nil
+		}
+		poll := time.NewTimer(min(left, jitter(r.cfg.PollInterval, 0.1)))
+		select {
+		case <-ctx.Done():
+			poll.Stop()
+			return RemoteClaimResult{}, nil
+		case <-r.ending:
+			poll.Stop()
+			return RemoteClaimResult{}, nil
+		case <-wt.wake:
+		case <-wt.control:
+			// A drain (or undrain) order for this worker: read it again.
+			if w, err = r.worker(ctx, c.Tenant, c.Worker); err != nil || w.Draining {
+				poll.Stop()
+				return RemoteClaimResult{Draining: w.Draining}, err
+			}
+		case <-poll.C:
+		}
+		poll.Stop()
+	}
+}
+
+// worker reads remote worker id for a claim, recording the call.
+func (r *RemoteWorkers) worker(ctx context.Context, tenant, id string) (store.RemoteWorkerRow, error) {
+	w, err := r.store.TouchRemoteWorker(ctx, id, tenant)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return w, fmt.Errorf("%w %q", ErrUnknownWorker, id)
+	case err != nil:
+		return w, err
+	case w.State == "dead" && w.LeftReason == "drained":
+		// Drained to the end: it is told what a draining worker is, and
+		// stops.
+		return store.RemoteWorkerRow{Draining: true}, nil
+	case w.State == "dead":
+		return store.RemoteWorkerRow{}, fmt.Errorf("%w: %q left or was lost; register again", ErrWorkerGone, id)
+	}
+	slices.Sort(w.Queues)
+	return w, nil
+}
+
+// claimOnce claims up to max jobs from the worker's queues, starting at a
+// rotating queue so that each gets its turn to fill a claim. The
+// statements do not follow the caller's context: a claim the server
+// commits after pgx gave up on it would leave jobs running for a worker
+// that never heard of them. They are bounded by the lease TTL instead.
+func (r *RemoteWorkers) claimOnce(worker string, w store.RemoteWorkerRow, limit int) ([]ClaimedJob, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.LeaseTTL)
+	defer cancel()
+	token := rand.Int64()
+	start := int(r.rotor.Add(1))
+	var out []ClaimedJob
+	for i := range w.Queues {
+		n := limit - len(out)
+		if n <= 0 {
+			break
+		}
+		q := w.Queues[(start+i)%len(w.Queues)]
+		cur := r.cursor(worker, q)
+		cursors, below := cur.params(r.cfg.CursorReset)
+		rows, err := r.store.ClaimJobsRemote(ctx, store.RemoteClaimParams{
+			ClaimParams: store.ClaimParams{Queue: q, Limit: n, Token: token, LeaseTTL: r.cfg.LeaseTTL, Node: worker,
+				Cursors: cursors, Below: below},
+			Tenant: w.Tenant, Kinds: w.Kinds,
+		})
+		if err != nil {
+			if len(out) > 0 {
+				r.release(out, "released: the remote worker's claim failed part way")
+			}
+			return nil, err
+		}
+		cur.advance(rows, n)
+		for _, row := range rows {
+			j := fromRow(row)
+			if j.AttemptedAt != nil {
+				r.metrics.forKind(j.Queue, j.Kind).queueWait.Observe(max(0, j.AttemptedAt.Sub(j.RunAt).Seconds()))
+			}
+			cj := ClaimedJob{Job: j, Lease: Lease{JobID: row.ID, Attempt: row.Attempt, Token: row.LeaseToken}}
+			if row.LeaseExpiresAt != nil {
+				cj.LeaseExpiresAt = *row.LeaseExpiresAt
+			}
+			out = append(out, cj)
+		}
+	}
+	return out, nil
+}
+
+// release gives claimed jobs back without using up their attempts.
+func (r *RemoteWorkers) release(jobs []ClaimedJob, reason string) {
+	leases := make([]store.Lease, len(jobs))
+	for i, j := range jobs {
+		leases[i] = j.Lease.store()
+	}
+	err := retryWrite(func(ctx context.Context) error {
+		_, err := r.store.ReleaseJobs(ctx, leases, reason)
+		return err
+	})
+	if err != nil {
+		// Their leases expire and the lease rescuer runs them again.
+		r.log.Error("release claimed jobs", "jobs", len(jobs), "error", err)
+	}
+}
+
+// waiter is one claim waiting for work.
+type waiter struct {
+	wake    chan struct{} // a job may be due in one of its queues
+	control chan struct{} // an order for its worker (drain, undrain)
+}
+
+func (r *RemoteWorkers) subscribe(worker string, queues []string) *waiter {
+	w := &waiter{wake: make(chan struct{}, 1), control: make(chan struct{}, 1)}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, q := range queues {
+		if r.byQueue[q] == nil {
+			r.byQueue[q] = map[*waiter]struct{}{}
+		}
+		r.byQueue[q][w] = struct{}{}
+	}
+	if r.byWorker[worker] == nil {
+		r.byWorker[worker] = map[*waiter]struct{}{}
+	}
+	r.byWorker[worker][w] = struct{}{}
+	return w
+}
+
+func (r *RemoteWorkers) unsubscribe(w *waiter, worker string, queues []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, q := range queues {
+		delete(r.byQueue[q], w)
+		if len(r.byQueue[q]) == 0 {
+			delete(r.byQueue, q)
+		}
+	}
+	delete(r.byWorker[worker], w)
+	if len(r.byWorker[worker]) == 0 {
+		delete(r.byWorker, worker)
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// WakeQueue wakes the claims waiting on queue.
+func (r *RemoteWorkers) WakeQueue(queue string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for w := range r.byQueue[queue] {
+		signal(w.wake)
+	}
+}
+
+func (r *RemoteWorkers) wakeWorker(worker string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for w := range r.byWorker[worker] {
+		signal(w.control)
+	}
+}
+
+// WakeAll wakes every waiting claim, e.g. after notifications may have
+// been missed (the listener reconnected).
+func (r *RemoteWorkers) WakeAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ws := range r.byQueue {
+		for w := range ws {
+			signal(w.wake)
+		}
+	}
+}
+
+// Waiting returns how many claims wait for work on this node.
+func (r *RemoteWorkers) Waiting() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, ws := range r.byWorker {
+		n += len(ws)
+	}
+	return n
+}
+
+// EndWaits makes every waiting claim, and every later one, return at once
+// with what it has: for a node that is shutting down, so that its remote
+// workers claim from another node. Idempotent.
+func (r *RemoteWorkers) EndWaits() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.ended {
+		r.ended = true
+		close(r.ending)
+	}
+}
+
+// remoteControl is a control notification as remote workers read it.
+type remoteControl struct {
+	Op    string `json:"op"`
+	Node  string `json:"node"`
+	Queue string `json:"queue"`
+}
+
+// HandleNotification fans a notification out to the waiting claims: a
+// queue's due job (store.ChannelJobs) wakes the claims on that queue; a
+// queue resumed, or a drain or undrain order for a worker
+// (store.ChannelControl), wakes the claims concerned. It does not block.
+func (r *RemoteWorkers) HandleNotification(channel, payload string) {
+	switch channel {
+	case store.ChannelJobs:
+		r.WakeQueue(payload)
+	case store.ChannelControl:
+		var m remoteControl
+		if json.Unmarshal([]byte(payload), &m) != nil {
+			return
+		}
+		switch m.Op {
+		case "resume":
+			r.WakeQueue(m.Queue)
+		case "drain", "undrain":
+			r.wakeWorker(m.Node)
+		}
+	}
+}
+
+// cursorKey names a remote worker's claims of one queue.
+type cursorKey struct{ worker, queue string }
+
+// maxRemoteCursors bounds the claim cursors a node keeps for remote
+// workers; beyond it they start afresh (a cursor only saves work).
+const maxRemoteCursors = 10000
+
+func (r *RemoteWorkers) cursor(worker, queue string) *claimCursor {
+	k := cursorKey{worker, queue}
+	r.cursorMu.Lock()
+	defer r.cursorMu.Unlock()
+	c := r.cursors[k]
+	if c == nil {
+		if len(r.cursors) >= maxRemoteCursors {
+			clear(r.cursors)
+		}
+		c = &claimCursor{}
+		r.cursors[k] = c
+	}
+	return c
+}
+
+// claimCursor is where a remote worker's claims of one queue stopped, per
+// unit, so that a deep backlog's claims do not walk the dead index
+// entries earlier claims left; and the unit to start below when the last
+// claim served as many units as it could. It mirrors the producer's
+// cursors (see producer.advanceCursors) for claims that come over HTTP,
+// from any node, so it is a hint: a worker whose claims alternate between
+// nodes only scans more.
+type claimCursor struct {
+	mu      sync.Mutex
+	cursors map[store.Unit]store.ClaimPosition
+	since   time.Time
+	below   *store.Unit
+}
+
+// params returns the cursors and rotation for the next claim, dropping
+// cursors kept longer than reset: a job queued before them (a more urgent
+// priority, an earlier run_at) waits at most that long.
+func (c *claimCursor) params(reset time.Duration) ([]store.UnitCursor, *store.Unit) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.cursors) > 0 && time.Since(c.since) > reset {
+		clear(c.cursors)
+	}
+	out := make([]store.UnitCursor, 0, len(c.cursors))
+	for u, pos := range c.cursors {
+		out = append(out, store.UnitCursor{Unit: u, ClaimPosition: pos})
+	}
+	return out, c.below
+}
+
+// advance moves each unit's cursor to the end of what a claim of asked
+// jobs took. A short claim saw everything due past the cursors, so the
+// next starts over.
+func (c *claimCursor) advance(rows []store.Job, asked int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.below = nil
+	if len(rows) < asked {
+		clear(c.cursors)
+		return
+	}
+	if len(c.cursors) == 0 {
+		c.since = time.Now()
+	}
+	if c.cursors == nil {
+		c.cursors = map[store.Unit]store.ClaimPosition{}
+	}
+	var lowest *store.Unit
+	for _, r := range rows {
+		u := store.Unit{Tenant: r.Tenant, FairnessKey: r.FairnessKey}
+		pos := store.ClaimPosition{Priority: r.Priority, RunAt: r.RunAt, ID: r.ID}
+		if last, ok := c.cursors[u]; !ok || last.Less(pos) {
+			c.cursors[u] = pos
+		}
+		if lowest == nil || u.Tenant < lowest.Tenant || (u.Tenant == lowest.Tenant && u.FairnessKey < lowest.FairnessKey) {
+			lowest = &u
+		}
+	}
+	if len(c.cursors) > maxCursors {
+		clear(c.cursors)
+	}
+	if countUnits(rows) == len(rows) {
+		c.below = lowest
+	}
+}
