@@ -128,7 +128,7 @@ var (
 	// (see enqueueContext).
 	traceparentHeader = Param{Name: "traceparent", In: "header", Type: "", Schema: `{"maxLength":55}`,
 		Description: "W3C Trace Context of the caller, stored with the job (its traceparent field); every attempt's span links to it, " +
-			"and an http job passes it on. Only one exact version-00 value is read " +
+			"an http job passes it on, and a remote worker's claim carries it. Only one exact version-00 value is read " +
 			"(00-, 32 lowercase hex digits of trace id, -, 16 of parent id, -, 2 of flags; neither id all zeros): " +
 			"anything else, or the header twice, is ignored and the job is enqueued outside any trace, never refused."}
 	tracestateHeader = Param{Name: "tracestate", In: "header", Type: "",

@@ -116,3 +116,40 @@ func TestEnqueueIgnoresBadTraceContext(t *testing.T) {
 		t.Errorf("a %d-byte tracestate stored as %d bytes: %q", len(strings.Join(members, ",")), len(out.Job.TraceState), out.Job.TraceState)
 	}
 }
+
+// A remote worker's claim carries the trace context each job was enqueued
+// in, and none for a job enqueued outside a trace.
+func TestClaimCarriesTraceContext(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	worker := e.token("default", "worker")
+	var w workerOut
+	e.do(worker, "POST", "/v1/workers", `{"name":"py-1","queues":["py"]}`).decode(t, &w)
+	var traced, plain struct{ Job struct{ ID int64 } }
+	e.do(e.writer, "POST", "/v1/jobs", `{"kind":"k","queue":"py"}`, "traceparent", validParent, "tracestate", "a=1").decode(t, &traced)
+	e.do(e.writer, "POST", "/v1/jobs", `{"kind":"k","queue":"py"}`).decode(t, &plain)
+	r := e.do(worker, "POST", "/v1/work/claim", fmt.Sprintf(`{"worker":%q,"max":2}`, w.ID))
+	var c struct {
+		Jobs []struct {
+			ID          int64
+			TraceParent *string `json:"traceparent"`
+			TraceState  *string `json:"tracestate"`
+		}
+	}
+	r.decode(t, &c)
+	if r.Status != 200 || len(c.Jobs) != 2 {
+		t.Fatalf("claim: %d %s", r.Status, r.Body)
+	}
+	for _, j := range c.Jobs {
+		switch j.ID {
+		case traced.Job.ID:
+			if j.TraceParent == nil || *j.TraceParent != validParent || j.TraceState == nil || *j.TraceState != "a=1" {
+				t.Errorf("traced job claimed with %s", r.Body)
+			}
+		case plain.Job.ID:
+			if j.TraceParent != nil || j.TraceState != nil {
+				t.Errorf("untraced job claimed with %s", r.Body)
+			}
+		}
+	}
+}
