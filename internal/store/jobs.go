@@ -283,7 +283,15 @@ func (s *Store) InsertJobs(ctx context.Context, q DB, ps []InsertParams) ([]int6
 	return ids, nil
 }
 
-var copyColumns = []string{"tenant", "kind", "queue", "priority", "max_attempts", "timeout_ms", "run_at", "args", "fairness_key", "limit_key", "traceparent", "tracestate"}
+// copyColumns are the columns COPY fills, the trace context last: a batch
+// enqueued outside any trace (most, and every bulk load) leaves those two
+// out rather than send two NULLs a row.
+var copyColumns = []string{"id", "tenant", "kind", "queue", "priority", "max_attempts", "timeout_ms", "run_at", "args", "fairness_key", "limit_key",
+	"traceparent", "tracestate"}
+
+// copyUntraced is how many of copyColumns a batch without trace context
+// fills.
+const copyUntraced = 11
 
 // dueQueues lists the queues of the jobs in ps that are due at now, the
 // database's time of the inserting transaction.
@@ -306,6 +314,13 @@ func dueQueues(ps []InsertParams, now time.Time) []string {
 func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams, now time.Time) ([]int64, error) {
 	// COPY returns no ids, so take them from the identity sequence first
 	// and copy them in with the rows.
+	cols := copyColumns[:copyUntraced]
+	for _, p := range ps {
+		if p.TraceParent != "" {
+			cols = copyColumns
+			break
+		}
+	}
 	rows := make([][]any, len(ps))
 	for i, p := range ps {
 		runAt := p.RunAt
@@ -317,18 +332,22 @@ func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams
 		if runAt.Before(now) {
 			runAt = now
 		}
-		rows[i] = []any{p.Tenant, p.Kind, p.Queue, int16(p.Priority), p.MaxAttempts,
-			p.Timeout.Milliseconds(), runAt, []byte(p.Args), p.FairnessKey, nullString(p.LimitKey),
-			nullString(p.TraceParent), nullString(p.TraceState)}
+		row := make([]any, len(cols))
+		row = append(row[:1], p.Tenant, p.Kind, p.Queue, int16(p.Priority), p.MaxAttempts,
+			p.Timeout.Milliseconds(), runAt, []byte(p.Args), p.FairnessKey, nullString(p.LimitKey))
+		if len(cols) > copyUntraced {
+			row = append(row, nullString(p.TraceParent), nullString(p.TraceState))
+		}
+		rows[i] = row
 	}
 	ids, err := reserveJobIDs(ctx, tx, len(ps))
 	if err != nil {
 		return nil, err
 	}
 	for i := range rows {
-		rows[i] = append([]any{ids[i]}, rows[i]...)
+		rows[i][0] = ids[i]
 	}
-	n, err := tx.CopyFrom(ctx, pgx.Identifier{"gaffer", "jobs"}, append([]string{"id"}, copyColumns...), pgx.CopyFromRows(rows))
+	n, err := tx.CopyFrom(ctx, pgx.Identifier{"gaffer", "jobs"}, cols, pgx.CopyFromRows(rows))
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: copy: %w", err)
 	}
