@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config configures a Node. Zero values take the defaults shown.
@@ -115,4 +116,11 @@ type Config struct {
 	Logger           hclog.Logger
 	// Registerer receives the node's Prometheus collectors. Default: none.
 	Registerer prometheus.Registerer
+	// TracerProvider makes a span of every attempt the node runs, linked
+	// to the trace context its job was enqueued in (docs/configuration.md,
+	// "Tracing"). Default nil: no spans, and attempts pay nothing for
+	// tracing. Pass otel.GetTracerProvider() to use the global one; the
+	// node never installs a global provider. The trace context is stored
+	// with jobs either way.
+	TracerProvider trace.TracerProvider
 }

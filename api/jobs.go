@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/job"
@@ -79,7 +81,7 @@ func (s *Server) enqueue(r *http.Request, p auth.Principal, body []byte, tx pgx.
 		}
 		jr.MaxAttempts = *req.MaxAttempts
 	}
-	res, err := s.cfg.Jobs.EnqueueTx(r.Context(), tx, jr)
+	res, err := s.cfg.Jobs.EnqueueTx(enqueueContext(r), tx, jr)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -88,6 +90,31 @@ func (s *Server) enqueue(r *http.Request, p auth.Principal, body []byte, tx pgx.
 		status = http.StatusOK
 	}
 	return status, enqueueResponse{Job: viewJob(res.Job), Existing: res.Existing}, nil
+}
+
+// enqueueContext is r's context carrying the caller's W3C trace context
+// (the traceparent and tracestate headers), which the job client stores
+// with the job. The headers are hostile input, read by
+// job.ParseTraceContext: anything but one strictly valid version-00
+// traceparent is ignored, never refused, as the W3C specification has a
+// receiver do (the job is enqueued outside any trace); an invalid
+// tracestate is dropped and the traceparent kept. A span already in the
+// context (a library user's server instrumentation) wins: it is the
+// enqueue's own, and a child of the same headers.
+func enqueueContext(r *http.Request) context.Context {
+	ctx := r.Context()
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx
+	}
+	parents := r.Header.Values("Traceparent")
+	if len(parents) != 1 { // several are ambiguous: which one is the caller's?
+		return ctx
+	}
+	sc, ok := job.ParseTraceContext(parents[0], strings.Join(r.Header.Values("Tracestate"), ","))
+	if !ok {
+		return ctx
+	}
+	return trace.ContextWithRemoteSpanContext(ctx, sc)
 }
 
 func (s *Server) listJobs(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {

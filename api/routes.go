@@ -124,6 +124,17 @@ var (
 	idPath      = Param{Name: "id", In: "path", Type: int64(0), Schema: `{"minimum":1}`}
 	namePath    = Param{Name: "name", In: "path", Type: ""}
 	nodePath    = Param{Name: "id", In: "path", Type: ""}
+	// The W3C Trace Context headers are read strictly and never refused
+	// (see enqueueContext).
+	traceparentHeader = Param{Name: "traceparent", In: "header", Type: "", Schema: `{"maxLength":55}`,
+		Description: "W3C Trace Context of the caller, stored with the job (its traceparent field); every attempt's span links to it, " +
+			"an http job passes it on, and a remote worker's claim carries it. Only one exact version-00 value is read " +
+			"(00-, 32 lowercase hex digits of trace id, -, 16 of parent id, -, 2 of flags; neither id all zeros): " +
+			"anything else, or the header twice, is ignored and the job is enqueued outside any trace, never refused."}
+	tracestateHeader = Param{Name: "tracestate", In: "header", Type: "",
+		Description: "W3C Trace Context vendor state, kept with a valid traceparent (several headers are one list). " +
+			"An invalid one is dropped, the traceparent kept; at most 512 bytes are stored, whole entries, " +
+			"dropping those over 128 bytes first, then from the end."}
 )
 
 func query(name string, typ any, schema, description string) Param {
@@ -143,7 +154,7 @@ var routeTable = []Route{
 		Responses: []Response{{200, "The OpenAPI document", map[string]any{}}}, public: (*Server).serveOpenAPI},
 
 	{Method: "POST", Path: "/v1/jobs", Scope: auth.ScopeJobsWrite, OperationID: "enqueueJob", Summary: "Enqueue a job",
-		Body: enqueueRequest{},
+		Params: []Param{traceparentHeader, tracestateHeader}, Body: enqueueRequest{},
 		Responses: []Response{{201, "Enqueued", enqueueResponse{}},
 			{200, "The unique key is held by an unfinished job: that job, nothing enqueued", enqueueResponse{}}},
 		Problems: []string{CodeDestinationNotAllowed}, atomic: (*Server).enqueue},

@@ -116,6 +116,11 @@ type claimedJobView struct {
 	CreatedAt      time.Time `json:"created_at"`
 	WorkflowRun    int64     `json:"workflow_run,omitempty"`
 	Step           string    `json:"step,omitempty"`
+	// TraceParent and TraceState are the W3C trace context the job was
+	// enqueued in, absent for none: the worker's span of the attempt
+	// links to it (or is its child).
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
 }
 
 type claimResponse struct {
@@ -151,7 +156,7 @@ func (s *Server) claimWork(r *http.Request, p auth.Principal, body []byte) (int,
 		out.Jobs[i] = claimedJobView{ID: j.ID, Tenant: j.Tenant, Kind: j.Kind, Queue: j.Queue, Priority: j.Priority, Args: j.Args,
 			Inputs: j.Inputs, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, LeaseToken: strconv.FormatInt(cj.Lease.Token, 10),
 			LeaseExpiresAt: cj.LeaseExpiresAt, Timeout: formatDuration(j.Timeout), RunAt: j.RunAt, CreatedAt: j.CreatedAt,
-			WorkflowRun: j.WorkflowRun, Step: j.Step}
+			WorkflowRun: j.WorkflowRun, Step: j.Step, TraceParent: j.TraceParent, TraceState: j.TraceState}
 	}
 	return http.StatusOK, out, nil
 }

@@ -63,6 +63,12 @@ type Result struct {
 
 // Enqueue validates r and inserts it. When it returns without error the
 // job is committed. Errors: *ValidationError for bad input.
+//
+// The span context in ctx, if any (an OpenTelemetry span, or a remote
+// context a propagator extracted), is stored with the job as its W3C
+// trace context (Job.TraceParent and TraceState): every attempt's span
+// links to it. The same holds for EnqueueTx, EnqueueMany and
+// EnqueueManyTx, where every job of the batch gets ctx's.
 func (c *Client) Enqueue(ctx context.Context, r Request) (Result, error) {
 	return c.enqueue(ctx, nil, r)
 }
@@ -81,6 +87,7 @@ func (c *Client) enqueue(ctx context.Context, tx pgx.Tx, r Request) (Result, err
 	if err != nil {
 		return Result{}, err
 	}
+	p.TraceParent, p.TraceState = traceContextOf(ctx)
 	var db store.DB
 	if tx != nil {
 		db = tx
@@ -113,6 +120,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, rs []Request) ([]
 
 func (c *Client) enqueueMany(ctx context.Context, tx pgx.Tx, rs []Request) ([]int64, error) {
 	ps := make([]store.InsertParams, len(rs))
+	parent, state := traceContextOf(ctx)
 	for i, r := range rs {
 		p, err := c.prepare(r)
 		if err != nil {
@@ -122,6 +130,7 @@ func (c *Client) enqueueMany(ctx context.Context, tx pgx.Tx, rs []Request) ([]in
 			}
 			return nil, err
 		}
+		p.TraceParent, p.TraceState = parent, state
 		ps[i] = p
 	}
 	var db store.DB

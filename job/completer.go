@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gafferhq/gaffer/internal/store"
 )
@@ -32,6 +33,7 @@ type completion struct {
 	c     store.Completion
 	queue string
 	kind  string
+	span  trace.Span // the attempt's, ended once written; nil: tracing off
 }
 
 func newCompleter(st *store.Store, m *Metrics, log hclog.Logger, maxBatch int, written func(map[string]bool)) *completer {
@@ -103,6 +105,9 @@ func (c *completer) flush(batch []completion) {
 	})
 	if err != nil {
 		c.log.Error("record completions; their jobs will run again after their leases expire", "jobs", len(batch), "error", err)
+		for _, x := range batch {
+			endAttempt(x.span, attemptEnd{outcome: OutcomeLost, err: err})
+		}
 		return
 	}
 	ok := make(map[int64]bool, len(accepted))
@@ -119,9 +124,11 @@ func (c *completer) flush(batch []completion) {
 	for _, x := range batch {
 		if ok[x.c.ID] {
 			c.metrics.forKind(x.queue, x.kind).completed.Inc()
+			endAttempt(x.span, attemptEnd{outcome: OutcomeCompleted})
 		} else {
 			c.metrics.counter(c.metrics.stale, x.queue, x.kind, "complete").Inc()
 			c.log.Warn("completion refused: the attempt no longer owns the job", "job_id", x.c.ID, "attempt", x.c.Attempt)
+			endAttempt(x.span, attemptEnd{outcome: OutcomeLost, err: store.ErrStale})
 		}
 	}
 }

@@ -46,9 +46,19 @@
 // once, or through the worker's periodic check within CheckInterval
 // (default 1s).
 //
+// # Tracing
+//
+// Enqueue stores the W3C trace context of the span in its ctx with the
+// job (ParseTraceContext reads a caller's headers into one). With a
+// WorkerConfig.TracerProvider, each attempt is a root span linked to that
+// context, started at launch and ended once the attempt's outcome is
+// written (by the completer, for a completion), with the outcome as an
+// attribute. Without one, no span is made.
+//
 // # What this package must never do
 //
 // It never writes a job's row outside the store's compare-and-set
 // statements, never compares a lease with the local clock, and never
-// holds a database transaction open while a handler runs.
+// holds a database transaction open while a handler runs. It never
+// installs a global tracer provider.
 package job

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/gafferhq/gaffer/internal/store"
 )
 
@@ -19,6 +21,9 @@ type execution struct {
 	cancel   context.CancelCauseFunc
 	started  time.Time
 	producer *producer
+	// span is the attempt's span (nil: tracing off), ended once its
+	// outcome is written.
+	span trace.Span
 
 	mu        sync.Mutex
 	renewedAt time.Time // monotonic: when the lease was last set
@@ -31,8 +36,13 @@ func (w *Worker) launch(p *producer, row store.Job, claimedAt time.Time) {
 	j := fromRow(row)
 	j.st = w.store
 	ctx, cancel := context.WithCancelCause(context.Background())
+	var span trace.Span
+	if w.tracer != nil {
+		_, known := w.cfg.Registry.lookup(j.Kind)
+		ctx, span = w.tracer.start(ctx, j, known)
+	}
 	e := &execution{job: j, lease: store.Lease{ID: row.ID, Attempt: row.Attempt, Token: row.LeaseToken},
-		cancel: cancel, started: w.clock.Now(), renewedAt: claimedAt, producer: p}
+		cancel: cancel, started: w.clock.Now(), renewedAt: claimedAt, producer: p, span: span}
 	if j.AttemptedAt != nil {
 		w.metrics.forKind(j.Queue, j.Kind).queueWait.Observe(max(0, j.AttemptedAt.Sub(j.RunAt).Seconds()))
 	}
@@ -106,11 +116,14 @@ func (w *Worker) run(ctx context.Context, e *execution) {
 		w.mu.Unlock()
 	}()
 	if released {
-		return // the lease went back at the drain deadline; another attempt owns the job
+		// The lease went back at the drain deadline; another attempt owns the job.
+		endAttempt(e.span, attemptEnd{outcome: OutcomeReleased})
+		return
 	}
 	cause := context.Cause(ctx)
 	if errors.Is(cause, ErrLeaseLost) {
 		w.log.Debug("attempt ended after losing its lease; outcome discarded", "job_id", j.ID, "attempt", j.Attempt)
+		endAttempt(e.span, attemptEnd{outcome: OutcomeLost, err: ErrLeaseLost})
 		return
 	}
 	if err != nil && errors.Is(cause, ErrTimeout) && errKind == "error" {

@@ -103,6 +103,13 @@ type Job struct {
 	// FairnessKey and LimitKey are as enqueued (see Request).
 	FairnessKey string `json:"fairness_key,omitempty"`
 	LimitKey    string `json:"limit_key,omitempty"`
+	// TraceParent and TraceState are the W3C trace context the job was
+	// enqueued in (see Client.Enqueue), "" when it was enqueued outside a
+	// trace: every attempt's span links to it, and a worker running the
+	// job elsewhere can link its own spans to it. TraceParent is always a
+	// version-00 traceparent; TraceState is at most MaxTraceStateBytes.
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
 	// Progress is the last progress an attempt reported (SetProgress, or
 	// a remote worker's progress call); set by Client.Get.
 	Progress *Progress `json:"progress,omitempty"`
@@ -181,6 +188,7 @@ func fromRow(r store.Job) *Job {
 		Node: r.Node, UniqueKey: r.UniqueKey, ReplayOf: r.ReplayOf, Args: r.Args, Result: r.Result,
 		CancelRequested: r.CancelRequested, CronEntry: r.CronEntry, CronAt: r.CronAt,
 		WorkflowRun: r.WorkflowRun, Step: r.Step, Inputs: r.Inputs, FairnessKey: r.FairnessKey, LimitKey: r.LimitKey,
+		TraceParent: r.TraceParent, TraceState: r.TraceState,
 		lease:    store.Lease{ID: r.ID, Attempt: r.Attempt, Token: r.LeaseToken},
 		Progress: progressOf(r.Progress),
 	}

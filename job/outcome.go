@@ -10,7 +10,8 @@ import (
 	"github.com/gafferhq/gaffer/internal/store"
 )
 
-// record writes an attempt's outcome, compare-and-set on its lease.
+// record writes an attempt's outcome, compare-and-set on its lease, and
+// ends its span.
 func (w *Worker) record(e *execution, err error, errKind, stack string, cause error, backoff Backoff) {
 	j := e.job
 	var (
@@ -21,24 +22,28 @@ func (w *Worker) record(e *execution, err error, errKind, stack string, cause er
 	switch {
 	case err == nil && j.completedInTx:
 		w.metrics.forKind(j.Queue, j.Kind).completed.Inc() // committed by the handler's own transaction
+		endAttempt(e.span, attemptEnd{outcome: OutcomeCompleted})
 		return
 	case err == nil:
-		w.completer.add(completion{c: store.Completion{Lease: e.lease, Result: j.result}, queue: j.Queue, kind: j.Kind})
+		// The completer ends the span once the completion is written.
+		w.completer.add(completion{c: store.Completion{Lease: e.lease, Result: j.result}, queue: j.Queue, kind: j.Kind, span: e.span})
 		return
 	case errors.As(err, &snooze):
-		w.write(e, "snooze", func(ctx context.Context) error {
+		werr := w.write(e, "snooze", func(ctx context.Context) error {
 			_, err := w.store.SnoozeJob(ctx, e.lease, snooze.Delay)
 			return err
 		}, w.metrics.snoozed)
+		endAttempt(e.span, written(attemptEnd{outcome: OutcomeSnoozed}, werr))
 		return
 	case errors.As(err, &cancel) || errors.Is(cause, ErrCancelled):
 		reason := "cancelled"
 		if cancel != nil {
 			reason = redact.URLs(cancel.Error())
 		}
-		w.write(e, "cancel", func(ctx context.Context) error {
+		werr := w.write(e, "cancel", func(ctx context.Context) error {
 			return w.store.CancelRunningJob(ctx, e.lease, reason)
 		}, w.metrics.cancelled)
+		endAttempt(e.span, written(attemptEnd{outcome: OutcomeCancelled}, werr))
 		return
 	}
 	// The message is stored and shown to the tenant's readers: no URL
@@ -56,23 +61,43 @@ func (w *Worker) record(e *execution, err error, errKind, stack string, cause er
 		f.RetryDelay = backoff.Delay(j.Attempt)
 	}
 	var state string
-	w.write(e, "fail", func(ctx context.Context) error {
+	werr := w.write(e, "fail", func(ctx context.Context) error {
 		var err error
 		state, err = w.store.FailJob(ctx, f)
 		return err
 	}, nil)
+	end := attemptEnd{err: err, errKind: f.Kind, stack: stack}
 	switch state {
 	case string(Retrying):
 		w.metrics.counter(w.metrics.retried, j.Queue, j.Kind).Inc()
+		end.outcome = OutcomeRetry
 	case string(Failed):
 		w.metrics.counter(w.metrics.failed, j.Queue, j.Kind).Inc()
+		end.outcome = OutcomeFailed
 	case string(Cancelled):
 		w.metrics.counter(w.metrics.cancelled, j.Queue, j.Kind).Inc()
+		end.outcome = OutcomeCancelled
 	}
+	endAttempt(e.span, written(end, werr))
+}
+
+// written is end, unless the outcome's write was refused (the attempt no
+// longer owned the job) or never got through: then the attempt was lost.
+// The handler's error stays the one recorded, if it had one.
+func written(end attemptEnd, werr error) attemptEnd {
+	if werr == nil {
+		return end
+	}
+	end.outcome = OutcomeLost
+	if end.err == nil {
+		end.err = werr
+	}
+	return end
 }
 
 // write runs one outcome write with retries, counting a refusal as stale.
-func (w *Worker) write(e *execution, op string, fn func(ctx context.Context) error, ok *prometheus.CounterVec) {
+// It returns the write's error: store.ErrStale for a refusal.
+func (w *Worker) write(e *execution, op string, fn func(ctx context.Context) error, ok *prometheus.CounterVec) error {
 	err := retryWrite(fn)
 	j := e.job
 	switch {
@@ -86,6 +111,7 @@ func (w *Worker) write(e *execution, op string, fn func(ctx context.Context) err
 		}
 		w.wakeAfterWrite(map[string]bool{j.Queue: true})
 	}
+	return err
 }
 
 func (w *Worker) stale(j *Job, op string) {

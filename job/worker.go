@@ -24,7 +24,8 @@ type Worker struct {
 	store   *store.Store
 	log     hclog.Logger
 	metrics *Metrics
-	clock   clock.Clock // the claim, poll and heartbeat timing
+	tracer  *attemptTracer // nil: tracing off
+	clock   clock.Clock    // the claim, poll and heartbeat timing
 
 	producers map[string]*producer
 	claiming  atomic.Bool
@@ -52,6 +53,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	}
 	w := &Worker{
 		cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("worker"), metrics: cfg.Metrics, clock: clock.Real,
+		tracer:    newAttemptTracer(cfg.TracerProvider, cfg.NodeID),
 		producers: map[string]*producer{}, executing: map[store.Lease]*execution{},
 	}
 	for q, n := range cfg.Queues {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // WorkerConfig configures a Worker. Zero values take the defaults shown.
@@ -16,6 +17,12 @@ type WorkerConfig struct {
 	NodeID   string        // required: recorded on every job this node runs
 	Metrics  *Metrics
 	Logger   hclog.Logger
+	// TracerProvider makes a span of every attempt, linked to the trace
+	// context its job was enqueued in (see the package documentation).
+	// Default nil: no spans, and attempts pay nothing for tracing (nor do
+	// they with a noop.TracerProvider). Pass otel.GetTracerProvider() to
+	// use the global one.
+	TracerProvider trace.TracerProvider
 	// Queues maps each queue this node works to the most jobs of it the
 	// node runs at once. Default {"default": 10}.
 	Queues map[string]int

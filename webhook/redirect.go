@@ -12,6 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/gafferhq/gaffer/job"
 )
 
@@ -102,7 +105,26 @@ func (h *Handler) request(ctx context.Context, j *job.Job, a Args, method string
 	if sameOrigin && len(keys) > 0 {
 		req.Header.Set(HeaderSignature, Sign(keys, id, sent, body))
 	}
+	setTraceContext(ctx, req.Header, j)
 	return req, nil
+}
+
+// setTraceContext sets the call's W3C trace context: the attempt's span
+// when the node traces, else the trace context the job was enqueued in
+// (the receiver then joins the enqueuer's trace). Either replaces
+// traceparent and tracestate headers from the job's args, which would
+// name another parent; with neither, those are sent as they are.
+func setTraceContext(ctx context.Context, h http.Header, j *job.Job) {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		sc, _ = job.ParseTraceContext(j.TraceParent, j.TraceState)
+	}
+	if !sc.IsValid() {
+		return
+	}
+	h.Del("Traceparent")
+	h.Del("Tracestate")
+	propagation.TraceContext{}.Inject(trace.ContextWithSpanContext(context.Background(), sc), propagation.HeaderCarrier(h))
 }
 
 func isRedirect(code int) bool {

@@ -9,7 +9,10 @@
 //
 // Every call carries Idempotency-Key (the job id, the same on every
 // attempt, so the receiver can drop repeats), Gaffer-Job-Id,
-// Gaffer-Attempt, and the Standard Webhooks headers webhook-id (the same
+// Gaffer-Attempt, the W3C traceparent (and tracestate) of the attempt's
+// span when the node traces, else of the trace the job was enqueued in,
+// if any (either replaces traceparent and tracestate headers from the
+// job's args), and the Standard Webhooks headers webhook-id (the same
 // on every attempt), webhook-timestamp and — when the job's tenant has a
 // signing secret — webhook-signature: the HMAC-SHA256 of
 // "id.timestamp.body" under each of the tenant's secrets that still sign

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/pgtest"
 	"github.com/gafferhq/gaffer/internal/store"
@@ -71,6 +73,13 @@ type env struct {
 // signed, the default tenant gets a signing secret (env.secret).
 func start(t *testing.T, signed bool, allow ...string) *env {
 	t.Helper()
+	return startTraced(t, signed, nil, allow...)
+}
+
+// startTraced is start with a worker whose attempts are spans of tp (nil:
+// the global provider).
+func startTraced(t *testing.T, signed bool, tp trace.TracerProvider, allow ...string) *env {
+	t.Helper()
 	st := pgtest.NewStore(t)
 	reg := job.NewRegistry()
 	h, err := webhook.New(context.Background(), webhook.Config{DefaultTimeout: 2 * time.Second, Allow: allow})
@@ -88,7 +97,8 @@ func start(t *testing.T, signed bool, allow ...string) *env {
 		}
 	}
 	h.Register(reg)
-	w, err := job.NewWorker(job.WorkerConfig{Pool: st.Pool(), Registry: reg, NodeID: "n", PollInterval: 50 * time.Millisecond})
+	w, err := job.NewWorker(job.WorkerConfig{Pool: st.Pool(), Registry: reg, NodeID: "n", PollInterval: 50 * time.Millisecond,
+		TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
 	}

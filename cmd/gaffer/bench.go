@@ -13,6 +13,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/gafferhq/gaffer/internal/pgserver"
 	"github.com/gafferhq/gaffer/internal/store"
 )
@@ -65,6 +68,9 @@ type benchOpts struct {
 	// --rate was given (else the soak measures capacity and takes 80%).
 	retention, sample time.Duration
 	rateSet           bool
+	// tracer is what the OTEL_* variables ask for, as on a server: the
+	// no-op provider unless they do.
+	tracer trace.TracerProvider
 }
 
 func (m *Main) runBench(ctx context.Context, args []string) error {
@@ -159,6 +165,12 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	if *replot != "" {
 		return replotSoak(m, *replot, *svg)
 	}
+	tp, stopTracing, err := startTracing(ctx, hclog.New(&hclog.LoggerOptions{Name: "bench", Output: m.Stderr}))
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	o.tracer = tp.TracerProvider
 	o.url = *dbURL
 	if o.url == "" {
 		settings := map[string]string{"shared_buffers": "1GB"}

@@ -26,6 +26,7 @@ func benchNode(ctx context.Context, url string, o benchOpts, reg prometheus.Regi
 	node, err := gaffer.NewNode(ctx, gaffer.Config{
 		DatabaseURL: url, ID: "bench", Queues: map[string]int{benchQueue: o.concurrency}, MaxConns: 8,
 		ClaimBatch: o.claimBatch, JobRetention: o.retention, Registerer: reg, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn}),
+		TracerProvider: o.tracer,
 	})
 	if err != nil {
 		return nil, err
@@ -263,7 +264,7 @@ func benchIdle(ctx context.Context, st *store.Store, o benchOpts, r *benchResult
 		if err != nil {
 			return err
 		}
-		n, err := gaffer.NewNode(ctx, gaffer.Config{DatabaseURL: o.url, ID: fmt.Sprintf("idle-%d", i+1), EtcdEndpoints: []string{etcd.Endpoint()},
+		n, err := gaffer.NewNode(ctx, gaffer.Config{DatabaseURL: o.url, ID: fmt.Sprintf("idle-%d", i+1), TracerProvider: o.tracer, EtcdEndpoints: []string{etcd.Endpoint()},
 			Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn})})
 		if err != nil {
 			return err

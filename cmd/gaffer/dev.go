@@ -54,6 +54,12 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	tp, stopTracing, err := startTracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	cfg.TracerProvider = tp.TracerProvider
 	ownEtcd := cfg.EtcdEndpoints
 	if len(cfg.EtcdEndpoints) == 0 {
 		etcdDir := ""
@@ -111,7 +117,7 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	defer ln.Close()
 	// Loopback is open in dev so a receiver on this machine works; the
 	// cluster's own API, PostgreSQL and etcd ports stay refused.
-	hooks, err := newWebhooks(ctx, append(slices.Clone(devLoopback), allow...), log, url, append([]string{ln.Addr().String()}, ownEtcd...)...)
+	hooks, err := newWebhooks(ctx, append(slices.Clone(devLoopback), allow...), log, url, append(append([]string{ln.Addr().String()}, ownEtcd...), tracingEndpoints(tp)...)...)
 	if err != nil {
 		return err
 	}

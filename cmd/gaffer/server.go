@@ -206,6 +206,11 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	tp, stopTracing, err := startTracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	// Listen first: the outbound guard must know the API's real address
 	// (--addr :0 picks a port) to refuse http jobs aimed at it.
 	ln, err := listen(*addr)
@@ -214,6 +219,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	}
 	defer ln.Close()
 	own := append([]string{ln.Addr().String()}, cfg.EtcdEndpoints...)
+	own = append(own, tracingEndpoints(tp)...)
 	if *sf.listenURL != "" {
 		// The LISTEN connection reaches PostgreSQL where the pool may not
 		// (past a pooler): those addresses are the node's own too.
@@ -230,6 +236,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	reg := newRegistry()
 	cfg.DatabaseURL, cfg.ID, cfg.MaxConns, cfg.Logger, cfg.Registerer = *dbURL, *nodeID, int32(*maxConns), log, reg
 	cfg.ListenDatabaseURL, cfg.TransactionPooler = *sf.listenURL, *sf.pooler
+	cfg.TracerProvider = tp.TracerProvider
 	node, err := gaffer.NewNode(ctx, cfg)
 	if err != nil {
 		return err

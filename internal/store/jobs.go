@@ -47,6 +47,10 @@ type Job struct {
 	// key limits with key_from "limit_key" count it under.
 	FairnessKey string
 	LimitKey    string
+	// TraceParent and TraceState are the W3C trace context the job was
+	// enqueued in ("" for none), in canonical form.
+	TraceParent string
+	TraceState  string
 	// Progress is the last progress an attempt reported; only GetJob
 	// reads it.
 	Progress *Progress
@@ -89,6 +93,10 @@ type InsertParams struct {
 	FairnessKey string
 	// LimitKey is counted by limits keyed on it ("" for none).
 	LimitKey string
+	// TraceParent and TraceState are the W3C trace context the job was
+	// enqueued in, already validated and bounded ("" for none).
+	TraceParent string
+	TraceState  string
 }
 
 // InsertResult is the job an insert made, or the unfinished job that
@@ -120,16 +128,17 @@ var (
 func scanJob(row pgx.Row, extra ...any) (Job, error) {
 	var j Job
 	var (
-		priority                         int16
-		timeoutMS                        int64
-		token, replayOf, run             *int64
-		node, uniqueKey, cronEntry, step *string
-		limitKey                         *string
+		priority                          int16
+		timeoutMS                         int64
+		token, replayOf, run              *int64
+		node, uniqueKey, cronEntry, step  *string
+		limitKey, traceParent, traceState *string
 	)
 	dest := []any{&j.ID, &j.Tenant, &j.Kind, &j.Queue, &j.State, &priority, &j.Attempt, &j.MaxAttempts,
 		&timeoutMS, &j.RunAt, &j.CreatedAt, &j.AttemptedAt, &j.FinalizedAt, &token,
 		&j.LeaseExpiresAt, &j.CancelRequested, &node, &uniqueKey, &replayOf, &j.Args, &j.Result, &j.Errors,
-		&cronEntry, &j.CronAt, &run, &step, &j.Inputs, &j.FairnessKey, &limitKey}
+		&cronEntry, &j.CronAt, &run, &step, &j.Inputs, &j.FairnessKey, &limitKey,
+		&traceParent, &traceState}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return Job{}, err
 	}
@@ -158,6 +167,12 @@ func scanJob(row pgx.Row, extra ...any) (Job, error) {
 	}
 	if limitKey != nil {
 		j.LimitKey = *limitKey
+	}
+	if traceParent != nil {
+		j.TraceParent = *traceParent
+	}
+	if traceState != nil {
+		j.TraceState = *traceState
 	}
 	return j, nil
 }
@@ -202,7 +217,8 @@ func (s *Store) InsertJob(ctx context.Context, q DB, p InsertParams) (InsertResu
 		var woke int64
 		j, err := scanJob(db.QueryRow(ctx, sqlInsertJob, p.Tenant, p.Kind, p.Queue, int16(p.Priority),
 			p.MaxAttempts, p.Timeout.Milliseconds(), nullTime(p.RunAt), p.Delay.Milliseconds(),
-			nullString(p.UniqueKey), p.Args, p.FairnessKey, nullString(p.LimitKey)), &woke)
+			nullString(p.UniqueKey), p.Args, p.FairnessKey, nullString(p.LimitKey),
+			nullString(p.TraceParent), nullString(p.TraceState)), &woke)
 		if err == nil {
 			return InsertResult{Job: j}, nil
 		}
@@ -267,7 +283,15 @@ func (s *Store) InsertJobs(ctx context.Context, q DB, ps []InsertParams) ([]int6
 	return ids, nil
 }
 
-var copyColumns = []string{"tenant", "kind", "queue", "priority", "max_attempts", "timeout_ms", "run_at", "args", "fairness_key", "limit_key"}
+// copyColumns are the columns COPY fills, the trace context last: a batch
+// enqueued outside any trace (most, and every bulk load) leaves those two
+// out rather than send two NULLs a row.
+var copyColumns = []string{"id", "tenant", "kind", "queue", "priority", "max_attempts", "timeout_ms", "run_at", "args", "fairness_key", "limit_key",
+	"traceparent", "tracestate"}
+
+// copyUntraced is how many of copyColumns a batch without trace context
+// fills.
+const copyUntraced = 11
 
 // dueQueues lists the queues of the jobs in ps that are due at now, the
 // database's time of the inserting transaction.
@@ -290,6 +314,13 @@ func dueQueues(ps []InsertParams, now time.Time) []string {
 func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams, now time.Time) ([]int64, error) {
 	// COPY returns no ids, so take them from the identity sequence first
 	// and copy them in with the rows.
+	cols := copyColumns[:copyUntraced]
+	for _, p := range ps {
+		if p.TraceParent != "" {
+			cols = copyColumns
+			break
+		}
+	}
 	rows := make([][]any, len(ps))
 	for i, p := range ps {
 		runAt := p.RunAt
@@ -301,17 +332,22 @@ func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams
 		if runAt.Before(now) {
 			runAt = now
 		}
-		rows[i] = []any{p.Tenant, p.Kind, p.Queue, int16(p.Priority), p.MaxAttempts,
-			p.Timeout.Milliseconds(), runAt, []byte(p.Args), p.FairnessKey, nullString(p.LimitKey)}
+		row := make([]any, len(cols))
+		row = append(row[:1], p.Tenant, p.Kind, p.Queue, int16(p.Priority), p.MaxAttempts,
+			p.Timeout.Milliseconds(), runAt, []byte(p.Args), p.FairnessKey, nullString(p.LimitKey))
+		if len(cols) > copyUntraced {
+			row = append(row, nullString(p.TraceParent), nullString(p.TraceState))
+		}
+		rows[i] = row
 	}
 	ids, err := reserveJobIDs(ctx, tx, len(ps))
 	if err != nil {
 		return nil, err
 	}
 	for i := range rows {
-		rows[i] = append([]any{ids[i]}, rows[i]...)
+		rows[i][0] = ids[i]
 	}
-	n, err := tx.CopyFrom(ctx, pgx.Identifier{"gaffer", "jobs"}, append([]string{"id"}, copyColumns...), pgx.CopyFromRows(rows))
+	n, err := tx.CopyFrom(ctx, pgx.Identifier{"gaffer", "jobs"}, cols, pgx.CopyFromRows(rows))
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: copy: %w", err)
 	}
@@ -326,6 +362,7 @@ func (s *Store) insertJobsUnnest(ctx context.Context, tx pgx.Tx, ps []InsertPara
 	var (
 		tenants, kinds, queues, keys = make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
 		fkeys, lkeys                 = make([]string, n), make([]*string, n)
+		parents, states              = make([]*string, n), make([]*string, n)
 		priorities                   = make([]int16, n)
 		maxAttempts                  = make([]int32, n)
 		timeouts, delays             = make([]int64, n), make([]int64, n)
@@ -338,8 +375,9 @@ func (s *Store) insertJobsUnnest(ctx context.Context, tx pgx.Tx, ps []InsertPara
 		timeouts[i], delays[i] = p.Timeout.Milliseconds(), p.Delay.Milliseconds()
 		runAts[i], args[i] = nullTime(p.RunAt), p.Args
 		fkeys[i], lkeys[i] = p.FairnessKey, nullString(p.LimitKey)
+		parents[i], states[i] = nullString(p.TraceParent), nullString(p.TraceState)
 	}
-	rows, err := tx.Query(ctx, sqlInsertJobsUnnest, tenants, kinds, queues, priorities, maxAttempts, timeouts, runAts, delays, keys, args, fkeys, lkeys)
+	rows, err := tx.Query(ctx, sqlInsertJobsUnnest, tenants, kinds, queues, priorities, maxAttempts, timeouts, runAts, delays, keys, args, fkeys, lkeys, parents, states)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}

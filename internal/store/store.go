@@ -84,6 +84,7 @@ var jobColumns = []string{
 	"timeout_ms", "run_at", "created_at", "attempted_at", "finalized_at", "lease_token",
 	"lease_expires_at", "cancel_requested", "node", "unique_key", "replay_of", "args", "result", "errors",
 	"cron_entry", "cron_at", "workflow_run", "step", "inputs", "fairness_key", "limit_key",
+	"traceparent", "tracestate",
 }
 
 func mustLoadQueries() map[string]string {

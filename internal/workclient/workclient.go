@@ -143,6 +143,10 @@ type Job struct {
 	Timeout        string          `json:"timeout"`
 	CreatedAt      time.Time       `json:"created_at"`
 	RunAt          time.Time       `json:"run_at"`
+	// TraceParent is the W3C trace context the job was enqueued in ("":
+	// none).
+	TraceParent string `json:"traceparent"`
+	TraceState  string `json:"tracestate"`
 }
 
 // Claimed is a claim's answer.

@@ -95,6 +95,10 @@ var (
 // values a string takes, bounds, and words for a reader. A key is
 // "Component" or "Component.member"; one naming what does not exist
 // fails the build.
+// traceParentPattern is the one traceparent form stored with a job
+// (job.ParseTraceContext).
+const traceParentPattern = `^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`
+
 var notes = map[string][]edit{
 	"Job.state":        {jobStates},
 	"Job.priority":     {priority},
@@ -102,6 +106,9 @@ var notes = map[string][]edit{
 	"Job.inputs":       {object(), desc("a workflow step's dependencies' results, by step name")},
 	"Job.fairness_key": {fairnessKey},
 	"Job.limit_key":    {limitKey},
+	"Job.traceparent": {pattern(traceParentPattern),
+		desc("the W3C traceparent the job was enqueued in (the request's header, or the span of a Go caller's context); every attempt's span links to it")},
+	"Job.tracestate": {maxLength(job.MaxTraceStateBytes), desc("the W3C tracestate that came with traceparent")},
 	"AttemptError.kind": {enum("error", "panic", "timeout", "unknown_kind", "lost", "released", "cancelled",
 		job.KindDestinationBlocked, "omitted")},
 	"AttemptError.omitted": {desc("an omitted entry stands for this many attempts: the history keeps the first 3 and the latest")},
@@ -226,20 +233,23 @@ var notes = map[string][]edit{
 	"ClaimRequest.wait":          {desc("how long to wait for a job when none is due, e.g. 20s (at most the worker's max_wait_seconds; default 0)")},
 	"ClaimedJob.lease_token":     {desc("a 64-bit number as a decimal string: send it back as is")},
 	"ClaimedJob.timeout":         {desc("Go duration, e.g. 30s")},
-	"ClaimResponse.draining":     {desc("the worker was drained: it gets no more jobs; finish those it runs, then stop")},
-	"LeaseRef":                   {required("id", "attempt", "lease_token")},
-	"HeartbeatRequest":           {required("worker", "jobs")},
-	"Completion":                 {required("id", "attempt", "lease_token")},
-	"CompleteRequest":            {required("jobs")},
-	"Outcome.status":             {enum("ok", "lease_lost", "not_found")},
-	"JobHeartbeat":               {required("worker", "attempt", "lease_token")},
-	"JobComplete":                {required("attempt", "lease_token")},
-	"JobFail":                    {required("attempt", "lease_token")},
-	"JobFail.retry_after":        {desc("retry this long from now instead of the default backoff (Go duration)")},
-	"JobSnooze":                  {required("attempt", "lease_token", "delay")},
-	"JobSnooze.delay":            {desc("Go duration, e.g. 30s")},
-	"JobProgress":                {required("attempt", "lease_token", "percent")},
-	"JobProgress.percent":        {between(0, 100)},
-	"JobProgress.message":        {maxLength(256)},
-	"JobState.state":             {jobStates},
+	"ClaimedJob.traceparent": {pattern(traceParentPattern),
+		desc("the W3C traceparent the job was enqueued in: the worker's span of this attempt links to it (or is its child); absent for none")},
+	"ClaimedJob.tracestate":  {maxLength(job.MaxTraceStateBytes), desc("the W3C tracestate that came with traceparent")},
+	"ClaimResponse.draining": {desc("the worker was drained: it gets no more jobs; finish those it runs, then stop")},
+	"LeaseRef":               {required("id", "attempt", "lease_token")},
+	"HeartbeatRequest":       {required("worker", "jobs")},
+	"Completion":             {required("id", "attempt", "lease_token")},
+	"CompleteRequest":        {required("jobs")},
+	"Outcome.status":         {enum("ok", "lease_lost", "not_found")},
+	"JobHeartbeat":           {required("worker", "attempt", "lease_token")},
+	"JobComplete":            {required("attempt", "lease_token")},
+	"JobFail":                {required("attempt", "lease_token")},
+	"JobFail.retry_after":    {desc("retry this long from now instead of the default backoff (Go duration)")},
+	"JobSnooze":              {required("attempt", "lease_token", "delay")},
+	"JobSnooze.delay":        {desc("Go duration, e.g. 30s")},
+	"JobProgress":            {required("attempt", "lease_token", "percent")},
+	"JobProgress.percent":    {between(0, 100)},
+	"JobProgress.message":    {maxLength(256)},
+	"JobState.state":         {jobStates},
 }

@@ -8,11 +8,13 @@
 -- name: insert_job
 -- $1 tenant, $2 kind, $3 queue, $4 priority, $5 max_attempts,
 -- $6 timeout_ms, $7 run_at (NULL = now), $8 delay_ms, $9 unique_key, $10 args,
--- $11 fairness_key, $12 limit_key. A run_at in the past is clamped to now:
--- the claim orders by it, and nobody jumps the line.
+-- $11 fairness_key, $12 limit_key, $13 traceparent, $14 tracestate. A
+-- run_at in the past is clamped to now: the claim orders by it, and nobody
+-- jumps the line.
 WITH ins AS (
-    INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, unique_key, args, fairness_key, limit_key)
-    VALUES ($1, $2, $3, $4, $5, $6, greatest(coalesce($7, now()) + $8 * interval '1 millisecond', now()), $9, $10, $11, $12)
+    INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, unique_key, args, fairness_key, limit_key,
+                             traceparent, tracestate)
+    VALUES ($1, $2, $3, $4, $5, $6, greatest(coalesce($7, now()) + $8 * interval '1 millisecond', now()), $9, $10, $11, $12, $13, $14)
     ON CONFLICT (tenant, unique_key) WHERE unique_key IS NOT NULL AND state IN ('pending', 'running', 'retrying')
     DO NOTHING
     RETURNING {{job}}
@@ -31,12 +33,14 @@ SELECT pg_notify('gaffer_jobs', q) FROM unnest($1::text[]) AS q;
 -- name: insert_jobs_unnest
 -- Many jobs in one statement, for batches that carry unique keys (COPY
 -- cannot skip conflicts). Returns the ordinal of each inserted row.
-INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, unique_key, args, fairness_key, limit_key)
+INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, unique_key, args, fairness_key, limit_key,
+                         traceparent, tracestate)
 SELECT tenant, kind, queue, priority, max_attempts, timeout_ms, greatest(coalesce(run_at, now()) + delay_ms * interval '1 millisecond', now()),
-       unique_key, args, fairness_key, limit_key
+       unique_key, args, fairness_key, limit_key, traceparent, tracestate
 FROM unnest($1::text[], $2::text[], $3::text[], $4::smallint[], $5::integer[], $6::bigint[], $7::timestamptz[], $8::bigint[], $9::text[], $10::json[],
-            $11::text[], $12::text[])
-    WITH ORDINALITY AS r(tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, delay_ms, unique_key, args, fairness_key, limit_key, ord)
+            $11::text[], $12::text[], $13::text[], $14::text[])
+    WITH ORDINALITY AS r(tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, delay_ms, unique_key, args, fairness_key, limit_key,
+                         traceparent, tracestate, ord)
 ORDER BY ord
 ON CONFLICT (tenant, unique_key) WHERE unique_key IS NOT NULL AND state IN ('pending', 'running', 'retrying')
 DO NOTHING
