@@ -259,6 +259,28 @@ func (s *server) enqueue(kind, args string) int64 {
 	return out.Job.ID
 }
 
+// enqueueTraced enqueues a job of kind under the W3C trace context
+// traceparent, as a traced caller's HTTP client would send it.
+func (s *server) enqueueTraced(kind, traceparent string) int64 {
+	s.t.Helper()
+	req, _ := http.NewRequest("POST", s.url+"/v1/jobs", bytes.NewReader(mustJSON(map[string]any{"kind": kind, "queue": "clients", "args": map[string]any{}})))
+	req.Header.Set("Authorization", "Bearer "+s.admin)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", traceparent)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Job jobView `json:"job"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusCreated {
+		s.t.Fatalf("enqueue %s with a traceparent: %d, %v", kind, resp.StatusCode, err)
+	}
+	return out.Job.ID
+}
+
 func (s *server) job(id int64) jobView {
 	s.t.Helper()
 	var j jobView
@@ -379,6 +401,8 @@ func exerciseClient(t *testing.T, r runtime) {
 		flaky := s.enqueue("flaky", `{}`)
 		later := s.enqueue("later", `{"seconds":0.3}`)
 		reject := s.enqueue("reject", `{"reason":"no such customer"}`)
+		const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		traced := s.enqueueTraced("trace", traceparent)
 
 		j := s.await(count, "completed")
 		if j.Attempt != 1 || !sameJSON(j.Result, fmt.Sprintf(`{"counted":8,"by":%q}`, r.lang)) {
@@ -392,6 +416,10 @@ func exerciseClient(t *testing.T, r runtime) {
 			t.Fatalf("count's lease: given %d times over %s, want its claim and heartbeats every ~0.7s", n, span)
 		}
 
+		j = s.await(traced, "completed")
+		if want := fmt.Sprintf(`{"traceparent":%q}`, traceparent); !sameJSON(j.Result, want) {
+			t.Fatalf("trace: result %s, want %s (the claim's traceparent reaches the handler)", j.Result, want)
+		}
 		j = s.await(greet, "completed")
 		if want := fmt.Sprintf(`{"greeting":"hello, Ada","by":%q,"attempt":1}`, r.lang); !sameJSON(j.Result, want) || j.Node != c.id {
 			t.Fatalf("greet: result %s by %s, want %s by %s", j.Result, j.Node, want, c.id)

@@ -13,6 +13,7 @@ Kinds it works:
   flaky  {}                      fails its first attempt (retry after 0.2s), then succeeds
   later  {"seconds": 0.5}        snoozes its first attempt, then succeeds
   reject {"reason": "..."}       fails permanently with the reason
+  trace  {}                      -> {"traceparent": the W3C trace context it was enqueued under, or null}
 """
 
 import logging
@@ -37,6 +38,10 @@ def main():
         # Printed for the tests (clients/clients_test.go), which wait for it.
         on_registered=lambda id: print("WORKER", id, flush=True),
     )
+
+    @w.handler("trace")
+    def trace(job):
+        return {"traceparent": job.traceparent}
 
     @w.handler("greet")
     def greet(job):

@@ -56,7 +56,7 @@ PROTOCOL = {
               "send": ["worker", "max", "wait"],
               "read": ["draining", "jobs", "jobs[].id", "jobs[].tenant", "jobs[].kind", "jobs[].queue", "jobs[].args",
                        "jobs[].inputs", "jobs[].attempt", "jobs[].max_attempts", "jobs[].lease_token", "jobs[].workflow_run",
-                       "jobs[].step"]},
+                       "jobs[].step", "jobs[].traceparent", "jobs[].tracestate"]},
     "heartbeat": {"method": "POST", "path": "/v1/work/heartbeat",
                   "send": ["worker", "jobs", "jobs[].id", "jobs[].attempt", "jobs[].lease_token"],
                   "read": ["jobs", "jobs[].id", "jobs[].status", "jobs[].cancel_requested"]},
@@ -268,7 +268,9 @@ class Job:
 
     Fields: id, kind, queue, tenant, args (decoded JSON), inputs (a
     workflow step's dependencies' results, or None), attempt,
-    max_attempts, workflow_run, step. `cancelled` is a threading.Event set
+    max_attempts, workflow_run, step, traceparent and tracestate (the W3C
+    trace context the job was enqueued under, or None: start the
+    handler's span as its child or link). `cancelled` is a threading.Event set
     when the handler should stop: the job was cancelled, its lease was
     lost, or the worker's stop deadline passed.
     """
@@ -285,6 +287,8 @@ class Job:
         self.max_attempts = a["max_attempts"]
         self.workflow_run = a["workflow_run"]
         self.step = a["step"]
+        self.traceparent = a["traceparent"]
+        self.tracestate = a["tracestate"]
         self.lease_token = a["lease_token"]
         self.cancelled = threading.Event()
         # lost: the attempt no longer owns the job (its result is dropped).

@@ -13,6 +13,7 @@
 //   flaky  {}                     fails its first attempt (retry after 0.2s), then succeeds
 //   later  {"seconds": 0.5}       snoozes its first attempt, then succeeds
 //   reject {"reason": "..."}      fails permanently with the reason
+//   trace  {}                     -> {"traceparent": the W3C trace context it was enqueued under, or null}
 
 import { Permanent, RetryLater, Snooze, Worker } from "./gaffer.mjs";
 
@@ -42,6 +43,7 @@ function pause(ms, signal) {
   });
 }
 
+w.handle("trace", async (job) => ({ traceparent: job.traceparent ?? null }));
 w.handle("greet", async (job) => ({ greeting: `hello, ${job.args?.name ?? "world"}`, by: "typescript", attempt: job.attempt }));
 
 w.handle("count", async (job) => {

@@ -73,6 +73,9 @@ export declare class Job<Args = any> {
   readonly maxAttempts: number;
   readonly workflowRun: number | undefined;
   readonly step: string | undefined;
+  /** The W3C trace context the job was enqueued under, if any: start the handler's span as its child or link. */
+  readonly traceparent: string | undefined;
+  readonly tracestate: string | undefined;
   readonly leaseToken: string;
   /** Aborted when the handler should stop: the job was cancelled, its
    * lease was lost, or the worker's stop deadline passed. */

@@ -40,7 +40,7 @@ export const PROTOCOL = {
     "send": ["worker", "max", "wait"],
     "read": ["draining", "jobs", "jobs[].id", "jobs[].tenant", "jobs[].kind", "jobs[].queue", "jobs[].args",
       "jobs[].inputs", "jobs[].attempt", "jobs[].max_attempts", "jobs[].lease_token", "jobs[].workflow_run",
-      "jobs[].step"]},
+      "jobs[].step", "jobs[].traceparent", "jobs[].tracestate"]},
   "heartbeat": {"method": "POST", "path": "/v1/work/heartbeat",
     "send": ["worker", "jobs", "jobs[].id", "jobs[].attempt", "jobs[].lease_token"],
     "read": ["jobs", "jobs[].id", "jobs[].status", "jobs[].cancel_requested"]},
@@ -185,6 +185,9 @@ export class Job {
     /** @type {number} */ this.maxAttempts = a.max_attempts;
     /** @type {number | undefined} */ this.workflowRun = a.workflow_run;
     /** @type {string | undefined} */ this.step = a.step;
+    /** W3C trace context the job was enqueued under, if any. */
+    /** @type {string | undefined} */ this.traceparent = a.traceparent;
+    /** @type {string | undefined} */ this.tracestate = a.tracestate;
     /** @type {string} */ this.leaseToken = a.lease_token;
     this._abort = new AbortController();
     /** Aborted when the handler should stop: the job was cancelled, its
