@@ -63,19 +63,19 @@ func TestEtcdFlagErrors(t *testing.T) {
 	dir := t.TempDir()
 	notPEM := filepath.Join(dir, "ca.txt")
 	os.WriteFile(notPEM, []byte("not a certificate"), 0o600)
-	db := []string{"server", "--database-url", "postgres://x"}
+	db := []string{"server", "--database-url", "postgres://127.0.0.1:1/x"}
 	for _, c := range []struct {
 		args []string
 		env  map[string]string
 		want string
 	}{
-		{[]string{"--etcd", "https://e:2379", "--etcd-cert", "c.pem"}, nil, "--etcd-cert and --etcd-key go together"},
-		{[]string{"--etcd", "https://e:2379", "--etcd-ca", filepath.Join(dir, "missing.pem")}, nil, "--etcd-ca: open " + filepath.Join(dir, "missing.pem")},
-		{[]string{"--etcd", "https://e:2379", "--etcd-ca", notPEM}, nil, "--etcd-ca: " + notPEM + " holds no PEM certificate"},
-		{[]string{"--etcd", "https://e:2379", "--etcd-cert", notPEM, "--etcd-key", notPEM}, nil, "--etcd-cert/--etcd-key:"},
-		{[]string{"--etcd", "http://e:2379", "--etcd-ca", notPEM}, nil, "need https:// endpoints"},
-		{[]string{"--etcd", "https://e:2379", "--etcd-username", "gaffer"}, nil, "--etcd-username and $GAFFER_ETCD_PASSWORD go together"},
-		{[]string{"--etcd", "https://e:2379", "--etcd-password", "secret"}, nil, "--etcd-password is read only from $GAFFER_ETCD_PASSWORD"},
+		{[]string{"--etcd", "https://127.0.0.1:1", "--etcd-cert", "c.pem"}, nil, "--etcd-cert and --etcd-key go together"},
+		{[]string{"--etcd", "https://127.0.0.1:1", "--etcd-ca", filepath.Join(dir, "missing.pem")}, nil, "--etcd-ca: open " + filepath.Join(dir, "missing.pem")},
+		{[]string{"--etcd", "https://127.0.0.1:1", "--etcd-ca", notPEM}, nil, "--etcd-ca: " + notPEM + " holds no PEM certificate"},
+		{[]string{"--etcd", "https://127.0.0.1:1", "--etcd-cert", notPEM, "--etcd-key", notPEM}, nil, "--etcd-cert/--etcd-key:"},
+		{[]string{"--etcd", "http://127.0.0.1:1", "--etcd-ca", notPEM}, nil, "need https:// endpoints"},
+		{[]string{"--etcd", "https://127.0.0.1:1", "--etcd-username", "gaffer"}, nil, "--etcd-username and $GAFFER_ETCD_PASSWORD go together"},
+		{[]string{"--etcd", "https://127.0.0.1:1", "--etcd-password", "secret"}, nil, "--etcd-password is read only from $GAFFER_ETCD_PASSWORD"},
 		{[]string{"--etcd-username", "gaffer"}, map[string]string{"GAFFER_ETCD_PASSWORD": "x"}, "which is not set"},
 		{[]string{"--trusted-proxies", "10.0.0.0/8,proxy.internal"}, nil, `--trusted-proxies: "proxy.internal"`},
 		{[]string{"--http-read-timeout", "0s"}, nil, "--http-read-timeout must be positive"},
