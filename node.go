@@ -182,7 +182,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 		return n, nil
 	}
 	n.listener = n.store.NewListener(store.ListenerConfig{
-		Channels: []string{store.ChannelJobs, store.ChannelControl, store.ChannelCron},
+		Channels: []string{store.ChannelJobs, store.ChannelUnits, store.ChannelControl, store.ChannelCron},
 		URL:      cfg.ListenDatabaseURL,
 		OnNotify: n.handleNotification,
 		OnConnect: func() {

@@ -65,7 +65,7 @@ func (e *env) startWorker(cfg job.WorkerConfig) *job.Worker {
 		w.SetClock(e.clock)
 	}
 	l := e.st.NewListener(store.ListenerConfig{
-		Channels: []string{store.ChannelJobs, store.ChannelControl}, OnNotify: w.HandleNotification, OnConnect: w.WakeAll,
+		Channels: []string{store.ChannelJobs, store.ChannelUnits, store.ChannelControl}, OnNotify: w.HandleNotification, OnConnect: w.WakeAll,
 	})
 	ctx := context.Background()
 	l.Start(ctx)

@@ -37,6 +37,10 @@ type producer struct {
 	// below is where the next claim starts among the units, when the last
 	// one served as many units as it could (there may be more).
 	below *store.Unit
+	// reserved counts the slots the claims in flight (this loop's and the
+	// side claim's) asked for and have not yet filled.
+	reserved atomic.Int64
+	side     sideClaims
 }
 
 func (p *producer) wake() {
@@ -50,6 +54,12 @@ func (p *producer) loop(ctx context.Context) {
 	poll := p.w.cfg.PollInterval
 	timer := p.w.clock.NewTimer(0) // look for work at once
 	defer timer.Stop()
+	sideDone := make(chan struct{})
+	go func() {
+		defer close(sideDone)
+		p.sideLoop(ctx)
+	}()
+	defer func() { <-sideDone }()
 	for {
 		select {
 		case <-ctx.Done():
@@ -63,10 +73,14 @@ func (p *producer) loop(ctx context.Context) {
 }
 
 // fill claims until the queue's slots are full or it runs dry.
+// While it claims, a due job inserted for a unit its last claim did not
+// serve is taken by a side claim (sideLoop) instead of waiting for it.
 func (p *producer) fill(ctx context.Context) {
 	w := p.w
+	p.side.filling.Store(true)
+	defer p.side.filling.Store(false)
 	for ctx.Err() == nil && w.claiming.Load() {
-		free := p.limit - int(p.active.Load())
+		free := p.free()
 		if free <= 0 {
 			return // a finishing job wakes the loop
 		}
@@ -74,7 +88,7 @@ func (p *producer) fill(ctx context.Context) {
 			if !clock.Sleep(ctx, w.clock, wait) {
 				return
 			}
-			free = p.limit - int(p.active.Load())
+			free = p.free()
 		}
 		n := min(free, w.cfg.ClaimBatch)
 		if p.claimCap > 0 {
@@ -84,40 +98,70 @@ func (p *producer) fill(ctx context.Context) {
 		if len(p.cursors) > 0 && p.lastClaim.Sub(p.cursorSince) > w.cfg.CursorReset {
 			clear(p.cursors)
 		}
-		w.claimGate.RLock()
-		if !w.claiming.Load() {
-			w.claimGate.RUnlock()
-			return
-		}
-		rows, err := p.claim(ctx, n)
-		w.claimGate.RUnlock()
-		if err != nil {
-			if ctx.Err() == nil {
-				w.log.Error("claim jobs", "queue", p.queue, "error", err)
+		rows, ok := p.claimAndLaunch(ctx, n, nil, func(rows []store.Job) {
+			// A full claim may have left work behind; so may a short one
+			// that limits cut (a slot freeing here may let the next one
+			// in). Only an empty claim says the queue has nothing for this
+			// node now.
+			p.more.Store(len(rows) > 0)
+			p.adaptCap(len(rows), n)
+			p.advanceCursors(rows, n)
+			p.side.served(rows)
+		})
+		if !ok {
+			if ctx.Err() == nil && w.claiming.Load() {
 				clock.Sleep(ctx, w.clock, jitter(time.Second, 0.5))
 			}
 			return
 		}
-		if ctx.Err() != nil {
-			// The worker stopped while the claim was in flight: give the
-			// jobs back rather than start them.
-			p.release(rows)
-			return
-		}
-		// A full claim may have left work behind; so may a short one that
-		// limits cut (a slot freeing here may let the next one in). Only an
-		// empty claim says the queue has nothing for this node now.
-		p.more.Store(len(rows) > 0)
-		p.adaptCap(len(rows), n)
-		p.advanceCursors(rows, n)
-		for _, row := range rows {
-			p.active.Add(1)
-			w.launch(p, row, p.lastClaim)
-		}
-		if len(rows) < n {
+		if rows < n {
 			return
 		}
 	}
+}
+
+// free is how many more attempts this queue may start: its concurrency
+// less the running ones and the slots the claims in flight asked for.
+func (p *producer) free() int {
+	return p.limit - int(p.active.Load()) - int(p.reserved.Load())
+}
+
+// claimAndLaunch claims up to n jobs (of the units only, for a side
+// claim) and starts them, holding n slots reserved meanwhile; taken sees
+// the claimed rows before they start. It reports how many it started,
+// and false when the claim failed or claiming stopped.
+func (p *producer) claimAndLaunch(ctx context.Context, n int, units []store.Unit, taken func([]store.Job)) (int, bool) {
+	w := p.w
+	p.reserved.Add(int64(n))
+	defer p.reserved.Add(-int64(n))
+	claimedAt := w.clock.Now()
+	w.claimGate.RLock()
+	if !w.claiming.Load() {
+		w.claimGate.RUnlock()
+		return 0, false
+	}
+	rows, err := p.claim(ctx, n, units)
+	w.claimGate.RUnlock()
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Error("claim jobs", "queue", p.queue, "side_claim", units != nil, "error", err)
+		}
+		return 0, false
+	}
+	if ctx.Err() != nil {
+		// The worker stopped while the claim was in flight: give the
+		// jobs back rather than start them.
+		p.release(rows)
+		return 0, false
+	}
+	if taken != nil {
+		taken(rows)
+	}
+	for _, row := range rows {
+		p.active.Add(1)
+		w.launch(p, row, claimedAt)
+	}
+	return len(rows), true
 }
 
 // claim takes up to n due jobs. The statement is not cancelled with ctx:
@@ -127,18 +171,21 @@ func (p *producer) fill(ctx context.Context) {
 // last attempt dead-lettered without running). The claim instead finishes,
 // bounded by the lease TTL, and the caller releases what it got if the
 // worker stopped meanwhile.
-func (p *producer) claim(ctx context.Context, n int) ([]store.Job, error) {
+//
+// A side claim (units set) takes only those units' jobs, from their start.
+func (p *producer) claim(ctx context.Context, n int, units []store.Unit) ([]store.Job, error) {
 	w := p.w
 	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.LeaseTTL)
 	defer cancel()
-	cursors := make([]store.UnitCursor, 0, len(p.cursors))
-	for u, pos := range p.cursors {
-		cursors = append(cursors, store.UnitCursor{Unit: u, ClaimPosition: pos})
+	params := store.ClaimParams{Queue: p.queue, Limit: n, Token: rand.Int64(), LeaseTTL: w.cfg.LeaseTTL, Node: w.cfg.NodeID, Units: units}
+	if units == nil {
+		params.Cursors = make([]store.UnitCursor, 0, len(p.cursors))
+		for u, pos := range p.cursors {
+			params.Cursors = append(params.Cursors, store.UnitCursor{Unit: u, ClaimPosition: pos})
+		}
+		params.Below = p.below
 	}
-	return w.store.ClaimJobs(claimCtx, store.ClaimParams{
-		Queue: p.queue, Limit: n, Token: rand.Int64(), LeaseTTL: w.cfg.LeaseTTL, Node: w.cfg.NodeID,
-		Cursors: cursors, Below: p.below,
-	})
+	return w.store.ClaimJobs(claimCtx, params)
 }
 
 // release gives back jobs claimed after the worker began to stop, without
@@ -190,6 +237,7 @@ func (p *producer) finished() {
 	if p.more.Load() {
 		p.wake()
 	}
+	p.side.slotFreed()
 }
 
 func jitter(d time.Duration, frac float64) time.Duration {

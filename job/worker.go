@@ -57,8 +57,10 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		producers: map[string]*producer{}, executing: map[store.Lease]*execution{},
 	}
 	for q, n := range cfg.Queues {
-		w.producers[q] = &producer{w: w, queue: q, limit: n, wakeCh: make(chan struct{}, 1),
+		p := &producer{w: w, queue: q, limit: n, wakeCh: make(chan struct{}, 1),
 			work: make(chan *execution), quit: make(chan struct{})}
+		p.side.wake = make(chan struct{}, 1)
+		w.producers[q] = p
 	}
 	w.claiming.Store(true)
 	return w, nil
@@ -157,12 +159,16 @@ type controlMessage struct {
 	Queue string `json:"queue"`
 }
 
-// HandleNotification reacts to a NOTIFY on the jobs channel or
-// store.ChannelControl. It does not block.
+// HandleNotification reacts to a NOTIFY on store.ChannelJobs,
+// store.ChannelUnits or store.ChannelControl. It does not block.
 func (w *Worker) HandleNotification(channel, payload string) {
 	switch channel {
 	case store.ChannelJobs:
 		w.Wake(payload)
+	case store.ChannelUnits:
+		if q, u, ok := store.ParseUnitNotification(payload); ok {
+			w.unitNotified(q, u)
+		}
 	case store.ChannelControl:
 		var m controlMessage
 		if err := json.Unmarshal([]byte(payload), &m); err != nil {

@@ -28,6 +28,9 @@ type ClaimParams struct {
 	// then wrap around: a queue with more units than one claim serves is
 	// served in turn.
 	Below *Unit
+	// Units, when set, makes this a side claim: only these units' jobs
+	// are taken, each from its start (Cursors and Below are not used).
+	Units []Unit
 }
 
 // Unit is a fairness unit: jobs of one tenant with one fairness key.
@@ -66,12 +69,28 @@ func (p ClaimPosition) Less(q ClaimPosition) bool {
 // incremented and its lease expires LeaseTTL after the database's now().
 // A paused queue yields nothing.
 func (s *Store) ClaimJobs(ctx context.Context, p ClaimParams) ([]Job, error) {
+	if len(p.Units) > 0 {
+		return s.claimUnits(ctx, p)
+	}
 	a := claimArgsOf(p.Cursors, p.Below)
 	rows, err := s.pool.Query(ctx, sqlClaimJobs, p.Queue, p.Limit, p.Token, p.LeaseTTL.Milliseconds(), p.Node,
 		a.tenants, a.fkeys, a.prios, a.runAts, a.ids, a.belowTenant, a.belowKey)
 	jobs, err := collectJobs(rows, err)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+func (s *Store) claimUnits(ctx context.Context, p ClaimParams) ([]Job, error) {
+	tenants, fkeys := make([]string, len(p.Units)), make([]string, len(p.Units))
+	for i, u := range p.Units {
+		tenants[i], fkeys[i] = u.Tenant, u.FairnessKey
+	}
+	rows, err := s.pool.Query(ctx, sqlClaimUnits, p.Queue, p.Limit, p.Token, p.LeaseTTL.Milliseconds(), p.Node, tenants, fkeys)
+	jobs, err := collectJobs(rows, err)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs of %d units: %w", len(p.Units), err)
 	}
 	return jobs, nil
 }

@@ -112,6 +112,7 @@ var (
 	sqlNotifyQueues         = query("notify_queues")
 	sqlInsertJobsUnnest     = query("insert_jobs_unnest")
 	sqlClaimJobs            = query("claim_jobs")
+	sqlClaimUnits           = query("claim_units")
 	sqlCompleteJobs         = query("complete_jobs")
 	sqlFailJob              = query("fail_job")
 	sqlSnoozeJob            = query("snooze_job")
@@ -274,7 +275,8 @@ func (s *Store) InsertJobs(ctx context.Context, q DB, ps []InsertParams) ([]int6
 	if err != nil {
 		return nil, err
 	}
-	if _, err := tx.Exec(ctx, sqlNotifyQueues, dueQueues(ps, now)); err != nil {
+	queues, units := dueQueues(ps, now)
+	if _, err := tx.Exec(ctx, sqlNotifyQueues, queues, units.queues, units.tenants, units.fkeys); err != nil {
 		return nil, fmt.Errorf("insert jobs: notify: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -294,21 +296,48 @@ var copyColumns = []string{"id", "tenant", "kind", "queue", "priority", "max_att
 const copyUntraced = 11
 
 // dueQueues lists the queues of the jobs in ps that are due at now, the
-// database's time of the inserting transaction.
-func dueQueues(ps []InsertParams, now time.Time) []string {
+// database's time of the inserting transaction, and the fairness units
+// of those jobs (for side claims), unless there are more than
+// MaxNotifiedUnits of them: a batch of many units is work for the claims
+// of the queue, which share their slots among its units anyway.
+func dueQueues(ps []InsertParams, now time.Time) ([]string, notifiedUnits) {
 	seen := map[string]bool{}
+	seenUnit := map[[3]string]bool{}
 	var names []string
+	var units notifiedUnits
 	for _, p := range ps {
 		runAt := p.RunAt
 		if runAt.IsZero() {
 			runAt = now
 		}
-		if !runAt.Add(p.Delay).After(now) && !seen[p.Queue] {
+		if runAt.Add(p.Delay).After(now) {
+			continue
+		}
+		if !seen[p.Queue] {
 			seen[p.Queue] = true
 			names = append(names, p.Queue)
 		}
+		u := [3]string{p.Queue, p.Tenant, p.FairnessKey}
+		if !seenUnit[u] && len(seenUnit) <= MaxNotifiedUnits {
+			seenUnit[u] = true
+			units.queues = append(units.queues, p.Queue)
+			units.tenants = append(units.tenants, p.Tenant)
+			units.fkeys = append(units.fkeys, p.FairnessKey)
+		}
 	}
-	return names
+	if len(seenUnit) > MaxNotifiedUnits {
+		units = notifiedUnits{}
+	}
+	return names, units
+}
+
+// MaxNotifiedUnits bounds the fairness units one insert names on
+// ChannelUnits.
+const MaxNotifiedUnits = 16
+
+// notifiedUnits are fairness units as notify_queues takes them.
+type notifiedUnits struct {
+	queues, tenants, fkeys []string
 }
 
 func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams, now time.Time) ([]int64, error) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -25,7 +26,22 @@ const (
 	ChannelControl = "gaffer_control"
 	// ChannelCron carries "tenant/name" when a cron entry changes.
 	ChannelCron = "gaffer_cron"
+	// ChannelUnits carries "queue\ttenant\tfairness key" when a due job
+	// is inserted (beside ChannelJobs): the unit a side claim may take it
+	// from. See ParseUnitNotification.
+	ChannelUnits = "gaffer_units"
 )
+
+// ParseUnitNotification reads a ChannelUnits payload. The fairness key is
+// last, so it may hold tabs; ok is false for a payload of another form.
+func ParseUnitNotification(payload string) (queue string, u Unit, ok bool) {
+	queue, rest, ok1 := strings.Cut(payload, "\t")
+	tenant, fkey, ok2 := strings.Cut(rest, "\t")
+	if !ok1 || !ok2 || queue == "" {
+		return "", Unit{}, false
+	}
+	return queue, Unit{Tenant: tenant, FairnessKey: fkey}, true
+}
 
 // ListenerConfig configures a Listener.
 type ListenerConfig struct {

@@ -19,7 +19,10 @@ WITH ins AS (
     DO NOTHING
     RETURNING {{job}}
 ), wake AS (
-    SELECT pg_notify('gaffer_jobs', queue) FROM ins WHERE run_at <= now()
+    -- The queue's claim loops, and (gaffer_units) the side claim for the
+    -- job's fairness unit; nodes of the build before it hear the first.
+    SELECT pg_notify('gaffer_jobs', queue), pg_notify('gaffer_units', concat_ws(E'\t', queue, tenant, fairness_key))
+    FROM ins WHERE run_at <= now()
 )
 SELECT {{job:ins}}, (SELECT count(*) FROM wake) FROM ins;
 
@@ -28,7 +31,11 @@ SELECT {{job}} FROM gaffer.jobs
 WHERE tenant = $1 AND unique_key = $2 AND state IN ('pending', 'running', 'retrying');
 
 -- name: notify_queues
-SELECT pg_notify('gaffer_jobs', q) FROM unnest($1::text[]) AS q;
+-- $1 queues with due jobs; $2-$4 the fairness units (queues, tenants,
+-- fairness keys) of those jobs, for side claims (empty: none).
+SELECT pg_notify('gaffer_jobs', q) FROM unnest($1::text[]) AS q
+UNION ALL
+SELECT pg_notify('gaffer_units', concat_ws(E'\t', u.q, u.t, u.k)) FROM unnest($2::text[], $3::text[], $4::text[]) AS u(q, t, k);
 
 -- name: insert_jobs_unnest
 -- Many jobs in one statement, for batches that carry unique keys (COPY
@@ -58,6 +65,17 @@ UPDATE gaffer.jobs j
 SET state = 'running', attempt = j.attempt + 1, lease_token = $3,
     lease_expires_at = now() + $4 * interval '1 millisecond', node = $5, attempted_at = now()
 FROM unnest(gaffer.claim_pick($1, $2, $5, $6, $7, $8, $9, $10, $11, $12)) AS picked(id)
+WHERE j.id = picked.id
+RETURNING {{job:j}};
+
+-- name: claim_units
+-- The side claim: gaffer.claim_pick_units (migration 0027) picks and locks
+-- up to $2 due jobs of the named units only ($6 tenants, $7 fairness
+-- keys), shared fairly and within the limits; as claim_jobs otherwise.
+UPDATE gaffer.jobs j
+SET state = 'running', attempt = j.attempt + 1, lease_token = $3,
+    lease_expires_at = now() + $4 * interval '1 millisecond', node = $5, attempted_at = now()
+FROM unnest(gaffer.claim_pick_units($1, $2, $5, $6, $7)) AS picked(id)
 WHERE j.id = picked.id
 RETURNING {{job:j}};
 
