@@ -33,7 +33,8 @@ type completion struct {
 	c     store.Completion
 	queue string
 	kind  string
-	span  trace.Span // the attempt's, ended once written; nil: tracing off
+	km    *kindMetrics // queue's and kind's series
+	span  trace.Span   // the attempt's, ended once written; nil: tracing off
 }
 
 func newCompleter(st *store.Store, m *Metrics, log hclog.Logger, maxBatch int, written func(map[string]bool)) *completer {
@@ -123,7 +124,7 @@ func (c *completer) flush(batch []completion) {
 	}
 	for _, x := range batch {
 		if ok[x.c.ID] {
-			c.metrics.forKind(x.queue, x.kind).completed.Inc()
+			x.km.completed.Inc()
 			endAttempt(x.span, attemptEnd{outcome: OutcomeCompleted})
 		} else {
 			c.metrics.counter(c.metrics.stale, x.queue, x.kind, "complete").Inc()

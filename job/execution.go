@@ -24,6 +24,9 @@ type execution struct {
 	// span is the attempt's span (nil: tracing off), ended once its
 	// outcome is written.
 	span trace.Span
+	// km are the metric series of the job's queue and kind, looked up
+	// once per attempt.
+	km *kindMetrics
 
 	mu        sync.Mutex
 	renewedAt time.Time // monotonic: when the lease was last set
@@ -42,9 +45,9 @@ func (w *Worker) launch(p *producer, row store.Job, claimedAt time.Time) {
 		ctx, span = w.tracer.start(ctx, j, known)
 	}
 	e := &execution{job: j, lease: store.Lease{ID: row.ID, Attempt: row.Attempt, Token: row.LeaseToken},
-		cancel: cancel, started: w.clock.Now(), renewedAt: claimedAt, producer: p, span: span}
+		cancel: cancel, started: w.clock.Now(), renewedAt: claimedAt, producer: p, span: span, km: w.metrics.forKind(j.Queue, j.Kind)}
 	if j.AttemptedAt != nil {
-		w.metrics.forKind(j.Queue, j.Kind).queueWait.Observe(max(0, j.AttemptedAt.Sub(j.RunAt).Seconds()))
+		e.km.queueWait.Observe(max(0, j.AttemptedAt.Sub(j.RunAt).Seconds()))
 	}
 	e.ctx = ctx
 	w.mu.Lock()
@@ -104,7 +107,7 @@ func (w *Worker) run(ctx context.Context, e *execution) {
 	} else if err, stack = callHandler(ctx, reg.handler, j); stack != "" {
 		errKind = "panic"
 	}
-	w.metrics.forKind(j.Queue, j.Kind).runDuration.Observe(time.Since(start).Seconds())
+	e.km.runDuration.Observe(time.Since(start).Seconds())
 
 	e.mu.Lock()
 	released := e.released

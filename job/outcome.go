@@ -21,12 +21,12 @@ func (w *Worker) record(e *execution, err error, errKind, stack string, cause er
 	)
 	switch {
 	case err == nil && j.completedInTx:
-		w.metrics.forKind(j.Queue, j.Kind).completed.Inc() // committed by the handler's own transaction
+		e.km.completed.Inc() // committed by the handler's own transaction
 		endAttempt(e.span, attemptEnd{outcome: OutcomeCompleted})
 		return
 	case err == nil:
 		// The completer ends the span once the completion is written.
-		w.completer.add(completion{c: store.Completion{Lease: e.lease, Result: j.result}, queue: j.Queue, kind: j.Kind, span: e.span})
+		w.completer.add(completion{c: store.Completion{Lease: e.lease, Result: j.result}, queue: j.Queue, kind: j.Kind, km: e.km, span: e.span})
 		return
 	case errors.As(err, &snooze):
 		werr := w.write(e, "snooze", func(ctx context.Context) error {
