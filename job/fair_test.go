@@ -212,3 +212,43 @@ func TestLimitInASharedClaim(t *testing.T) {
 		t.Fatalf("claim of 10 with b's kind limited to 2: %v (%d of kind lim), want b 2, a 5", by, lim)
 	}
 }
+
+// A claim leaves the fresh jobs of a unit its caller's last claim did not
+// serve to the side claim their insert asks for, while a unit it served
+// has jobs; b's job is claimed as before once older than the grace, or
+// by a caller that served nothing. Red without the grace: b's fresh job
+// is in the first claim.
+func TestClaimLeavesFreshUnitsToSideClaims(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.enqueueMany("a", "grace", 100)
+	e.enqueueMany("b", "grace", 1)
+	claim := func(served []store.Unit) map[string]int {
+		jobs, err := e.st.ClaimJobs(context.Background(), store.ClaimParams{Queue: "grace", Limit: 10, Token: time.Now().UnixNano(),
+			LeaseTTL: time.Minute, Node: "n1", Served: served, Grace: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		by := map[string]int{}
+		for _, j := range jobs {
+			by[j.Tenant]++
+		}
+		return by
+	}
+	a := []store.Unit{{Tenant: "a"}}
+	if by := claim(a); by["b"] != 0 || by["a"] != 10 {
+		t.Fatalf("a served last, b's job fresh: claimed %v, want a 10, b none", by)
+	}
+	if by := claim([]store.Unit{{Tenant: "c"}}); by["b"] != 1 {
+		t.Fatalf("no unit served last among the queue's: claimed %v, want b's fresh job in the claim", by)
+	}
+	e.enqueueMany("b", "grace", 1)
+	if by := claim(nil); by["b"] != 1 {
+		t.Fatalf("the caller served nothing: claimed %v, want b's fresh job in the claim", by)
+	}
+	e.enqueueMany("b", "grace", 1)
+	e.exec(`UPDATE gaffer.jobs SET run_at = now() - interval '2 minutes' WHERE tenant = 'b' AND state = 'pending'`)
+	if by := claim(a); by["b"] != 1 {
+		t.Fatalf("b's job due 2 minutes ago: claimed %v, want it in the claim", by)
+	}
+}

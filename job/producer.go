@@ -184,6 +184,7 @@ func (p *producer) claim(ctx context.Context, n int, units []store.Unit) ([]stor
 			params.Cursors = append(params.Cursors, store.UnitCursor{Unit: u, ClaimPosition: pos})
 		}
 		params.Below = p.below
+		params.Served, params.Grace = p.side.lastList, sideClaimGrace
 	}
 	return w.store.ClaimJobs(claimCtx, params)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gafferhq/gaffer/internal/store"
 )
@@ -23,13 +24,23 @@ type sideClaims struct {
 	wake    chan struct{}
 
 	mu sync.Mutex
-	// last holds the units the last claim that took jobs served.
-	last map[store.Unit]bool
+	// last holds the units the last claim that took jobs served; lastList
+	// the same, for the next claim (read by the claim loop only).
+	last     map[store.Unit]bool
+	lastList []store.Unit
 	// waiting holds the units notified for a side claim, not yet made;
 	// pending says it is not empty.
 	waiting map[store.Unit]bool
 	pending atomic.Bool
 }
+
+// sideClaimGrace is how long a claim of the queue leaves the fresh jobs of
+// a unit its last claim did not serve to the side claim their insert asks
+// for (store.ClaimParams.Grace): without it, a claim that starts between
+// the insert and the side claim takes the job, which then waits for that
+// claim to end. A job no side claim takes (no free slot, no LISTEN, due by
+// its run_at rather than by an insert) waits this long at most.
+const sideClaimGrace = 25 * time.Millisecond
 
 // maxSideUnits bounds the units one side claim names (and waiting holds).
 const maxSideUnits = 16
@@ -45,9 +56,13 @@ func (s *sideClaims) served(rows []store.Job) {
 	if s.last == nil {
 		s.last = map[store.Unit]bool{}
 	}
+	s.lastList = s.lastList[:0]
 	for _, r := range rows {
 		u := store.Unit{Tenant: r.Tenant, FairnessKey: r.FairnessKey}
-		s.last[u] = true
+		if !s.last[u] {
+			s.last[u] = true
+			s.lastList = append(s.lastList, u)
+		}
 		delete(s.waiting, u)
 	}
 	s.pending.Store(len(s.waiting) > 0)

@@ -29,8 +29,15 @@ type ClaimParams struct {
 	// served in turn.
 	Below *Unit
 	// Units, when set, makes this a side claim: only these units' jobs
-	// are taken, each from its start (Cursors and Below are not used).
+	// are taken, each from its start (Cursors, Below, Served and Grace
+	// are not used).
 	Units []Unit
+	// Served are the units the caller's last claim took jobs of. While
+	// one of them has due jobs, a unit outside them whose due jobs all
+	// came due less than Grace ago is left out of the claim: the caller's
+	// side claim, asked for by the jobs' insert, takes them.
+	Served []Unit
+	Grace  time.Duration
 }
 
 // Unit is a fairness unit: jobs of one tenant with one fairness key.
@@ -73,8 +80,9 @@ func (s *Store) ClaimJobs(ctx context.Context, p ClaimParams) ([]Job, error) {
 		return s.claimUnits(ctx, p)
 	}
 	a := claimArgsOf(p.Cursors, p.Below)
+	servedTenants, servedKeys := unitArrays(p.Served)
 	rows, err := s.pool.Query(ctx, sqlClaimJobs, p.Queue, p.Limit, p.Token, p.LeaseTTL.Milliseconds(), p.Node,
-		a.tenants, a.fkeys, a.prios, a.runAts, a.ids, a.belowTenant, a.belowKey)
+		a.tenants, a.fkeys, a.prios, a.runAts, a.ids, a.belowTenant, a.belowKey, servedTenants, servedKeys, p.Grace.Milliseconds())
 	jobs, err := collectJobs(rows, err)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
@@ -82,11 +90,17 @@ func (s *Store) ClaimJobs(ctx context.Context, p ClaimParams) ([]Job, error) {
 	return jobs, nil
 }
 
-func (s *Store) claimUnits(ctx context.Context, p ClaimParams) ([]Job, error) {
-	tenants, fkeys := make([]string, len(p.Units)), make([]string, len(p.Units))
-	for i, u := range p.Units {
+// unitArrays are units as the claim functions take them.
+func unitArrays(units []Unit) (tenants, fkeys []string) {
+	tenants, fkeys = make([]string, len(units)), make([]string, len(units))
+	for i, u := range units {
 		tenants[i], fkeys[i] = u.Tenant, u.FairnessKey
 	}
+	return tenants, fkeys
+}
+
+func (s *Store) claimUnits(ctx context.Context, p ClaimParams) ([]Job, error) {
+	tenants, fkeys := unitArrays(p.Units)
 	rows, err := s.pool.Query(ctx, sqlClaimUnits, p.Queue, p.Limit, p.Token, p.LeaseTTL.Milliseconds(), p.Node, tenants, fkeys)
 	jobs, err := collectJobs(rows, err)
 	if err != nil {

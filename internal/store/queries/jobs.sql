@@ -60,11 +60,13 @@ RETURNING id, tenant, unique_key;
 -- gets none. Each picked job starts a new attempt under this lease.
 -- $1 queue, $2 limit, $3 lease token, $4 lease ms, $5 node, $6-$10 each
 -- unit's cursor (tenants, fairness keys, priorities, run_ats, ids),
--- $11-$12 the unit to rotate below (NULL: from the top).
+-- $11-$12 the unit to rotate below (NULL: from the top), $13-$14 the
+-- units the node's last claim served and $15 the side claims' grace in
+-- ms (migration 0028).
 UPDATE gaffer.jobs j
 SET state = 'running', attempt = j.attempt + 1, lease_token = $3,
     lease_expires_at = now() + $4 * interval '1 millisecond', node = $5, attempted_at = now()
-FROM unnest(gaffer.claim_pick($1, $2, $5, $6, $7, $8, $9, $10, $11, $12)) AS picked(id)
+FROM unnest(gaffer.claim_pick($1, $2, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)) AS picked(id)
 WHERE j.id = picked.id
 RETURNING {{job:j}};
 
