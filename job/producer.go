@@ -88,7 +88,10 @@ func (p *producer) fill(ctx context.Context) {
 			if !clock.Sleep(ctx, w.clock, wait) {
 				return
 			}
-			free = p.free()
+			// A side claim may have taken the slots meanwhile.
+			if free = p.free(); free <= 0 {
+				return
+			}
 		}
 		n := min(free, w.cfg.ClaimBatch)
 		if p.claimCap > 0 {
