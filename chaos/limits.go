@@ -56,7 +56,7 @@ func (h *harness) setUpLimit(ctx context.Context) {
 	if h.o.NoLimitCheck {
 		if _, err := h.pool.Exec(ctx, `
 			CREATE OR REPLACE FUNCTION gaffer.limit_admit(q text, c_id bigint[], c_tenant text[], c_kind text[],
-				c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_lkey text[]) RETURNS bigint[]
+				c_fkey text[]) RETURNS bigint[]
 			LANGUAGE sql AS $$ SELECT c_id $$`); err != nil {
 			t.Fatal(err)
 		}

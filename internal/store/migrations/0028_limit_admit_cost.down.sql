@@ -213,7 +213,7 @@ BEGIN
 END
 $fn$;
 
-DROP FUNCTION gaffer.limit_admit(text, bigint[], text[], text[], text[], smallint[], timestamptz[], text[]);
+DROP FUNCTION gaffer.limit_admit(text, bigint[], text[], text[], text[]);
 DROP FUNCTION gaffer.limit_key_of(text, text, text, text, text, text, json);
 DROP TRIGGER limits_changed ON gaffer.limits;
 DROP FUNCTION gaffer.limit_changed();

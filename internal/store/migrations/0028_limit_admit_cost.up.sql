@@ -3,9 +3,13 @@
 -- 0015) read the candidates' whole rows a second time and counted every
 -- bucket's running attempts on every claim. Now:
 --
--- - the claim hands limit_admit the candidates' columns a limit reads
---   (from the rows it locked, for a queue with one unit; by id for
---   several); the args only when a limit that applies is keyed by them;
+-- - the claim hands limit_admit the candidates' ids, tenants, kinds and
+--   fairness keys (from the scan that locked them, for a queue with one
+--   unit; by id for several); limit_admit reads their limit keys and args
+--   only when a limit that applies is keyed by them, and their priorities
+--   and run_ats only when a bucket binds (they are for its fair order);
+-- - it groups the candidates alike in what the limits read before joining
+--   the limits, and computes keys from columns (limit_key_of), not rows;
 -- - each bucket keeps an upper bound on the running attempts it counts,
 --   running_bound: set from an exact count, raised by every claim it
 --   admits, never lowered (an attempt's end leaves it as it is). A claim
@@ -76,8 +80,8 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 
 -- limit_admit returns the ids of the candidates of queue q (c_*: their
--- ids, tenants, kinds, fairness keys, priorities, run_ats and limit keys,
--- the rows locked by the caller) that the limits let start now: those no
+-- ids, tenants, kinds and fairness keys; the rows locked by the caller,
+-- which it reads for what else it needs) that the limits let start now: those no
 -- limit applies to, and those whose every bucket has a slot (running
 -- attempts below concurrency) and a token (rate) left, taken in fair
 -- order per bucket (a unit's k-th candidate ranks k/weight). The buckets
@@ -85,12 +89,16 @@ $$;
 -- it in a new snapshot: the bounds and counts see every claim that took
 -- one of these buckets before. Tokens are spent and bounds raised for
 -- the admitted.
-CREATE FUNCTION gaffer.limit_admit(q text, c_id bigint[], c_tenant text[], c_kind text[], c_fkey text[],
-    c_prio smallint[], c_run_at timestamptz[], c_lkey text[])
+CREATE FUNCTION gaffer.limit_admit(q text, c_id bigint[], c_tenant text[], c_kind text[], c_fkey text[])
 RETURNS bigint[]
 LANGUAGE plpgsql AS $fn$
 DECLARE
+    read_key boolean;
+    read_args boolean;
+    c_lkey text[];
     c_args json[];
+    c_prio smallint[];
+    c_run_at timestamptz[];
     b_name text[];
     b_key text[];
     b_want integer[];
@@ -105,12 +113,17 @@ BEGIN
     IF c_id IS NULL THEN
         RETURN NULL;
     END IF;
-    -- The args, only when a limit that applies is keyed by them.
-    IF EXISTS (SELECT 1 FROM gaffer.limits l
-               WHERE (l.key_from LIKE 'args.%' OR l.key_from LIKE 'host(args.%')
-                 AND (l.queue IS NULL OR l.queue = q) AND (l.kind IS NULL OR l.kind = ANY (c_kind))
-                 AND (l.tenant IS NULL OR l.tenant = ANY (c_tenant))) THEN
-        SELECT array_agg(j.args ORDER BY c.ord) INTO c_args
+    -- The limit keys and args, only when a limit that applies is keyed
+    -- by them (they lie at the end of the row).
+    SELECT coalesce(bool_or(l.key_from = 'limit_key'), false),
+           coalesce(bool_or(l.key_from LIKE 'args.%' OR l.key_from LIKE 'host(args.%'), false)
+    INTO read_key, read_args
+    FROM gaffer.limits l
+    WHERE (l.queue IS NULL OR l.queue = q) AND (l.kind IS NULL OR l.kind = ANY (c_kind))
+      AND (l.tenant IS NULL OR l.tenant = ANY (c_tenant));
+    IF read_key OR read_args THEN
+        SELECT array_agg(j.limit_key ORDER BY c.ord), array_agg(CASE WHEN read_args THEN j.args END ORDER BY c.ord)
+        INTO c_lkey, c_args
         FROM unnest(c_id) WITH ORDINALITY AS c(id, ord) LEFT JOIN gaffer.jobs j ON j.id = c.id;
     END IF;
     -- The buckets the candidates fall in, and how many want each: the
@@ -120,8 +133,8 @@ BEGIN
     FROM (
         SELECT l.name, gaffer.limit_key_of(l.key_from, c.tenant, c.kind, q, c.lkey, c.fkey, c.args::json) AS key,
                sum(c.n)::integer AS n
-        FROM (SELECT u.tenant, u.kind, u.fkey, u.lkey, c_args[u.ord]::text AS args, count(*) AS n
-              FROM unnest(c_tenant, c_kind, c_fkey, c_lkey) WITH ORDINALITY AS u(tenant, kind, fkey, lkey, ord)
+        FROM (SELECT u.tenant, u.kind, u.fkey, c_lkey[u.ord] AS lkey, c_args[u.ord]::text AS args, count(*) AS n
+              FROM unnest(c_tenant, c_kind, c_fkey) WITH ORDINALITY AS u(tenant, kind, fkey, ord)
               GROUP BY 1, 2, 3, 4, 5) c
         JOIN gaffer.limits l ON (l.queue IS NULL OR l.queue = q) AND (l.kind IS NULL OR l.kind = c.kind)
                             AND (l.tenant IS NULL OR l.tenant = c.tenant)
@@ -177,12 +190,14 @@ BEGIN
     ELSE
         -- Some bucket has fewer slots than candidates: take each bucket's
         -- in fair order; a candidate refused by any of its buckets waits.
+        SELECT array_agg(j.priority ORDER BY c.ord), array_agg(j.run_at ORDER BY c.ord)
+        INTO c_prio, c_run_at
+        FROM unnest(c_id) WITH ORDINALITY AS c(id, ord) LEFT JOIN gaffer.jobs j ON j.id = c.id;
         WITH pairs AS (
-            SELECT c.id, l.name, gaffer.limit_key_of(l.key_from, c.tenant, c.kind, q, c.lkey, c.fkey, c_args[c.ord]) AS key,
-                   row_number() OVER (PARTITION BY c.tenant, c.fkey ORDER BY c.prio, c.run_at, c.id)
+            SELECT c.id, l.name, gaffer.limit_key_of(l.key_from, c.tenant, c.kind, q, c_lkey[c.ord], c.fkey, c_args[c.ord]) AS key,
+                   row_number() OVER (PARTITION BY c.tenant, c.fkey ORDER BY c_prio[c.ord], c_run_at[c.ord], c.id)
                        / coalesce(tw.weight, 1)::double precision AS rank
-            FROM unnest(c_id, c_tenant, c_kind, c_fkey, c_prio, c_run_at, c_lkey)
-                     WITH ORDINALITY AS c(id, tenant, kind, fkey, prio, run_at, lkey, ord)
+            FROM unnest(c_id, c_tenant, c_kind, c_fkey) WITH ORDINALITY AS c(id, tenant, kind, fkey, ord)
             JOIN gaffer.limits l ON (l.queue IS NULL OR l.queue = q) AND (l.kind IS NULL OR l.kind = c.kind)
                                 AND (l.tenant IS NULL OR l.tenant = c.tenant)
             LEFT JOIN gaffer.tenant_weights tw ON tw.tenant = c.tenant
@@ -220,8 +235,7 @@ $fn$;
 -- rows, passed on as columns.
 CREATE OR REPLACE FUNCTION gaffer.limit_admit(q text, cands gaffer.jobs[]) RETURNS bigint[]
 LANGUAGE sql AS $fn$
-    SELECT gaffer.limit_admit(q, array_agg(c.id), array_agg(c.tenant), array_agg(c.kind), array_agg(c.fairness_key),
-                              array_agg(c.priority), array_agg(c.run_at), array_agg(c.limit_key))
+    SELECT gaffer.limit_admit(q, array_agg(c.id), array_agg(c.tenant), array_agg(c.kind), array_agg(c.fairness_key))
     FROM unnest(cands) c
 $fn$;
 
@@ -239,12 +253,7 @@ DECLARE
     ids bigint[];
     kinds text[];
     tenants text[];
-    k_tenant text[];
     k_kind text[];
-    k_fkey text[];
-    k_prio smallint[];
-    k_run_at timestamptz[];
-    k_lkey text[];
     limited boolean;
     cp smallint;
     cr timestamptz;
@@ -258,9 +267,9 @@ BEGIN
         SELECT c.prio, c.run_at, c.id INTO cp, cr, ci
         FROM unnest(c_tenant, c_fkey, c_prio, c_run_at, c_id) AS c(tenant, fkey, prio, run_at, id)
         WHERE c.tenant = u_tenant[1] AND c.fkey = u_fkey[1];
-        SELECT array_agg(x.id), array_agg(DISTINCT x.kind), array_agg(x.kind), array_agg(x.priority), array_agg(x.run_at), array_agg(x.limit_key)
-        INTO ids, kinds, k_kind, k_prio, k_run_at, k_lkey FROM (
-            SELECT j.id, j.kind, j.priority, j.run_at, j.limit_key FROM gaffer.jobs j
+        SELECT array_agg(x.id), array_agg(DISTINCT x.kind), array_agg(x.kind)
+        INTO ids, kinds, k_kind FROM (
+            SELECT j.id, j.kind FROM gaffer.jobs j
             WHERE j.state IN ('pending', 'retrying') AND j.queue = q
               AND j.tenant COLLATE "C" = u_tenant[1] AND j.fairness_key COLLATE "C" = u_fkey[1]
               AND j.run_at <= now()
@@ -283,18 +292,15 @@ BEGIN
             WHERE (l.queue IS NULL OR l.queue = q) AND (l.tenant IS NULL OR l.tenant = ANY (tenants))
               AND (l.kind IS NULL OR l.kind = ANY (kinds)));
     END IF;
-    IF limited THEN
-        IF k_kind IS NULL THEN
-            -- Several units: the columns the limits read, by id.
-            SELECT array_agg(j.id), array_agg(j.tenant), array_agg(j.kind), array_agg(j.fairness_key),
-                   array_agg(j.priority), array_agg(j.run_at), array_agg(j.limit_key)
-            INTO ids, k_tenant, k_kind, k_fkey, k_prio, k_run_at, k_lkey
-            FROM gaffer.jobs j WHERE j.id = ANY (ids);
+    IF limited AND ids IS NOT NULL THEN
+        IF cardinality(u_tenant) > 1 THEN
+            -- Several units: their tenants and fairness keys, by id.
+            ids := (SELECT gaffer.limit_admit(q, array_agg(j.id), array_agg(j.tenant), array_agg(j.kind), array_agg(j.fairness_key))
+                    FROM gaffer.jobs j WHERE j.id = ANY (ids));
         ELSE
-            k_tenant := array_fill(u_tenant[1], ARRAY[cardinality(ids)]);
-            k_fkey := array_fill(u_fkey[1], ARRAY[cardinality(ids)]);
+            ids := gaffer.limit_admit(q, ids, array_fill(u_tenant[1], ARRAY[cardinality(ids)]), k_kind,
+                                      array_fill(u_fkey[1], ARRAY[cardinality(ids)]));
         END IF;
-        ids := gaffer.limit_admit(q, ids, k_tenant, k_kind, k_fkey, k_prio, k_run_at, k_lkey);
     END IF;
     RETURN ids;
 END
@@ -312,12 +318,7 @@ DECLARE
     ids bigint[];
     kinds text[];
     tenants text[];
-    k_tenant text[];
     k_kind text[];
-    k_fkey text[];
-    k_prio smallint[];
-    k_run_at timestamptz[];
-    k_lkey text[];
     limited boolean;
     cp smallint;
     cr timestamptz;
@@ -344,9 +345,9 @@ BEGIN
         SELECT c.prio, c.run_at, c.id INTO cp, cr, ci
         FROM unnest(c_tenant, c_fkey, c_prio, c_run_at, c_id) AS c(tenant, fkey, prio, run_at, id)
         WHERE c.tenant = u_tenant[1] AND c.fkey = u_fkey[1];
-        SELECT array_agg(x.id), array_agg(DISTINCT x.kind), array_agg(x.kind), array_agg(x.priority), array_agg(x.run_at), array_agg(x.limit_key)
-        INTO ids, kinds, k_kind, k_prio, k_run_at, k_lkey FROM (
-            SELECT j.id, j.kind, j.priority, j.run_at, j.limit_key FROM gaffer.jobs j
+        SELECT array_agg(x.id), array_agg(DISTINCT x.kind), array_agg(x.kind)
+        INTO ids, kinds, k_kind FROM (
+            SELECT j.id, j.kind FROM gaffer.jobs j
             WHERE j.state IN ('pending', 'retrying') AND j.queue = q
               AND j.tenant COLLATE "C" = u_tenant[1] AND j.fairness_key COLLATE "C" = u_fkey[1]
               AND j.run_at <= now()
@@ -367,18 +368,15 @@ BEGIN
             WHERE (l.queue IS NULL OR l.queue = q) AND (l.tenant IS NULL OR l.tenant = ANY (tenants))
               AND (l.kind IS NULL OR l.kind = ANY (kinds)));
     END IF;
-    IF limited THEN
-        IF k_kind IS NULL THEN
-            -- Several units: the columns the limits read, by id.
-            SELECT array_agg(j.id), array_agg(j.tenant), array_agg(j.kind), array_agg(j.fairness_key),
-                   array_agg(j.priority), array_agg(j.run_at), array_agg(j.limit_key)
-            INTO ids, k_tenant, k_kind, k_fkey, k_prio, k_run_at, k_lkey
-            FROM gaffer.jobs j WHERE j.id = ANY (ids);
+    IF limited AND ids IS NOT NULL THEN
+        IF cardinality(u_tenant) > 1 THEN
+            -- Several units: their tenants and fairness keys, by id.
+            ids := (SELECT gaffer.limit_admit(q, array_agg(j.id), array_agg(j.tenant), array_agg(j.kind), array_agg(j.fairness_key))
+                    FROM gaffer.jobs j WHERE j.id = ANY (ids));
         ELSE
-            k_tenant := array_fill(u_tenant[1], ARRAY[cardinality(ids)]);
-            k_fkey := array_fill(u_fkey[1], ARRAY[cardinality(ids)]);
+            ids := gaffer.limit_admit(q, ids, array_fill(u_tenant[1], ARRAY[cardinality(ids)]), k_kind,
+                                      array_fill(u_fkey[1], ARRAY[cardinality(ids)]));
         END IF;
-        ids := gaffer.limit_admit(q, ids, k_tenant, k_kind, k_fkey, k_prio, k_run_at, k_lkey);
     END IF;
     RETURN ids;
 END
