@@ -40,6 +40,12 @@
 --   has an xid below the fence. Otherwise the count still decides the
 --   claim, and the bound stays unset.
 --
+-- One window is not covered: a claim whose claim_pick call began before
+-- this migration committed runs the old limit_admit, which counts exactly
+-- but does not raise bounds; if it locks its jobs after a new claim set
+-- a bucket's fence, a count made while it is in flight may become a bound
+-- without it. That is one claim, within milliseconds of the migration.
+--
 -- limit_admit(q, cands gaffer.jobs[]) stays, for any caller of its
 -- signature, as a wrapper; claim_pick and claim_pick_remote keep their
 -- arguments and results: nodes of the build before it keep working.
