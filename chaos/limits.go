@@ -27,9 +27,10 @@ const (
 // the most that ever ran at once. The audit counts by the job's columns,
 // not by the limit's own SQL.
 //
-// With o.NoLimitCheck the claim's limit check (gaffer.limit_admit) is
-// replaced by one that admits every candidate: the mutation the limit
-// invariant must catch.
+// With o.NoLimitCheck the claim's limit check (gaffer.limit_admit, the
+// signature of migration 0029 that every claim reaches) is replaced by
+// one that admits every candidate: the mutation the limit invariant must
+// catch.
 func (h *harness) setUpLimit(ctx context.Context) {
 	t := h.t
 	if _, err := job.NewClient(h.pool, nil).SetLimit(ctx, job.Limit{Name: limitName, Tenant: limitedTenant, Kind: "chaos.work",
@@ -54,8 +55,9 @@ func (h *harness) setUpLimit(ctx context.Context) {
 	}
 	if h.o.NoLimitCheck {
 		if _, err := h.pool.Exec(ctx, `
-			CREATE OR REPLACE FUNCTION gaffer.limit_admit(q text, cands gaffer.jobs[]) RETURNS bigint[]
-			LANGUAGE sql AS $$ SELECT array_agg(c.id) FROM unnest(cands) c $$`); err != nil {
+			CREATE OR REPLACE FUNCTION gaffer.limit_admit(q text, c_id bigint[], c_tenant text[], c_kind text[],
+				c_fkey text[]) RETURNS bigint[]
+			LANGUAGE sql AS $$ SELECT c_id $$`); err != nil {
 			t.Fatal(err)
 		}
 		h.logf("mutation: the claim's limit check is removed")

@@ -1,0 +1,96 @@
+package job_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/gafferhq/gaffer/job"
+)
+
+// The claim admits without counting while a bucket's bound on its running
+// attempts (migration 0029) leaves room, so the bound must never be below
+// them. These tests break it in the two ways a claim could: a limit
+// changed to cover jobs already running, and a claim that took jobs
+// without seeing a new limit and committed after a count that could not
+// see it.
+
+// A limit changed to cover more jobs counts them: its bucket's bound is
+// cleared. Red with the limits_changed trigger dropped (the bound of 4 a
+// jobs lets 4 more start beside the 8 b jobs, 16 running under 14).
+func TestChangedLimitCountsAfresh(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.client.SetLimit(ctx, job.Limit{Name: "a-only", Queue: "scope", Kind: "a", Concurrency: 14}); err != nil {
+		t.Fatal(err)
+	}
+	kind := func(k string) func(*job.Request) { return func(r *job.Request) { r.Kind = k } }
+	e.enqueueMany("t", "scope", 8, kind("b"))
+	if _, jobs := e.claimN("scope", 8); len(jobs) != 8 {
+		t.Fatalf("claimed %d b jobs, no limit on them: want 8", len(jobs))
+	}
+	// Two claims of a jobs: the first counts, the second counts and sets
+	// the bound (4 running a jobs).
+	e.enqueueMany("t", "scope", 8, kind("a"))
+	for range 2 {
+		if _, jobs := e.claimN("scope", 2); len(jobs) != 2 {
+			t.Fatalf("claimed %d a jobs, want 2", len(jobs))
+		}
+	}
+	if n := e.count(`SELECT coalesce(max(running_bound), -1) FROM gaffer.limit_buckets WHERE limit_name = 'a-only'`); n != 4 {
+		t.Fatalf("bound %d after two claims of 2, want 4 (the test relies on it being set)", n)
+	}
+	// Now every job of the queue counts: 12 running, 2 slots.
+	if _, err := e.client.SetLimit(ctx, job.Limit{Name: "a-only", Queue: "scope", Concurrency: 14}); err != nil {
+		t.Fatal(err)
+	}
+	if _, jobs := e.claimN("scope", 4); len(jobs) != 2 {
+		t.Fatalf("claimed %d with 12 of 14 slots held: want 2", len(jobs))
+	}
+	if n := e.count(`SELECT count(*) FROM gaffer.jobs WHERE queue = 'scope' AND state = 'running'`); n != 14 {
+		t.Fatalf("%d running, want 14", n)
+	}
+}
+
+// A claim that did not see a new limit, still in flight when another
+// claim counts the limit's running jobs, is counted by the claims after
+// it commits: the count that could not see it does not become the
+// bucket's bound. Red with the fence (bound_fence) ignored: the count of 0
+// becomes a bound of 3, and a claim of 5 fits under it beside the 6 jobs
+// of the claim in flight, 14 running under 10.
+func TestClaimInFlightAcrossANewLimitIsCounted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.enqueueMany("t", "fence", 20)
+	// A node's claim of 6 jobs, made before the limit exists, commits
+	// only after the limit is set and another claim has counted.
+	tx, err := e.st.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `UPDATE gaffer.jobs j
+		SET state = 'running', attempt = j.attempt + 1, lease_token = 1,
+		    lease_expires_at = now() + interval '1 hour', node = 'slow', attempted_at = now()
+		FROM unnest(gaffer.claim_pick('fence', 6, 'slow', NULL, NULL, NULL, NULL, NULL, NULL, NULL)) AS p(id)
+		WHERE j.id = p.id`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client.SetLimit(ctx, job.Limit{Name: "ten", Queue: "fence", Concurrency: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, jobs := e.claimN("fence", 3); len(jobs) != 3 {
+		t.Fatalf("claimed %d, want 3 (the claim in flight is not visible yet)", len(jobs))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// 9 running: one slot left.
+	if _, jobs := e.claimN("fence", 5); len(jobs) != 1 {
+		t.Fatalf("claimed %d with 9 of 10 slots held: want 1", len(jobs))
+	}
+	if n := e.count(`SELECT count(*) FROM gaffer.jobs WHERE queue = 'fence' AND state = 'running'`); n != 10 {
+		t.Fatalf("%d running, want 10", n)
+	}
+}
