@@ -8,7 +8,7 @@ import (
 // took of it. A short claim saw everything due past the cursors, so the
 // next one starts over. A claim that served as many units as it took jobs
 // may have left units out: the next one starts below the last it served.
-func (p *producer) advanceCursors(rows []store.Job, units []store.Unit, asked int) {
+func (p *producer) advanceCursors(rows []store.Job, asked int) {
 	p.below = nil
 	if len(rows) < asked {
 		clear(p.cursors)
@@ -38,7 +38,7 @@ func (p *producer) advanceCursors(rows []store.Job, units []store.Unit, asked in
 	// at most as many as the claim takes jobs: one job per unit means the
 	// claim may have stopped for want of room, and the next starts below
 	// the last it served (wrapping around).
-	if len(units) == len(rows) {
+	if countUnits(rows) == len(rows) {
 		p.below = lowest
 	}
 }
@@ -46,21 +46,10 @@ func (p *producer) advanceCursors(rows []store.Job, units []store.Unit, asked in
 // maxCursors bounds the cursors a producer keeps (and sends per claim).
 const maxCursors = 1000
 
-// unitsOf lists the distinct fairness units of rows, in their order. A
-// claim's rows come unit by unit, so a row of the previous row's unit
-// costs no map lookup.
-func unitsOf(rows []store.Job) []store.Unit {
-	var units []store.Unit
+func countUnits(rows []store.Job) int {
 	seen := map[store.Unit]bool{}
-	for i, r := range rows {
-		if i > 0 && r.Tenant == rows[i-1].Tenant && r.FairnessKey == rows[i-1].FairnessKey {
-			continue
-		}
-		u := store.Unit{Tenant: r.Tenant, FairnessKey: r.FairnessKey}
-		if !seen[u] {
-			seen[u] = true
-			units = append(units, u)
-		}
+	for _, r := range rows {
+		seen[store.Unit{Tenant: r.Tenant, FairnessKey: r.FairnessKey}] = true
 	}
-	return units
+	return len(seen)
 }

@@ -106,11 +106,10 @@ func (p *producer) fill(ctx context.Context) {
 			// that limits cut (a slot freeing here may let the next one
 			// in). Only an empty claim says the queue has nothing for this
 			// node now.
-			units := unitsOf(rows)
 			p.more.Store(len(rows) > 0)
 			p.adaptCap(len(rows), n)
-			p.advanceCursors(rows, units, n)
-			p.side.served(units)
+			p.advanceCursors(rows, n)
+			p.side.served(rows)
 		})
 		if !ok {
 			if ctx.Err() == nil && w.claiming.Load() {

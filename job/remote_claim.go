@@ -411,7 +411,7 @@ func (c *claimCursor) advance(rows []store.Job, asked int) {
 	if len(c.cursors) > maxCursors {
 		clear(c.cursors)
 	}
-	if len(unitsOf(rows)) == len(rows) {
+	if countUnits(rows) == len(rows) {
 		c.below = lowest
 	}
 }

@@ -45,10 +45,9 @@ const sideClaimGrace = 25 * time.Millisecond
 // maxSideUnits bounds the units one side claim names (and waiting holds).
 const maxSideUnits = 16
 
-// served records the units a claim of the queue took rows of (unitsOf
-// its rows), if any.
-func (s *sideClaims) served(units []store.Unit) {
-	if len(units) == 0 {
+// served records the units a claim of the queue took rows of, if any.
+func (s *sideClaims) served(rows []store.Job) {
+	if len(rows) == 0 {
 		return
 	}
 	s.mu.Lock()
@@ -57,9 +56,13 @@ func (s *sideClaims) served(units []store.Unit) {
 	if s.last == nil {
 		s.last = map[store.Unit]bool{}
 	}
-	s.lastList = units
-	for _, u := range units {
-		s.last[u] = true
+	s.lastList = s.lastList[:0]
+	for _, r := range rows {
+		u := store.Unit{Tenant: r.Tenant, FairnessKey: r.FairnessKey}
+		if !s.last[u] {
+			s.last[u] = true
+			s.lastList = append(s.lastList, u)
+		}
 		delete(s.waiting, u)
 	}
 	s.pending.Store(len(s.waiting) > 0)

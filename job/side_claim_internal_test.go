@@ -21,7 +21,7 @@ func TestSideClaimBookkeeping(t *testing.T) {
 		t.Fatalf("idle loop: %v waiting, want none (the queue's wake claims it)", got)
 	}
 	s.filling.Store(true)
-	s.served([]store.Unit{a})
+	s.served([]store.Job{{Tenant: "a"}})
 	s.notified(a)
 	if got := s.take(all); got != nil {
 		t.Fatalf("a served by the last claim: %v waiting, want none", got)
@@ -38,7 +38,7 @@ func TestSideClaimBookkeeping(t *testing.T) {
 		t.Fatalf("took %v, want [b] and nothing left", got)
 	}
 	s.notified(b)
-	s.served([]store.Unit{b})
+	s.served([]store.Job{{Tenant: "b", FairnessKey: "k"}})
 	if s.pending.Load() {
 		t.Fatal("b still waits for a side claim after a claim of the queue served it")
 	}
@@ -47,20 +47,5 @@ func TestSideClaimBookkeeping(t *testing.T) {
 	}
 	if got := s.take(all); len(got) != maxSideUnits {
 		t.Fatalf("%d units waiting, want at most %d", len(got), maxSideUnits)
-	}
-}
-
-// A claim's distinct units, in order, whether its rows come unit by unit
-// or mixed.
-func TestUnitsOf(t *testing.T) {
-	t.Parallel()
-	rows := []store.Job{{Tenant: "b"}, {Tenant: "b"}, {Tenant: "a", FairnessKey: "k"}, {Tenant: "a"}, {Tenant: "b"}, {Tenant: "a", FairnessKey: "k"}}
-	got := unitsOf(rows)
-	want := []store.Unit{{Tenant: "b"}, {Tenant: "a", FairnessKey: "k"}, {Tenant: "a"}}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("unitsOf = %v, want %v", got, want)
-	}
-	if got := unitsOf(nil); len(got) != 0 {
-		t.Fatalf("unitsOf(nil) = %v", got)
 	}
 }
