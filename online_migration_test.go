@@ -11,7 +11,7 @@ import (
 
 	"github.com/gafferhq/gaffer"
 	"github.com/gafferhq/gaffer/internal/pgtest"
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
 )
 

@@ -19,7 +19,7 @@ import (
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/internal/etcdserver"
 	"github.com/gafferhq/gaffer/internal/patroni"
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/internal/testnode"
 	"github.com/gafferhq/gaffer/job"
 )

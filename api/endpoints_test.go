@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/cron"
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 )
 
 type jobOut struct {

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/jackc/pgx/v5/pgxpool"
 )

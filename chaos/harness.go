@@ -17,7 +17,7 @@ import (
 	"github.com/gafferhq/gaffer/internal/etcdserver"
 	"github.com/gafferhq/gaffer/internal/faultproxy"
 	"github.com/gafferhq/gaffer/internal/pgserver"
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/internal/testnode"
 )
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 

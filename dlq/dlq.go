@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/jackc/pgx/v5/pgxpool"
 )

@@ -1,7 +1,7 @@
 package job
 
 import (
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // advanceCursors moves each unit's cursor to the end of what this claim

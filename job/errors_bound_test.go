@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
 )
 

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/gafferhq/gaffer/internal/clock"
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // FromRow builds a Job from a claimed row, lease included, for tests that

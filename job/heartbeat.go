@@ -3,7 +3,7 @@ package job
 import (
 	"context"
 
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // watch heartbeats running attempts whose lease is a third spent and

@@ -7,7 +7,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // Limit caps the jobs it matches across the whole cluster, enforced by

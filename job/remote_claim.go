@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // Lease names one attempt of a job as its holder knows it: every write a

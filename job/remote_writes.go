@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/internal/redact"
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // RemoteOutcome is what became of one job's part of a remote write.

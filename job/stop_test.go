@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/internal/faultproxy"
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
 )
 

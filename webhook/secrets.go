@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/internal/clock"
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/jackc/pgx/v5/pgxpool"
 )

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/dlq"
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/workflow"
 )
 

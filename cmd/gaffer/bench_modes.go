@@ -14,7 +14,7 @@ import (
 	"github.com/gafferhq/gaffer"
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/internal/etcdserver"
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
 )
 

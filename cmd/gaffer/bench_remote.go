@@ -17,7 +17,7 @@ import (
 	"github.com/gafferhq/gaffer"
 	"github.com/gafferhq/gaffer/api"
 	"github.com/gafferhq/gaffer/auth"
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/internal/workclient"
 	"github.com/gafferhq/gaffer/job"
 )

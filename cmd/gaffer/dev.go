@@ -13,7 +13,7 @@ import (
 	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/internal/etcdserver"
 	"github.com/gafferhq/gaffer/internal/pgserver"
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/webhook"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/gafferhq/gaffer/internal/pgtest"
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 )
 
 func TestMain(m *testing.M) {

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 )
 
 func (m *Main) runMigrate(ctx context.Context, args []string) error {

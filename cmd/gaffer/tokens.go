@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/auth"
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // Tokens are managed against the database directly: the first token

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/gafferhq/gaffer/internal/pgtest"
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 )
 
 var functionDef = regexp.MustCompile(`(?s)CREATE (?:OR REPLACE )?FUNCTION gaffer\.(\w+)\(.*?\$\$(.*?)\$\$`)

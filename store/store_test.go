@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/internal/pgtest"
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 	"github.com/jackc/pgx/v5"
 )
 

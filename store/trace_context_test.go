@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/gafferhq/gaffer/internal/pgtest"
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // The trace context a job is inserted with comes back from every path

@@ -14,7 +14,7 @@ import (
 
 	"github.com/gafferhq/gaffer/internal/pgbouncer"
 	"github.com/gafferhq/gaffer/internal/pgtest"
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // throughPgBouncer makes a database and a PgBouncer in transaction mode in

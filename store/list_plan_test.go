@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/gafferhq/gaffer/internal/pgtest"
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // Listing one cron entry's or one workflow run's jobs reads an index

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gafferhq/gaffer/internal/store"
+	"github.com/gafferhq/gaffer/store"
 )
 
 func TestEndpoints(t *testing.T) {
