@@ -15,8 +15,8 @@ import (
 	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/internal/etcdserver"
 	"github.com/gafferhq/gaffer/internal/pgtest"
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // clusterEnv is a database, an etcd and the node processes of one test.

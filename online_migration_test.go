@@ -11,8 +11,8 @@ import (
 
 	"github.com/gafferhq/gaffer"
 	"github.com/gafferhq/gaffer/internal/pgtest"
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // withIndexMigration is Gaffer's migration set plus one more, numbered

@@ -19,9 +19,9 @@ import (
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/internal/etcdserver"
 	"github.com/gafferhq/gaffer/internal/patroni"
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/internal/testnode"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // failoverDelay delays the WAL stream to the standby (and its replies),

@@ -17,8 +17,8 @@ import (
 	"github.com/gafferhq/gaffer/dlq"
 	"github.com/gafferhq/gaffer/internal/faultproxy"
 	"github.com/gafferhq/gaffer/internal/pgtest"
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/workflow"
 )
 

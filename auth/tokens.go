@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 

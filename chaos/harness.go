@@ -17,8 +17,8 @@ import (
 	"github.com/gafferhq/gaffer/internal/etcdserver"
 	"github.com/gafferhq/gaffer/internal/faultproxy"
 	"github.com/gafferhq/gaffer/internal/pgserver"
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/internal/testnode"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // Profile sizes a run.

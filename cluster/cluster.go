@@ -11,8 +11,8 @@ import (
 	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/knobs"
 	"github.com/gafferhq/gaffer/internal/service"
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/internal/tzdata"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // Cluster is one node's membership in the cluster: its etcd session and

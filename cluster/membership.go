@@ -6,8 +6,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/internal/tzdata"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // reportLoop reports this node to the nodes table every ReportInterval,

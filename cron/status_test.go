@@ -11,8 +11,8 @@ import (
 
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/internal/pgtest"
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // After a firing, the entry says when it fired, for which instant, which

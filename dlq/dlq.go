@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // A job that fails many times keeps a bounded history: the first three

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // claimN claims up to n jobs of queue as node n1 and counts them by

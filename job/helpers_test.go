@@ -10,8 +10,8 @@ import (
 
 	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/pgtest"
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

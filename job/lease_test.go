@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/internal/clock"
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // claimAs claims the job directly, as a node that then goes silent.

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // A cluster-wide concurrency limit is never exceeded: two workers with ten

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/cluster"
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // newRemote returns RemoteWorkers on the env's database, fed by a

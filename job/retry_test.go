@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // claimAndFail claims the one due job of queue q and fails its attempt.

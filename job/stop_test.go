@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/internal/faultproxy"
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // TestStopDuringClaimLosesNothing stops a worker after PostgreSQL has

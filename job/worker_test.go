@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/internal/clock"
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 )
 
 func TestEnqueueInTransaction(t *testing.T) {

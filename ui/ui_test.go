@@ -19,8 +19,8 @@ import (
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/dlq"
 	"github.com/gafferhq/gaffer/internal/pgtest"
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/ui"
 	"github.com/gafferhq/gaffer/workflow"
 )

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/internal/clock"
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 

@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // Run states.

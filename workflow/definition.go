@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // Step types.

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer"
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // fairResult is what the fairness and limits modes measure.

@@ -14,8 +14,8 @@ import (
 	"github.com/gafferhq/gaffer"
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/internal/etcdserver"
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 )
 
 func benchNode(ctx context.Context, url string, o benchOpts, reg prometheus.Registerer, extra ...func(*gaffer.Node)) (*gaffer.Node, error) {

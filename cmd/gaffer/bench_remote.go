@@ -17,9 +17,9 @@ import (
 	"github.com/gafferhq/gaffer"
 	"github.com/gafferhq/gaffer/api"
 	"github.com/gafferhq/gaffer/auth"
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/internal/workclient"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // remoteResult is what bench remote measures besides jobs/s.

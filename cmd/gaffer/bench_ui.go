@@ -14,8 +14,8 @@ import (
 	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/dlq"
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/ui"
 	"github.com/gafferhq/gaffer/workflow"
 )

@@ -9,8 +9,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/gafferhq/gaffer"
-	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/webhook"
 )
 
