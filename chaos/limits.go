@@ -27,8 +27,8 @@ const (
 // the most that ever ran at once. The audit counts by the job's columns,
 // not by the limit's own SQL.
 //
-// With o.NoLimitCheck the claim's limit check (gaffer.limit_admit, the
-// signature of migration 0029 that every claim reaches) is replaced by
+// With o.NoLimitCheck the claim's limit check (gaffer.limit_admit, which
+// every claim reaches) is replaced by
 // one that admits every candidate: the mutation the limit invariant must
 // catch.
 func (h *harness) setUpLimit(ctx context.Context) {
@@ -56,8 +56,8 @@ func (h *harness) setUpLimit(ctx context.Context) {
 	if h.o.NoLimitCheck {
 		if _, err := h.pool.Exec(ctx, `
 			CREATE OR REPLACE FUNCTION gaffer.limit_admit(q text, c_id bigint[], c_tenant text[], c_kind text[],
-				c_fkey text[]) RETURNS bigint[]
-			LANGUAGE sql AS $$ SELECT c_id $$`); err != nil {
+				c_fkey text[], cap integer, OUT admitted bigint[], OUT considered integer, OUT admitted_at timestamptz)
+			LANGUAGE sql AS $$ SELECT c_id[1:cap], least(cardinality(c_id), cap), clock_timestamp() $$`); err != nil {
 			t.Fatal(err)
 		}
 		h.logf("mutation: the claim's limit check is removed")

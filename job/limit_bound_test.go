@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // The claim admits without counting while a bucket's bound on its running
-// attempts (migration 0029) leaves room, so the bound must never be below
+// attempts (limit_buckets.running_bound) leaves room, so the bound must never be below
 // them. These tests break it in the two ways a claim could: a limit
 // changed to cover jobs already running, and a claim that took jobs
 // without seeing a new limit and committed after a count that could not
@@ -30,11 +31,8 @@ func TestChangedLimitCountsAfresh(t *testing.T) {
 	if _, jobs := e.claimN("scope", 8); len(jobs) != 8 {
 		t.Fatalf("claimed %d b jobs, no limit on them: want 8", len(jobs))
 	}
-	// Two claims of a jobs: the first counts, the second counts and sets
-	// the bound (4 running a jobs). A count sets no bound while a
-	// transaction older than the bucket's fence runs anywhere on the
-	// server (other tests' here): then the a jobs go back and are
-	// claimed again, until one does.
+	// Two claims of a jobs: the first counts and sets the bound, the
+	// second fits under it and raises it (4 running a jobs).
 	e.enqueueMany("t", "scope", 8, kind("a"))
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		for range 2 {
@@ -64,11 +62,13 @@ func TestChangedLimitCountsAfresh(t *testing.T) {
 	}
 }
 
-// A claim that did not see a new limit, still in flight when another
-// claim counts the limit's running jobs, is counted by the claims after
-// it commits: the count that could not see it does not become the
-// bucket's bound. Red with the fence (bound_fence) ignored: the count of 0
-// becomes a bound of 3, and a claim of 5 fits under it beside the 6 jobs
+// A claim in flight when a limit is created is counted by the claims
+// after it: the limit's creation waits for the claims in flight to
+// commit (the limits lock, store/schema/limits.sql), and claims made
+// while it waits take nothing, so no count that could not see the claim
+// in flight becomes the bucket's bound. Red with the lock taken out of
+// gaffer.claim: the limit is set at once, a claim of 3 counts 0 running
+// and sets a bound of 3, and a claim of 5 fits under it beside the 6 jobs
 // of the claim in flight, 14 running under 10.
 func TestClaimInFlightAcrossANewLimitIsCounted(t *testing.T) {
 	t.Parallel()
@@ -76,7 +76,7 @@ func TestClaimInFlightAcrossANewLimitIsCounted(t *testing.T) {
 	ctx := context.Background()
 	e.enqueueMany("t", "fence", 20)
 	// A node's claim of 6 jobs, made before the limit exists, commits
-	// only after the limit is set and another claim has counted.
+	// only after the limit was asked for and another claim was made.
 	tx, err := e.st.Pool().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -89,18 +89,33 @@ func TestClaimInFlightAcrossANewLimitIsCounted(t *testing.T) {
 		WHERE j.id = p.id`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.client.SetLimit(ctx, job.Limit{Name: "ten", Queue: "fence", Concurrency: 10}); err != nil {
-		t.Fatal(err)
+	set := make(chan error, 1)
+	go func() {
+		_, err := e.client.SetLimit(ctx, job.Limit{Name: "ten", Queue: "fence", Concurrency: 10})
+		set <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the limit's creation is waiting for the claim in flight
+	select {
+	case err := <-set:
+		t.Fatalf("the limit was set (err %v) while a claim that did not see it was in flight", err)
+	default:
 	}
-	if _, jobs := e.claimN("fence", 3); len(jobs) != 3 {
-		t.Fatalf("claimed %d, want 3 (the claim in flight is not visible yet)", len(jobs))
+	got, err := e.st.Claim(ctx, store.ClaimParams{Queue: "fence", Limit: 3, Token: 2, LeaseTTL: time.Minute, Node: "n1"})
+	if err != nil || len(got.Jobs) != 0 || !got.Busy {
+		t.Fatalf("claimed %d (busy %v, err %v) while a limit was being set, want none and busy", len(got.Jobs), got.Busy, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// 9 running: one slot left.
-	if _, jobs := e.claimN("fence", 5); len(jobs) != 1 {
-		t.Fatalf("claimed %d with 9 of 10 slots held: want 1", len(jobs))
+	if err := <-set; err != nil {
+		t.Fatal(err)
+	}
+	// 6 running: four slots left.
+	if _, jobs := e.claimN("fence", 5); len(jobs) != 4 {
+		t.Fatalf("claimed %d with 6 of 10 slots held: want 4", len(jobs))
+	}
+	if _, jobs := e.claimN("fence", 5); len(jobs) != 0 {
+		t.Fatalf("claimed %d with 10 of 10 slots held: want 0", len(jobs))
 	}
 	if n := e.count(`SELECT count(*) FROM gaffer.jobs WHERE queue = 'fence' AND state = 'running'`); n != 10 {
 		t.Fatalf("%d running, want 10", n)

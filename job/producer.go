@@ -30,13 +30,9 @@ type producer struct {
 	claimCap  int
 	capped    atomic.Bool // claimCap > 0, for other goroutines
 	lastClaim time.Time
-	// cursors are where the last claims of each fairness unit ended, kept
-	// since cursorSince; a unit without one is scanned from its start.
-	cursors     map[store.Unit]store.ClaimPosition
-	cursorSince time.Time
-	// below is where the next claim starts among the units, when the last
-	// one served as many units as it could (there may be more).
-	below *store.Unit
+	// cursor is where this loop's claims of the queue stand (the side
+	// claims keep none: they read their units from the start).
+	cursor store.ClaimCursor
 	// reserved counts the slots the claims in flight (this loop's and the
 	// side claim's) asked for and have not yet filled.
 	reserved atomic.Int64
@@ -98,19 +94,19 @@ func (p *producer) fill(ctx context.Context) {
 			n = min(n, p.claimCap)
 		}
 		p.lastClaim = w.clock.Now()
-		if len(p.cursors) > 0 && p.lastClaim.Sub(p.cursorSince) > w.cfg.CursorReset {
-			clear(p.cursors)
-		}
-		rows, ok := p.claimAndLaunch(ctx, n, nil, func(rows []store.Job) {
+		rows, ok := p.claimAndLaunch(ctx, n, nil, func(got store.Claimed) {
 			// A full claim may have left work behind; so may a short one
 			// that limits cut (a slot freeing here may let the next one
 			// in). Only an empty claim says the queue has nothing for this
 			// node now.
-			p.more.Store(len(rows) > 0)
-			p.adaptCap(len(rows), n)
-			p.advanceCursors(rows, n)
-			p.side.served(rows)
+			p.more.Store(len(got.Jobs) > 0)
+			p.adaptCap(len(got.Jobs), n)
+			p.cursor.Advance(got, n, p.lastClaim)
+			p.side.served(got.Jobs)
 		})
+		// The slots this claim held back are free again for a side claim
+		// that found none.
+		p.side.slotFreed()
 		if !ok {
 			if ctx.Err() == nil && w.claiming.Load() {
 				clock.Sleep(ctx, w.clock, jitter(time.Second, 0.5))
@@ -133,7 +129,7 @@ func (p *producer) free() int {
 // claim) and starts them, holding n slots reserved meanwhile; taken sees
 // the claimed rows before they start. It reports how many it started,
 // and false when the claim failed or claiming stopped.
-func (p *producer) claimAndLaunch(ctx context.Context, n int, units []store.Unit, taken func([]store.Job)) (int, bool) {
+func (p *producer) claimAndLaunch(ctx context.Context, n int, units []store.Unit, taken func(store.Claimed)) (int, bool) {
 	w := p.w
 	p.reserved.Add(int64(n))
 	defer p.reserved.Add(-int64(n))
@@ -143,7 +139,8 @@ func (p *producer) claimAndLaunch(ctx context.Context, n int, units []store.Unit
 		w.claimGate.RUnlock()
 		return 0, false
 	}
-	rows, err := p.claim(ctx, n, units)
+	got, err := p.claim(ctx, n, units)
+	rows := got.Jobs
 	w.claimGate.RUnlock()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -158,7 +155,7 @@ func (p *producer) claimAndLaunch(ctx context.Context, n int, units []store.Unit
 		return 0, false
 	}
 	if taken != nil {
-		taken(rows)
+		taken(got)
 	}
 	for _, row := range rows {
 		p.active.Add(1)
@@ -176,20 +173,16 @@ func (p *producer) claimAndLaunch(ctx context.Context, n int, units []store.Unit
 // worker stopped meanwhile.
 //
 // A side claim (units set) takes only those units' jobs, from their start.
-func (p *producer) claim(ctx context.Context, n int, units []store.Unit) ([]store.Job, error) {
+func (p *producer) claim(ctx context.Context, n int, units []store.Unit) (store.Claimed, error) {
 	w := p.w
 	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.LeaseTTL)
 	defer cancel()
 	params := store.ClaimParams{Queue: p.queue, Limit: n, Token: rand.Int64(), LeaseTTL: w.cfg.LeaseTTL, Node: w.cfg.NodeID, Units: units}
 	if units == nil {
-		params.Cursors = make([]store.UnitCursor, 0, len(p.cursors))
-		for u, pos := range p.cursors {
-			params.Cursors = append(params.Cursors, store.UnitCursor{Unit: u, ClaimPosition: pos})
-		}
-		params.Below = p.below
-		params.Served, params.Grace = p.side.lastList, sideClaimGrace
+		p.cursor.Prepare(&params, w.clock.Now(), w.cfg.CursorReset)
+		params.Served, params.Grace = p.side.graceFor()
 	}
-	return w.store.ClaimJobs(claimCtx, params)
+	return w.store.Claim(claimCtx, params)
 }
 
 // release gives back jobs claimed after the worker began to stop, without

@@ -158,19 +158,22 @@ func (r *RemoteWorkers) claimOnce(worker string, w store.RemoteWorkerRow, limit 
 		}
 		q := w.Queues[(start+i)%len(w.Queues)]
 		cur := r.cursor(worker, q)
-		cursors, below := cur.params(r.cfg.CursorReset)
-		rows, err := r.store.ClaimJobsRemote(ctx, store.RemoteClaimParams{
-			ClaimParams: store.ClaimParams{Queue: q, Limit: n, Token: token, LeaseTTL: r.cfg.LeaseTTL, Node: worker,
-				Cursors: cursors, Below: below},
-			Tenant: w.Tenant, Kinds: w.Kinds,
-		})
+		params := store.ClaimParams{Queue: q, Limit: n, Token: token, LeaseTTL: r.cfg.LeaseTTL, Node: worker,
+			Remote: true, Tenant: w.Tenant, Kinds: w.Kinds}
+		cur.mu.Lock()
+		cur.Prepare(&params, time.Now(), r.cfg.CursorReset)
+		cur.mu.Unlock()
+		got, err := r.store.Claim(ctx, params)
 		if err != nil {
 			if len(out) > 0 {
 				r.release(out, "released: the remote worker's claim failed part way")
 			}
 			return nil, err
 		}
-		cur.advance(rows, n)
+		cur.mu.Lock()
+		cur.Advance(got, n, time.Now())
+		cur.mu.Unlock()
+		rows := got.Jobs
 		for _, row := range rows {
 			j := fromRow(row)
 			if j.AttemptedAt != nil {
@@ -350,68 +353,11 @@ func (r *RemoteWorkers) cursor(worker, queue string) *claimCursor {
 	return c
 }
 
-// claimCursor is where a remote worker's claims of one queue stopped, per
-// unit, so that a deep backlog's claims do not walk the dead index
-// entries earlier claims left; and the unit to start below when the last
-// claim served as many units as it could. It mirrors the producer's
-// cursors (see producer.advanceCursors) for claims that come over HTTP,
-// from any node, so it is a hint: a worker whose claims alternate between
-// nodes only scans more.
+// claimCursor is a remote worker's store.ClaimCursor for one queue, on
+// the node its claims come to: a hint, as claims that come over HTTP may
+// alternate between nodes (they then only read more). Claims of one
+// worker may run at once, hence the lock.
 type claimCursor struct {
-	mu      sync.Mutex
-	cursors map[store.Unit]store.ClaimPosition
-	since   time.Time
-	below   *store.Unit
-}
-
-// params returns the cursors and rotation for the next claim, dropping
-// cursors kept longer than reset: a job queued before them (a more urgent
-// priority, an earlier run_at) waits at most that long.
-func (c *claimCursor) params(reset time.Duration) ([]store.UnitCursor, *store.Unit) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.cursors) > 0 && time.Since(c.since) > reset {
-		clear(c.cursors)
-	}
-	out := make([]store.UnitCursor, 0, len(c.cursors))
-	for u, pos := range c.cursors {
-		out = append(out, store.UnitCursor{Unit: u, ClaimPosition: pos})
-	}
-	return out, c.below
-}
-
-// advance moves each unit's cursor to the end of what a claim of asked
-// jobs took. A short claim saw everything due past the cursors, so the
-// next starts over.
-func (c *claimCursor) advance(rows []store.Job, asked int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.below = nil
-	if len(rows) < asked {
-		clear(c.cursors)
-		return
-	}
-	if len(c.cursors) == 0 {
-		c.since = time.Now()
-	}
-	if c.cursors == nil {
-		c.cursors = map[store.Unit]store.ClaimPosition{}
-	}
-	var lowest *store.Unit
-	for _, r := range rows {
-		u := store.Unit{Tenant: r.Tenant, FairnessKey: r.FairnessKey}
-		pos := store.ClaimPosition{Priority: r.Priority, RunAt: r.RunAt, ID: r.ID}
-		if last, ok := c.cursors[u]; !ok || last.Less(pos) {
-			c.cursors[u] = pos
-		}
-		if lowest == nil || u.Tenant < lowest.Tenant || (u.Tenant == lowest.Tenant && u.FairnessKey < lowest.FairnessKey) {
-			lowest = &u
-		}
-	}
-	if len(c.cursors) > maxCursors {
-		clear(c.cursors)
-	}
-	if countUnits(rows) == len(rows) {
-		c.below = lowest
-	}
+	mu sync.Mutex
+	store.ClaimCursor
 }

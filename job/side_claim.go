@@ -32,6 +32,10 @@ type sideClaims struct {
 	// pending says it is not empty.
 	waiting map[store.Unit]bool
 	pending atomic.Bool
+	// unrequested is set when a notification asked for no side claim (the
+	// claim loop was idle, or too many units waited): the next claim of
+	// the queue then leaves no fresh job to a side claim (graceFor).
+	unrequested atomic.Bool
 }
 
 // sideClaimGrace is how long a claim of the queue leaves the fresh jobs of
@@ -72,11 +76,19 @@ func (s *sideClaims) served(rows []store.Job) {
 // last claim did not serve u. It does not block.
 func (s *sideClaims) notified(u store.Unit) {
 	if !s.filling.Load() {
-		return // the notification on ChannelJobs wakes the claim loop
+		// The notification on ChannelJobs wakes the claim loop, whose
+		// claim must then take the job itself.
+		s.unrequested.Store(true)
+		return
 	}
 	s.mu.Lock()
-	if s.last[u] || s.waiting[u] || len(s.waiting) >= maxSideUnits {
+	if s.last[u] || s.waiting[u] {
 		s.mu.Unlock()
+		return
+	}
+	if len(s.waiting) >= maxSideUnits {
+		s.mu.Unlock()
+		s.unrequested.Store(true)
 		return
 	}
 	if s.waiting == nil {
@@ -93,6 +105,19 @@ func (s *sideClaims) signal() {
 	case s.wake <- struct{}{}:
 	default:
 	}
+}
+
+// graceFor returns the units the last claim served and the grace for
+// the next claim of the queue (store.ClaimParams.Served and Grace): none
+// when a notification since the last claim asked for no side claim, for
+// then no side claim would take the job the grace leaves (the claim loop
+// was idle when its insert came, or too many units waited). Called by
+// the claim loop only.
+func (s *sideClaims) graceFor() ([]store.Unit, time.Duration) {
+	if s.unrequested.Swap(false) {
+		return nil, 0
+	}
+	return s.lastList, sideClaimGrace
 }
 
 // slotFreed lets a side claim that found no free slot try again.

@@ -113,8 +113,6 @@ var (
 	sqlGetByUniqueKey       = query("get_unfinished_by_unique_key")
 	sqlNotifyQueues         = query("notify_queues")
 	sqlInsertJobsUnnest     = query("insert_jobs_unnest")
-	sqlClaimJobs            = query("claim_jobs")
-	sqlClaimUnits           = query("claim_units")
 	sqlCompleteJobs         = query("complete_jobs")
 	sqlFailJob              = query("fail_job")
 	sqlSnoozeJob            = query("snooze_job")
@@ -307,15 +305,11 @@ func (s *Store) InsertJobs(ctx context.Context, q DB, ps []InsertParams) ([]int6
 	return ids, nil
 }
 
-// copyColumns are the columns COPY fills, the trace context last: a batch
-// enqueued outside any trace (most, and every bulk load) leaves those two
-// out rather than send two NULLs a row.
-var copyColumns = []string{"id", "tenant", "kind", "queue", "priority", "max_attempts", "timeout_ms", "run_at", "args", "fairness_key", "limit_key",
-	"traceparent", "tracestate"}
-
-// copyUntraced is how many of copyColumns a batch without trace context
-// fills.
-const copyUntraced = 11
+// copyColumns are the columns COPY fills. A batch whose jobs are all due
+// (most, and every bulk load of work to do now) leaves out due, whose
+// default is true; one enqueued outside any trace leaves out the trace
+// context: fewer columns to send and parse a row.
+var copyColumns = []string{"id", "tenant", "kind", "queue", "priority", "max_attempts", "timeout_ms", "run_at", "args", "fairness_key", "limit_key"}
 
 // dueQueues lists the queues of the jobs in ps that are due at now, the
 // database's time of the inserting transaction, and the fairness units
@@ -365,14 +359,8 @@ type notifiedUnits struct {
 func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams, now time.Time) ([]int64, error) {
 	// COPY returns no ids, so take them from the identity sequence first
 	// and copy them in with the rows.
-	cols := copyColumns[:copyUntraced]
-	for _, p := range ps {
-		if p.TraceParent != "" {
-			cols = copyColumns
-			break
-		}
-	}
-	rows := make([][]any, len(ps))
+	runAts := make([]time.Time, len(ps))
+	withDue, withTrace := false, false
 	for i, p := range ps {
 		runAt := p.RunAt
 		if runAt.IsZero() {
@@ -383,10 +371,27 @@ func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams
 		if runAt.Before(now) {
 			runAt = now
 		}
-		row := make([]any, len(cols))
-		row = append(row[:1], p.Tenant, p.Kind, p.Queue, int16(p.Priority), p.MaxAttempts,
-			p.Timeout.Milliseconds(), runAt, []byte(p.Args), p.FairnessKey, nullString(p.LimitKey))
-		if len(cols) > copyUntraced {
+		runAts[i] = runAt
+		withDue = withDue || runAt.After(now)
+		withTrace = withTrace || p.TraceParent != ""
+	}
+	cols := copyColumns
+	if withDue {
+		cols = append(cols[:len(cols):len(cols)], "due")
+	}
+	if withTrace {
+		cols = append(cols[:len(cols):len(cols)], "traceparent", "tracestate")
+	}
+	rows := make([][]any, len(ps))
+	for i, p := range ps {
+		row := make([]any, 0, len(cols))
+		row = append(row, nil, p.Tenant, p.Kind, p.Queue, int16(p.Priority), p.MaxAttempts,
+			p.Timeout.Milliseconds(), runAts[i], []byte(p.Args), p.FairnessKey, nullString(p.LimitKey))
+		if withDue {
+			// Due at the database's now(): the time the claim compares with.
+			row = append(row, !runAts[i].After(now))
+		}
+		if withTrace {
 			row = append(row, nullString(p.TraceParent), nullString(p.TraceState))
 		}
 		rows[i] = row

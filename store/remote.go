@@ -13,7 +13,6 @@ import (
 var (
 	sqlRegisterRemoteWorker = query("register_remote_worker")
 	sqlTouchRemoteWorker    = query("touch_remote_worker")
-	sqlClaimJobsRemote      = query("claim_jobs_remote")
 	sqlJobsOfTenant         = query("jobs_of_tenant")
 	sqlReleaseNodeJobs      = query("release_node_jobs")
 	sqlRemoteWorkerLeft     = query("remote_worker_left")
@@ -95,39 +94,6 @@ func (s *Store) TouchRemoteWorker(ctx context.Context, id, tenant string) (Remot
 	}
 	_ = json.Unmarshal(kinds, &w.Kinds)
 	return w, nil
-}
-
-// RemoteClaimParams is a remote worker's claim of one queue.
-type RemoteClaimParams struct {
-	ClaimParams // Node is the worker's id
-	// Tenant confines the claim to one tenant's jobs; AllTenants or ""
-	// takes any tenant's.
-	Tenant string
-	// Kinds confines it to jobs of these kinds; none: any kind.
-	Kinds []string
-}
-
-// ClaimJobsRemote claims up to Limit due jobs of one queue for a remote
-// worker, as ClaimJobs does for a node: fairly among the units, within
-// the limits, under a new lease each. A paused queue, or a worker that is
-// draining, gone or unknown, gets nothing.
-func (s *Store) ClaimJobsRemote(ctx context.Context, p RemoteClaimParams) ([]Job, error) {
-	a := claimArgsOf(p.Cursors, p.Below)
-	var tenant *string
-	if p.Tenant != AllTenants {
-		tenant = nullString(p.Tenant)
-	}
-	var kinds []string
-	if len(p.Kinds) > 0 {
-		kinds = p.Kinds
-	}
-	rows, err := s.pool.Query(ctx, sqlClaimJobsRemote, p.Queue, p.Limit, p.Token, p.LeaseTTL.Milliseconds(), p.Node,
-		tenant, kinds, a.tenants, a.fkeys, a.prios, a.runAts, a.ids, a.belowTenant, a.belowKey)
-	jobs, err := collectJobs(rows, err)
-	if err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", err)
-	}
-	return jobs, nil
 }
 
 // JobLabel is a job's queue and kind.

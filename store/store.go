@@ -87,6 +87,17 @@ var jobColumns = []string{
 	"traceparent", "tracestate",
 }
 
+// jobZero is a row of jobColumns' types that no job has (id 0): the
+// {{job:zero}} macro, for a statement that must return a row of job
+// columns when no job is there (the claim's trailer).
+var jobZero = []string{
+	"0::bigint", "''::text", "''::text", "''::text", "''::text", "0::smallint", "0::integer", "0::integer",
+	"0::bigint", "'epoch'::timestamptz", "'epoch'::timestamptz", "NULL::timestamptz", "NULL::timestamptz", "NULL::bigint",
+	"NULL::timestamptz", "false", "NULL::text", "NULL::text", "NULL::bigint", "'{}'::json", "NULL::json", "'[]'::jsonb",
+	"NULL::text", "NULL::timestamptz", "NULL::bigint", "NULL::text", "NULL::json", "''::text", "NULL::text",
+	"NULL::text", "NULL::text",
+}
+
 func mustLoadQueries() map[string]string {
 	out := map[string]string{}
 	err := fs.WalkDir(queryFiles, "queries", func(path string, d fs.DirEntry, err error) error {
@@ -121,6 +132,9 @@ func mustLoadQueries() map[string]string {
 func expandJobColumns(sql string) string {
 	return queryMacro.ReplaceAllStringFunc(sql, func(m string) string {
 		alias := queryMacro.FindStringSubmatch(m)[1]
+		if alias == "zero" {
+			return strings.Join(jobZero, ", ")
+		}
 		if alias == "" {
 			return strings.Join(jobColumns, ", ")
 		}

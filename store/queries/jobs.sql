@@ -10,11 +10,13 @@
 -- $6 timeout_ms, $7 run_at (NULL = now), $8 delay_ms, $9 unique_key, $10 args,
 -- $11 fairness_key, $12 limit_key, $13 traceparent, $14 tracestate. A
 -- run_at in the past is clamped to now: the claim orders by it, and nobody
--- jumps the line.
+-- jumps the line. A job due later waits in the scheduled index (due false)
+-- until a claim of its queue promotes it.
 WITH ins AS (
-    INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, unique_key, args, fairness_key, limit_key,
+    INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, due, unique_key, args, fairness_key, limit_key,
                              traceparent, tracestate)
-    VALUES ($1, $2, $3, $4, $5, $6, greatest(coalesce($7, now()) + $8 * interval '1 millisecond', now()), $9, $10, $11, $12, $13, $14)
+    VALUES ($1, $2, $3, $4, $5, $6, greatest(coalesce($7, now()) + $8 * interval '1 millisecond', now()),
+            coalesce($7, now()) + $8 * interval '1 millisecond' <= now(), $9, $10, $11, $12, $13, $14)
     ON CONFLICT (tenant, unique_key) WHERE unique_key IS NOT NULL AND state IN ('pending', 'running', 'retrying')
     DO NOTHING
     RETURNING {{job}}
@@ -40,10 +42,10 @@ SELECT pg_notify('gaffer_units', concat_ws(E'\t', u.q, u.t, u.k)) FROM unnest($2
 -- name: insert_jobs_unnest
 -- Many jobs in one statement, for batches that carry unique keys (COPY
 -- cannot skip conflicts). Returns the ordinal of each inserted row.
-INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, unique_key, args, fairness_key, limit_key,
+INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, due, unique_key, args, fairness_key, limit_key,
                          traceparent, tracestate)
 SELECT tenant, kind, queue, priority, max_attempts, timeout_ms, greatest(coalesce(run_at, now()) + delay_ms * interval '1 millisecond', now()),
-       unique_key, args, fairness_key, limit_key, traceparent, tracestate
+       coalesce(run_at, now()) + delay_ms * interval '1 millisecond' <= now(), unique_key, args, fairness_key, limit_key, traceparent, tracestate
 FROM unnest($1::text[], $2::text[], $3::text[], $4::smallint[], $5::integer[], $6::bigint[], $7::timestamptz[], $8::bigint[], $9::text[], $10::json[],
             $11::text[], $12::text[], $13::text[], $14::text[])
     WITH ORDINALITY AS r(tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, delay_ms, unique_key, args, fairness_key, limit_key,
@@ -54,32 +56,32 @@ DO NOTHING
 RETURNING id, tenant, unique_key;
 
 -- name: claim_jobs
--- The claim. gaffer.claim_pick (migration 0015) picks and locks the jobs:
--- it shares the slots fairly among the queue's tenants and fairness keys
--- and keeps only what the limits allow; a paused queue or a draining node
--- gets none. Each picked job starts a new attempt under this lease.
--- $1 queue, $2 limit, $3 lease token, $4 lease ms, $5 node, $6-$10 each
--- unit's cursor (tenants, fairness keys, priorities, run_ats, ids),
--- $11-$12 the unit to rotate below (NULL: from the top), $13-$14 the
--- units the node's last claim served and $15 the side claims' grace in
--- ms (migration 0028).
-UPDATE gaffer.jobs j
-SET state = 'running', attempt = j.attempt + 1, lease_token = $3,
-    lease_expires_at = now() + $4 * interval '1 millisecond', node = $5, attempted_at = now()
-FROM unnest(gaffer.claim_pick($1, $2, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)) AS picked(id)
-WHERE j.id = picked.id
-RETURNING {{job:j}};
-
--- name: claim_units
--- The side claim: gaffer.claim_pick_units (migration 0027) picks and locks
--- up to $2 due jobs of the named units only ($6 tenants, $7 fairness
--- keys), shared fairly and within the limits; as claim_jobs otherwise.
-UPDATE gaffer.jobs j
-SET state = 'running', attempt = j.attempt + 1, lease_token = $3,
-    lease_expires_at = now() + $4 * interval '1 millisecond', node = $5, attempted_at = now()
-FROM unnest(gaffer.claim_pick_units($1, $2, $5, $6, $7)) AS picked(id)
-WHERE j.id = picked.id
-RETURNING {{job:j}};
+-- The claim, for every claim path: gaffer.claim (store/schema/claim.sql)
+-- picks and locks the jobs, fairly among the queue's units and within the
+-- limits, and this statement starts them, each a new attempt under this
+-- lease. Then one trailer row (id 0) says where the caller's next claim
+-- starts among the units, and whether a limit being changed kept the
+-- claim from claiming (busy).
+-- $1 queue, $2 limit, $3 lease token, $4 lease ms, $5 node or remote
+-- worker, $6 a remote worker's claim, $7 its tenant (NULL: any), $8 its
+-- kinds (NULL: any), $9-$10 a side claim's units (NULL: the queue's),
+-- $11-$15 each unit's cursor (tenants, fairness keys, priorities,
+-- run_ats, ids), $16-$17 where the last claim stopped (NULL: the top),
+-- $18-$19 the units the last claim served and $20 the side claims' grace
+-- in ms.
+WITH pick AS MATERIALIZED (
+    SELECT * FROM gaffer.claim($1, $2, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+), started AS (
+    UPDATE gaffer.jobs j
+    SET state = 'running', attempt = j.attempt + 1, lease_token = $3,
+        lease_expires_at = now() + $4 * interval '1 millisecond', node = $5, attempted_at = pick.started_at
+    FROM pick CROSS JOIN unnest(pick.ids) AS picked(id)
+    WHERE j.id = picked.id
+    RETURNING {{job:j}}
+)
+SELECT s.*, NULL::text, NULL::text, NULL::boolean FROM started s
+UNION ALL
+SELECT {{job:zero}}, pick.next_tenant, pick.next_fkey, pick.busy FROM pick;
 
 -- name: complete_jobs
 -- $1 ids, $2 attempts, $3 tokens, $4 results (NULL for none)
@@ -101,6 +103,7 @@ WITH upd AS (
                      ELSE 'retrying' END,
         run_at = CASE WHEN cancel_requested OR $5 OR attempt >= max_attempts THEN run_at
                       ELSE now() + $4 * interval '1 millisecond' END,
+        due = $4 <= 0, -- a retry after a backoff waits in the scheduled index
         finalized_at = CASE WHEN cancel_requested OR $5 OR attempt >= max_attempts THEN now() END,
         lease_expires_at = NULL,
         errors = gaffer.append_attempt_error(errors, jsonb_strip_nulls(jsonb_build_object(
@@ -123,6 +126,7 @@ UPDATE gaffer.jobs
 SET state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'pending' END,
     finalized_at = CASE WHEN cancel_requested THEN now() END,
     run_at = now() + $4 * interval '1 millisecond',
+    due = $4 <= 0,
     max_attempts = max_attempts + 1,
     lease_expires_at = NULL
 WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state = 'running'
@@ -239,7 +243,7 @@ DELETE FROM gaffer.jobs j USING doomed WHERE j.id = doomed.id;
 -- name: retry_now
 -- A retrying job waiting out its backoff becomes due at once.
 WITH upd AS (
-    UPDATE gaffer.jobs SET run_at = now()
+    UPDATE gaffer.jobs SET run_at = now(), due = true
     WHERE id = $1 AND ($2::text IS NULL OR tenant = $2) AND state = 'retrying'
     RETURNING queue
 )

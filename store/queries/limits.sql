@@ -1,4 +1,4 @@
--- Limits and tenant weights (migration 0015).
+-- Limits and tenant weights (store/schema/limits.sql).
 
 -- name: upsert_limit
 -- $1 name, $2 queue, $3 kind, $4 tenant, $5 key_from, $6 concurrency,
@@ -29,26 +29,27 @@ FROM gaffer.limits ORDER BY name;
 
 -- name: limit_usage
 -- Per limit: its busiest keys' running attempts (up to $1 keys each) and
--- the due, unclaimed jobs it matches (counted up to $2).
-SELECT l.name,
-       coalesce((SELECT sum(k.n) FROM (
-           SELECT count(*) AS n FROM gaffer.jobs r
-           WHERE r.state = 'running' AND gaffer.limit_applies(l, r)
-           GROUP BY gaffer.limit_key(l.key_from, r)) k), 0)::bigint AS in_use,
-       coalesce((SELECT max(k.n) FROM (
-           SELECT count(*) AS n FROM gaffer.jobs r
-           WHERE r.state = 'running' AND gaffer.limit_applies(l, r)
-           GROUP BY gaffer.limit_key(l.key_from, r)) k), 0)::bigint AS busiest,
+-- the due, unclaimed jobs it matches (counted up to $2). Keys are bucket
+-- keys (gaffer.limit_key_of), bounded in length.
+SELECT l.name, coalesce(k.in_use, 0)::bigint, coalesce(k.busiest, 0)::bigint,
        (SELECT count(*) FROM (
            SELECT 1 FROM gaffer.jobs j
-           WHERE j.state IN ('pending', 'retrying') AND j.run_at <= now() AND gaffer.limit_applies(l, j)
-             AND (l.queue IS NULL OR j.queue = l.queue)
+           WHERE j.state IN ('pending', 'retrying') AND j.due AND j.run_at <= now()
+             AND (l.queue IS NULL OR j.queue = l.queue) AND (l.kind IS NULL OR j.kind = l.kind)
+             AND (l.tenant IS NULL OR j.tenant = l.tenant)
            LIMIT $2) d)::bigint AS due,
-       coalesce((SELECT jsonb_agg(jsonb_build_object('key', k.key, 'running', k.n) ORDER BY k.n DESC, k.key) FROM (
-           SELECT gaffer.limit_key(l.key_from, r) AS key, count(*) AS n FROM gaffer.jobs r
-           WHERE r.state = 'running' AND gaffer.limit_applies(l, r)
-           GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT $1) k), '[]') AS keys
+       coalesce(k.keys, '[]')
 FROM gaffer.limits l
+LEFT JOIN LATERAL (
+    SELECT sum(r.n) AS in_use, max(r.n) AS busiest,
+           jsonb_agg(jsonb_build_object('key', r.key, 'running', r.n) ORDER BY r.n DESC, r.key) FILTER (WHERE r.rank <= $1) AS keys
+    FROM (SELECT x.key, count(*) AS n, row_number() OVER (ORDER BY count(*) DESC, x.key) AS rank
+          FROM (SELECT gaffer.limit_key_of(l.key_from, j.tenant, j.kind, j.queue, j.limit_key, j.fairness_key, j.args) AS key
+                FROM gaffer.jobs j
+                WHERE j.state = 'running' AND (l.queue IS NULL OR j.queue = l.queue) AND (l.kind IS NULL OR j.kind = l.kind)
+                  AND (l.tenant IS NULL OR j.tenant = l.tenant)) x
+          GROUP BY x.key) r
+) k ON true
 ORDER BY l.name;
 
 -- name: set_tenant_weight

@@ -88,36 +88,50 @@ ORDER BY j.queue;
 -- Every queue that is known (paused or resumed once), has unfinished jobs,
 -- or is worked by a live node, with its counts. Built to stay cheap on a
 -- huge table: the queues are found by skipping through the claim index
--- (one probe per queue), each count is an index scan, and the pending and
--- retrying counts stop at $1 (a count at the cap means "at least"; NULL
--- counts them all).
-WITH RECURSIVE waiting AS (
-    (SELECT queue FROM gaffer.jobs WHERE state IN ('pending', 'retrying') ORDER BY queue LIMIT 1)
+-- (due jobs) and the scheduled index (one probe per queue each), each
+-- count is an index scan, and the pending and retrying counts stop at $1
+-- (a count at the cap means "at least"; NULL counts them all).
+WITH RECURSIVE due AS (
+    (SELECT queue FROM gaffer.jobs WHERE state IN ('pending', 'retrying') AND due ORDER BY queue LIMIT 1)
     UNION ALL
-    SELECT (SELECT j.queue FROM gaffer.jobs j WHERE j.state IN ('pending', 'retrying') AND j.queue > w.queue ORDER BY j.queue LIMIT 1)
-    FROM waiting w WHERE w.queue IS NOT NULL
+    SELECT (SELECT j.queue FROM gaffer.jobs j WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue > w.queue ORDER BY j.queue LIMIT 1)
+    FROM due w WHERE w.queue IS NOT NULL
+), scheduled AS (
+    (SELECT queue FROM gaffer.jobs WHERE state IN ('pending', 'retrying') AND NOT due ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM gaffer.jobs j WHERE j.state IN ('pending', 'retrying') AND NOT j.due AND j.queue > w.queue ORDER BY j.queue LIMIT 1)
+    FROM scheduled w WHERE w.queue IS NOT NULL
 ), names AS (
-    SELECT queue AS name FROM waiting WHERE queue IS NOT NULL
+    SELECT queue AS name FROM due WHERE queue IS NOT NULL
+    UNION SELECT queue FROM scheduled WHERE queue IS NOT NULL
     UNION SELECT queue FROM gaffer.jobs WHERE state = 'running'
     UNION SELECT name FROM gaffer.queues
     UNION SELECT jsonb_object_keys(queues) FROM gaffer.nodes WHERE state <> 'dead'
 )
 SELECT n.name, coalesce(q.paused, false),
-       -- Index-only scans of the claim index, which carries the state.
-       (SELECT count(*) FROM (SELECT 1 FROM gaffer.jobs j
-                              WHERE j.state IN ('pending', 'retrying') AND j.queue = n.name AND j.state = 'pending' LIMIT $1) c),
+       -- Index-only scans of the two indexes, which carry the state.
+       least((SELECT count(*) FROM (SELECT 1 FROM gaffer.jobs j
+                                    WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = n.name AND j.state = 'pending' LIMIT $1) c)
+             + (SELECT count(*) FROM (SELECT 1 FROM gaffer.jobs j
+                                      WHERE j.state IN ('pending', 'retrying') AND NOT j.due AND j.queue = n.name AND j.state = 'pending' LIMIT $1) c),
+             coalesce($1, 9223372036854775807)),
        (SELECT count(*) FROM (SELECT 1 FROM gaffer.jobs j WHERE j.state = 'retrying' AND j.queue = n.name LIMIT $1) c),
        (SELECT count(*) FROM gaffer.jobs j WHERE j.queue = n.name AND j.state = 'running'),
        -- The oldest due job: one probe of the claim index per unit and
-       -- priority.
-       coalesce((SELECT extract(epoch FROM now() - min(o.run_at))
-                 FROM gaffer.queue_units(n.name, 1000) u, generate_series(0, 9) p,
-                      LATERAL (SELECT j.run_at FROM gaffer.jobs j
-                               WHERE j.state IN ('pending', 'retrying') AND j.queue = n.name
-                                 AND j.tenant COLLATE "C" = u.tenant AND j.fairness_key COLLATE "C" = u.fairness_key
-                                 AND j.priority = p
-                               ORDER BY j.run_at LIMIT 1) o
-                 WHERE o.run_at <= now()), 0)::float8
+       -- priority, and one of the scheduled index (a job whose time has
+       -- come that no claim has promoted yet).
+       coalesce(extract(epoch FROM now() - least(
+           (SELECT min(o.run_at)
+            FROM gaffer.claim_units(n.name, '', chr(1114111), '', '', '', 1000) u, generate_series(0, 9) p,
+                 LATERAL (SELECT j.run_at FROM gaffer.jobs j
+                          WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = n.name
+                            AND j.tenant COLLATE "C" = u.tenant AND j.fairness_key COLLATE "C" = u.fairness_key
+                            AND j.priority = p
+                          ORDER BY j.run_at LIMIT 1) o
+            WHERE o.run_at <= now()),
+           (SELECT j.run_at FROM gaffer.jobs j
+            WHERE j.state IN ('pending', 'retrying') AND NOT j.due AND j.queue = n.name AND j.run_at <= now()
+            ORDER BY j.run_at LIMIT 1))), 0)::float8
 FROM names n
 LEFT JOIN gaffer.queues q ON q.name = n.name
 ORDER BY n.name;

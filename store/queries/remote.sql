@@ -19,19 +19,6 @@ UPDATE gaffer.nodes SET last_seen = now()
 WHERE id = $1 AND kind = 'remote' AND ($2::text IS NULL OR tenant = $2)
 RETURNING tenant, queues, kinds, state, drain_requested_at IS NOT NULL, coalesce(left_reason, '');
 
--- name: claim_jobs_remote
--- claim_jobs for a remote worker: gaffer.claim_pick_remote (migration
--- 0018) picks the jobs of its tenant and kinds, fairly and within the
--- limits. $1 queue, $2 limit, $3 lease token, $4 lease ms, $5 worker,
--- $6 tenant (NULL: any), $7 kinds (NULL: any), $8-$12 each unit's cursor,
--- $13-$14 the unit to rotate below.
-UPDATE gaffer.jobs j
-SET state = 'running', attempt = j.attempt + 1, lease_token = $3,
-    lease_expires_at = now() + $4 * interval '1 millisecond', node = $5, attempted_at = now()
-FROM unnest(gaffer.claim_pick_remote($1, $2, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)) AS picked(id)
-WHERE j.id = picked.id
-RETURNING {{job:j}};
-
 -- name: jobs_of_tenant
 -- Which of the jobs $1 belong to tenant $2 (NULL: any), with their queue
 -- and kind: a remote write names jobs, and a tenant's worker may touch

@@ -1,0 +1,203 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+var sqlClaim = query("claim_jobs")
+
+// ClaimParams says what to claim and how long the lease lasts. One claim
+// serves every claim path: a node's claim of a queue, its side claim of
+// a few units (Units), and a remote worker's claim (Remote).
+type ClaimParams struct {
+	Queue string
+	Limit int
+	// Token stamps every job claimed by this call; with the job's id and
+	// new attempt number it forms the lease.
+	Token    int64
+	LeaseTTL time.Duration
+	// Node is the claiming node, or the remote worker's id.
+	Node string
+	// Remote makes this a remote worker's claim: nothing for a worker
+	// that is draining, gone or unknown, and only the jobs of Tenant
+	// (AllTenants or "": any tenant's) and of Kinds (none: any kind).
+	Remote bool
+	Tenant string
+	Kinds  []string
+	// Cursors start each listed unit's scan past its position: jobs
+	// before it are not considered (the dead index entries earlier claims
+	// left are not walked again). See ClaimCursor.
+	Cursors []UnitCursor
+	// After is where the caller's previous claim of the queue stopped
+	// among its units (Claimed.Next): this claim starts with the units
+	// below it, then wraps around. nil starts at the top.
+	After *Unit
+	// Units, when set, makes this a side claim: only these units' jobs
+	// are taken, each from its start (Cursors, After, Served and Grace
+	// are not used).
+	Units []Unit
+	// Served are the units the caller's last claim took jobs of. While
+	// one of them has due jobs, a unit outside them whose due jobs all
+	// came due less than Grace ago is left out of the claim: the caller's
+	// side claim, asked for by the jobs' insert, takes them.
+	Served []Unit
+	Grace  time.Duration
+}
+
+// Unit is a fairness unit: jobs of one tenant with one fairness key.
+// Within a queue, each claim shares its slots among the units.
+type Unit struct {
+	Tenant      string
+	FairnessKey string
+}
+
+// UnitCursor is where a unit's previous claim ended.
+type UnitCursor struct {
+	Unit
+	ClaimPosition
+}
+
+// ClaimPosition is a place in claim order: (priority, run_at, id).
+type ClaimPosition struct {
+	Priority int
+	RunAt    time.Time
+	ID       int64
+}
+
+// Less reports whether p comes before q in claim order.
+func (p ClaimPosition) Less(q ClaimPosition) bool {
+	if p.Priority != q.Priority {
+		return p.Priority < q.Priority
+	}
+	if !p.RunAt.Equal(q.RunAt) {
+		return p.RunAt.Before(q.RunAt)
+	}
+	return p.ID < q.ID
+}
+
+// Claimed is what a claim took.
+type Claimed struct {
+	// Jobs are the claimed jobs, each running under a new lease.
+	Jobs []Job
+	// Next is where the caller's next claim of the queue should start
+	// (ClaimParams.After); nil when this one let every unit have its
+	// turn.
+	Next *Unit
+	// Busy says the claim took nothing because a limit was being changed
+	// (the change waits for the claims in flight; claims made meanwhile
+	// take nothing): claim again in a few milliseconds.
+	Busy bool
+}
+
+// Claim claims up to Limit due jobs of one queue, in one statement
+// (gaffer.claim, store/schema/claim.sql): fairly among the queue's units,
+// highest priority first within each, skipping rows other claimers
+// hold, within the limits. Each claimed job's attempt is incremented and
+// its lease expires LeaseTTL after the database's now(). A paused queue
+// or a draining claimer gets nothing. A claim made while a limit is being
+// changed is made again a few times over up to about 400 ms, then
+// returns Busy.
+func (s *Store) Claim(ctx context.Context, p ClaimParams) (Claimed, error) {
+	if p.Limit < 1 {
+		return Claimed{}, nil
+	}
+	// A limit change waits for the claims in flight and commits at once:
+	// claim again shortly rather than wait for the caller's next round.
+	for wait := 5 * time.Millisecond; ; wait *= 2 {
+		c, err := s.claimOnce(ctx, p)
+		if err != nil || !c.Busy || wait > 200*time.Millisecond {
+			return c, err
+		}
+		select {
+		case <-ctx.Done():
+			return c, nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (s *Store) claimOnce(ctx context.Context, p ClaimParams) (Claimed, error) {
+	n := len(p.Cursors)
+	var (
+		cTenants, cKeys       = make([]string, n), make([]string, n)
+		cPrios                = make([]int16, n)
+		cRunAts               = make([]time.Time, n)
+		cIDs                  = make([]int64, n)
+		afterTenant, afterKey *string
+		tenant                *string
+		kinds, sTenants, sKey []string
+	)
+	for i, c := range p.Cursors {
+		cTenants[i], cKeys[i], cPrios[i], cRunAts[i], cIDs[i] = c.Tenant, c.FairnessKey, int16(c.Priority), c.RunAt, c.ID
+	}
+	if p.After != nil {
+		afterTenant, afterKey = &p.After.Tenant, &p.After.FairnessKey
+	}
+	if p.Remote {
+		if p.Tenant != AllTenants {
+			tenant = nullString(p.Tenant)
+		}
+		if len(p.Kinds) > 0 {
+			kinds = p.Kinds
+		}
+	}
+	if len(p.Units) > 0 {
+		sTenants, sKey = unitArrays(p.Units)
+	}
+	kTenants, kKeys := unitArrays(p.Served)
+	rows, err := s.pool.Query(ctx, sqlClaim, p.Queue, p.Limit, p.Token, p.LeaseTTL.Milliseconds(), p.Node,
+		p.Remote, tenant, kinds, sTenants, sKey, cTenants, cKeys, cPrios, cRunAts, cIDs,
+		afterTenant, afterKey, kTenants, kKeys, p.Grace.Milliseconds())
+	if err != nil {
+		return Claimed{}, fmt.Errorf("claim jobs: %w", err)
+	}
+	defer rows.Close()
+	var (
+		out                  Claimed
+		nextTenant, nextFkey *string
+		busy                 *bool
+		sc                   = newJobScanner(&nextTenant, &nextFkey, &busy)
+		sawTrailer           bool
+	)
+	for rows.Next() {
+		j, err := sc.scan(rows)
+		if err != nil {
+			return Claimed{}, fmt.Errorf("claim jobs: %w", err)
+		}
+		if j.ID == 0 {
+			// The trailer: where the next claim starts.
+			sawTrailer = true
+			if nextTenant != nil && nextFkey != nil {
+				out.Next = &Unit{Tenant: *nextTenant, FairnessKey: *nextFkey}
+			}
+			out.Busy = busy != nil && *busy
+			continue
+		}
+		out.Jobs = append(out.Jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return Claimed{}, fmt.Errorf("claim jobs: %w", err)
+	}
+	if !sawTrailer {
+		return Claimed{}, fmt.Errorf("claim jobs: the claim statement returned no trailer row")
+	}
+	return out, nil
+}
+
+// ClaimJobs is Claim for a caller that keeps no place among the units
+// (tests, one-off claims): it returns the claimed jobs only.
+func (s *Store) ClaimJobs(ctx context.Context, p ClaimParams) ([]Job, error) {
+	c, err := s.Claim(ctx, p)
+	return c.Jobs, err
+}
+
+// unitArrays are units as the claim functions take them.
+func unitArrays(units []Unit) (tenants, fkeys []string) {
+	tenants, fkeys = make([]string, len(units)), make([]string, len(units))
+	for i, u := range units {
+		tenants[i], fkeys[i] = u.Tenant, u.FairnessKey
+	}
+	return tenants, fkeys
+}
