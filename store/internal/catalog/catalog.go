@@ -63,8 +63,10 @@ type Object struct {
 	Name string
 	// Def is the object's definition as PostgreSQL prints it: a routine's
 	// is pg_get_functiondef's CREATE OR REPLACE statement, a trigger's
-	// pg_get_triggerdef's CREATE TRIGGER, an index's pg_get_indexdef's
-	// CREATE INDEX; a table's lists its options and columns, one a line.
+	// pg_get_triggerdef's CREATE TRIGGER (and, for one not enabled as
+	// usual, the ALTER TABLE that sets it: SQL to run either way), an
+	// index's pg_get_indexdef's CREATE INDEX; a table's lists its options
+	// and columns, one a line.
 	Def string
 
 	// Routines only: what DROP takes ("FUNCTION gaffer.f(text)"), and the

@@ -290,7 +290,9 @@ func (s *snapshot) triggers() error {
 	return s.query(`
 		SELECT format('%I.%I.%I', @schema::text, c.relname, tg.tgname),
 		       pg_get_triggerdef(tg.oid)
-		       || CASE tg.tgenabled WHEN 'O' THEN '' WHEN 'D' THEN ' -- DISABLED' WHEN 'R' THEN ' -- ENABLE REPLICA' ELSE ' -- ENABLE ALWAYS' END,
+		       || CASE tg.tgenabled WHEN 'O' THEN ''
+		          ELSE format(E';\nALTER TABLE %I.%I %s TRIGGER %I', @schema::text, c.relname,
+		                      CASE tg.tgenabled WHEN 'D' THEN 'DISABLE' WHEN 'R' THEN 'ENABLE REPLICA' ELSE 'ENABLE ALWAYS' END, tg.tgname) END,
 		       format('%I.%I', @schema::text, c.relname),
 		       (SELECT `+routineName+` FROM pg_proc p WHERE p.oid = tg.tgfoid)
 		FROM pg_trigger tg JOIN pg_class c ON c.oid = tg.tgrelid
