@@ -12,6 +12,7 @@ import (
 	"testing/fstest"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gafferhq/gaffer/store"
@@ -165,9 +166,27 @@ func Generate(ctx context.Context, cfg Config, a, b *pgxpool.Pool) (Result, erro
 		return c.object.Name + " as before"
 	})
 	if err := check(ctx, base, res, a, b, from, to); err != nil {
-		return Result{}, fmt.Errorf("the migration written does not do what it should (a bug in migrategen):\n%w", err)
+		return Result{}, fmt.Errorf("the migration written does not do what it should: %w%s\n\n%s.up.sql:\n%s",
+			err, pgDetail(err), res.Name, res.Up)
 	}
 	return res, nil
+}
+
+// pgDetail returns the detail and hint of a PostgreSQL error, which its
+// Error leaves out (what depends on a routine that cannot be dropped, say).
+func pgDetail(err error) string {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return ""
+	}
+	var b strings.Builder
+	if pgErr.Detail != "" {
+		b.WriteString("\nDETAIL: " + pgErr.Detail)
+	}
+	if pgErr.Hint != "" {
+		b.WriteString("\nHINT: " + pgErr.Hint)
+	}
+	return b.String()
 }
 
 func upHeader(name, previous string, expand bool, p plan) string {
