@@ -83,29 +83,9 @@ func Generate(ctx context.Context, cfg Config, a, b *pgxpool.Pool) (Result, erro
 	if !snakeName.MatchString(cfg.Name) {
 		return Result{}, fmt.Errorf("migration name %q: want snake_case (a-z, 0-9, _)", cfg.Name)
 	}
-	names, err := migrationNames(cfg.Migrations)
+	base, names, res, err := startingPoint(cfg)
 	if err != nil {
 		return Result{}, err
-	}
-	res := Result{Version: len(names) + 1}
-	base := cfg.Migrations
-	if cfg.Replace {
-		if len(names) == 0 {
-			return Result{}, errors.New("-replace: there is no migration to replace")
-		}
-		latest := names[len(names)-1]
-		up, err := fs.ReadFile(cfg.Migrations, latest+".up.sql")
-		if err != nil {
-			return Result{}, err
-		}
-		if !header(string(up))[store.GeneratedMarker] {
-			return Result{}, fmt.Errorf("-replace: migration %s was written by hand (its up file has no %q line); "+
-				"only a generated migration may be written again", latest, store.GeneratedMarker)
-		}
-		res.Version, res.Replaced, names = len(names), latest, names[:len(names)-1]
-		if base, err = subset(cfg.Migrations, names); err != nil {
-			return Result{}, err
-		}
 	}
 	res.Name = fmt.Sprintf("%04d_%s", res.Version, cfg.Name)
 
@@ -134,6 +114,49 @@ func Generate(ctx context.Context, cfg Config, a, b *pgxpool.Pool) (Result, erro
 		return Result{}, ErrNoChanges
 	}
 
+	res.compose(cfg, base, names, from, to)
+	if err := check(ctx, base, res, a, b, from, to); err != nil {
+		return Result{}, fmt.Errorf("the migration written does not do what it should: %w%s\n\n%s.up.sql:\n%s",
+			err, pgDetail(err), res.Name, res.Up)
+	}
+	return res, nil
+}
+
+// startingPoint returns the migrations the new one follows, their names,
+// and the new one's version: after every migration of cfg, or, with
+// cfg.Replace, in place of the latest, which must be generated.
+func startingPoint(cfg Config) (fs.FS, []string, Result, error) {
+	names, err := migrationNames(cfg.Migrations)
+	if err != nil {
+		return nil, nil, Result{}, err
+	}
+	if !cfg.Replace {
+		return cfg.Migrations, names, Result{Version: len(names) + 1}, nil
+	}
+	if len(names) == 0 {
+		return nil, nil, Result{}, errors.New("-replace: there is no migration to replace")
+	}
+	latest := names[len(names)-1]
+	up, err := fs.ReadFile(cfg.Migrations, latest+".up.sql")
+	if err != nil {
+		return nil, nil, Result{}, err
+	}
+	if !header(string(up))[store.GeneratedMarker] {
+		return nil, nil, Result{}, fmt.Errorf("-replace: migration %s was written by hand (its up file has no %q line); "+
+			"only a generated migration may be written again", latest, store.GeneratedMarker)
+	}
+	names = names[:len(names)-1]
+	base, err := subset(cfg.Migrations, names)
+	if err != nil {
+		return nil, nil, Result{}, err
+	}
+	return base, names, Result{Version: len(names) + 1, Replaced: latest}, nil
+}
+
+// compose fills in the up and down files, the changes and the warnings of
+// the migration from catalog from (the migrations base, named names) to
+// catalog to (cfg.Schema).
+func (res *Result) compose(cfg Config, base fs.FS, names []string, from, to catalog.Catalog) {
 	up, down := planRoutines(from, to), planRoutines(to, from)
 	previous := "no migration"
 	if len(names) > 0 {
@@ -152,7 +175,7 @@ func Generate(ctx context.Context, cfg Config, a, b *pgxpool.Pool) (Result, erro
 			}
 		}
 	}
-	res.Up = up.script(upHeader(res.Name, previous, cfg.Expand, up), func(c change) string {
+	res.Up = up.script(upHeader(previous, cfg.Expand, up), func(c change) string {
 		l := c.what + ": " + c.object.Name
 		if f := definedIn(cfg.Schema, c.object, false); f != "" {
 			l += ", as store/schema/" + f + " has it"
@@ -165,11 +188,6 @@ func Generate(ctx context.Context, cfg Config, a, b *pgxpool.Pool) (Result, erro
 		}
 		return c.object.Name + " as before"
 	})
-	if err := check(ctx, base, res, a, b, from, to); err != nil {
-		return Result{}, fmt.Errorf("the migration written does not do what it should: %w%s\n\n%s.up.sql:\n%s",
-			err, pgDetail(err), res.Name, res.Up)
-	}
-	return res, nil
 }
 
 // pgDetail returns the detail and hint of a PostgreSQL error, which its
@@ -189,7 +207,7 @@ func pgDetail(err error) string {
 	return b.String()
 }
 
-func upHeader(name, previous string, expand bool, p plan) string {
+func upHeader(previous string, expand bool, p plan) string {
 	var b strings.Builder
 	b.WriteString(store.GeneratedMarker + "\n")
 	if expand {
