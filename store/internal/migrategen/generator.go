@@ -61,6 +61,7 @@ type TablesDifferError struct {
 	Diff string
 }
 
+// Error says what differs and what to do about it.
 func (e *TablesDifferError) Error() string {
 	return "store/schema differs from the migrations in more than routines (- migrations, + store/schema):\n" + e.Diff +
 		"\nWrite that part as a hand-written migration first (store/doc.go says how), then run migrategen again for the routines."
