@@ -115,12 +115,29 @@ func Generate(ctx context.Context, cfg Config, a, b *pgxpool.Pool) (Result, erro
 		return Result{}, ErrNoChanges
 	}
 
+	if err := noAggregates(from, to); err != nil {
+		return Result{}, err
+	}
 	res.compose(cfg, base, names, from, to)
 	if err := check(ctx, base, res, a, b, from, to); err != nil {
 		return Result{}, fmt.Errorf("the migration written does not do what it should: %w%s\n\n%s.up.sql:\n%s",
 			err, pgDetail(err), res.Name, res.Up)
 	}
 	return res, nil
+}
+
+// noAggregates refuses a change to an aggregate: the catalog describes
+// one, but has no statement that makes it.
+func noAggregates(from, to catalog.Catalog) error {
+	a, b := from.Of(catalog.Function), to.Of(catalog.Function)
+	for _, side := range []map[string]catalog.Object{a, b} {
+		for name, o := range side {
+			if strings.HasPrefix(o.Drop, "AGGREGATE ") && a[name].Def != b[name].Def {
+				return fmt.Errorf("aggregate %s differs: write its migration by hand", name)
+			}
+		}
+	}
+	return nil
 }
 
 // startingPoint returns the migrations the new one follows, their names,
