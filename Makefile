@@ -1,7 +1,7 @@
 # Gaffer's everyday commands. The README's quick start needs none of them.
 GO ?= go
 
-.PHONY: build test race vet fmt ci dev bench chaos openapi clean
+.PHONY: build test race vet fmt ci dev bench chaos openapi migration clean
 
 build:            ## build bin/gaffer
 	$(GO) build -o bin/gaffer ./cmd/gaffer
@@ -26,6 +26,9 @@ dev:              ## a local cluster with a throwaway database
 
 openapi:          ## regenerate api/openapi.json from the Go routes and types
 	$(GO) generate ./api
+
+migration:        ## write the routine migration from store/schema: NAME=snake_name [EXPAND=1]
+	$(GO) run ./store/internal/migrategen -name "$(NAME)" $(if $(EXPAND),-expand)
 
 chaos:            ## the 30-minute chaos profile (CHAOS_SEED=n replays a schedule)
 	CHAOS_PROFILE=long CHAOS_REPORT=chaos-report.json $(GO) test -run 'TestChaos$$' -v -timeout 60m ./chaos

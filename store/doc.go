@@ -1,12 +1,59 @@
 // Package store is Gaffer's only door to PostgreSQL. Every SQL statement
-// lives here — the schema in embedded, versioned migrations
-// (migrations/NNNN_name.{up,down}.sql) and the queries in queries/*.sql —
-// and pgx.ErrNoRows becomes ErrNotFound at this boundary.
+// lives here, and pgx.ErrNoRows becomes ErrNotFound at this boundary.
+//
+// # What lives where
+//
+//   - schema/ is the schema's one current text, and the only SQL anyone
+//     edits for tables and routines: tables.sql (every table as it is at
+//     the latest migration — columns in the migrated database's order,
+//     constraints, indexes, seed rows) and one file per group of routines
+//     (claim.sql, limits.sql, workflow.sql, jobs.sql, remote.sql), each
+//     function with the comment that documents it and each trigger beside
+//     its function. LoadSchema runs it into an empty database; nothing
+//     runs it in production.
+//   - migrations/NNNN_name.{up,down}.sql take a database from one version
+//     to the next and back (Migrator, below). They are history: an
+//     applied up file is never edited (its checksum is recorded); a down
+//     file may be fixed.
+//   - queries/*.sql hold the statements the Go code runs, by name.
+//   - internal/catalog snapshots schema gaffer from PostgreSQL's catalog
+//     and tells two snapshots apart; internal/migrategen writes routine
+//     migrations from schema/.
+//
+// Two tests hold schema/ and migrations/ together.
+// TestSchemaMatchesMigrations builds one database from the migrations and
+// one from schema/ and requires the same catalog: tables, columns in
+// order, constraints, indexes, sequences, routines byte for byte,
+// triggers and seed rows. TestMigrateDownRestoresTheCatalog applies the
+// migrations one at a time and reverts them one at a time, and requires
+// each revert to give back the catalog from before its up file.
+//
+// # Changing the schema
+//
+//  1. Edit schema/: the table or the routine, as it should be.
+//
+//  2. A table, column, constraint, index or seed row changed: write that
+//     migration by hand, the next NNNN_name.up.sql and its .down.sql
+//     (docs/operations.md, "Writing a migration": expand, then contract;
+//     indexes concurrently).
+//
+//  3. Routines (functions, triggers) changed: generate their migration,
+//     from the repository's root:
+//
+//     go run ./store/internal/migrategen -name <snake_name> [-expand]
+//
+//     It writes the next migration from the migrations' routines to
+//     schema/'s (with "-- gaffer:generated"), and refuses while tables
+//     differ (step 2 first). Changed schema/ again before a release? Run
+//     it with -replace to write the latest generated migration anew.
+//
+//  4. go test ./store/... (the catalog tests above, and the rest).
 //
 // # What it owns
 //
-// The gaffer schema: jobs, queues, dlq and schema_migrations. Each row
-// carries a tenant; every lookup can be scoped to one.
+// The gaffer schema — the tables schema/tables.sql lists, and
+// schema_migrations. Each row carries a tenant; every lookup can be
+// scoped to one.
 //
 // # Migrations
 //

@@ -2,68 +2,145 @@ package store_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"regexp"
+	"io/fs"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/gafferhq/gaffer/internal/pgtest"
 	"github.com/gafferhq/gaffer/store"
+	"github.com/gafferhq/gaffer/store/internal/catalog"
 )
 
-var functionDef = regexp.MustCompile(`(?s)CREATE (?:OR REPLACE )?FUNCTION gaffer\.(\w+)\(.*?\$\$(.*?)\$\$`)
-
-// Reverting the latest migration puts back every function it replaced as
-// the migration before it wrote it, and drops the functions it added.
-func TestMigrateDownRestoresFunctions(t *testing.T) {
+// Reverting each migration gives back the schema as it was before the
+// migration: the catalog (tables, columns, constraints, indexes, routines
+// byte for byte, triggers, seed rows) after its down file equals the
+// catalog before its up file. Red when a down file leaves out a DROP, an
+// index or a function's earlier body (TestMigrateDownCheckHasTeeth).
+func TestMigrateDownRestoresTheCatalog(t *testing.T) {
 	t.Parallel()
-	files, err := filepath.Glob("migrations/*.up.sql")
-	if err != nil || len(files) != store.LatestVersion() {
-		t.Fatalf("%d up migrations on disk, %d embedded: %v", len(files), store.LatestVersion(), err)
+	diffs := revertDiffs(t, store.MigrationFiles())
+	for _, v := range sortedVersions(diffs) {
+		t.Errorf("reverting migration %04d does not give back the schema before it (- before its up, + after its down):\n%s", v, diffs[v])
 	}
-	sort.Strings(files)
-	bodies := func(file string) map[string]string {
-		src, err := os.ReadFile(file)
+}
+
+// The check above goes red at the migration whose down file lost a line:
+// a DROP FUNCTION (0010), a DROP INDEX (0009), the CREATE OR REPLACE that
+// restores a function's earlier body (0007).
+func TestMigrateDownCheckHasTeeth(t *testing.T) {
+	t.Parallel()
+	fsys := migrationsUpTo(t, store.MigrationFiles(), 10)
+	cut := func(file, from, to string) {
+		t.Helper()
+		src := string(fsys[file].Data)
+		i := strings.Index(src, from)
+		j := strings.Index(src[max(i, 0):], to)
+		if i < 0 || j < 0 {
+			t.Fatalf("%s holds no %q … %q", file, from, to)
+		}
+		fsys[file] = &fstest.MapFile{Data: []byte(src[:i] + src[i+j+len(to):])}
+	}
+	cut("0010_workflow_replay.down.sql", "DROP FUNCTION gaffer.workflow_count_deps", ";\n")
+	cut("0009_dashboard.down.sql", "DROP INDEX gaffer.jobs_cancelled_idx", ";\n")
+	cut("0007_step_clock.down.sql", "CREATE OR REPLACE FUNCTION gaffer.workflow_start_ready", "$$;\n")
+	want := map[int]string{
+		10: "function gaffer.workflow_count_deps(bigint, text)",
+		9:  "index gaffer.jobs_cancelled_idx",
+		7:  "function gaffer.workflow_start_ready(bigint)",
+	}
+	diffs := revertDiffs(t, fsys)
+	for v, object := range want {
+		if !strings.Contains(diffs[v], object) {
+			t.Errorf("reverting %04d with a line cut from its down file: the difference does not name %s:\n%s", v, object, diffs[v])
+		}
+	}
+	for v, d := range diffs {
+		if want[v] == "" {
+			t.Errorf("reverting %04d, whose down file is whole, differs:\n%s", v, d)
+		}
+	}
+}
+
+// revertDiffs applies the migrations of fsys to an empty database one at
+// a time, taking a catalog snapshot before the first and after each, then
+// reverts them one at a time from the latest, and returns for each
+// version whose revert does not give back the snapshot taken before it
+// the difference. After such a revert the check goes on from a database
+// built up to the version before it, so that each difference is the
+// revert's own.
+func revertDiffs(t *testing.T, fsys fs.FS) map[int]string {
+	t.Helper()
+	ctx := context.Background()
+	pool := emptyPool(t)
+	latest := len(migrationNames(t, fsys))
+	before := []catalog.Catalog{snapshot(t, pool)} // before[v]: after migration v
+	for v := 1; v <= latest; v++ {
+		if _, err := migrator(t, pool, migrationsUpTo(t, fsys, v)).Up(ctx); err != nil {
+			t.Fatal(err)
+		}
+		before = append(before, snapshot(t, pool))
+	}
+	diffs := map[int]string{}
+	for v := latest; v >= 1; v-- {
+		if _, err := migrator(t, pool, migrationsUpTo(t, fsys, v)).Down(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if d := catalog.Diff(before[v-1], snapshot(t, pool)); d != "" {
+			diffs[v] = d
+			pool = emptyPool(t)
+			if _, err := migrator(t, pool, migrationsUpTo(t, fsys, v-1)).Up(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return diffs
+}
+
+// migrationNames returns the names (NNNN_name) of the migrations in fsys.
+func migrationNames(t *testing.T, fsys fs.FS) []string {
+	t.Helper()
+	ups, err := fs.Glob(fsys, "*.up.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, up := range ups {
+		ups[i] = strings.TrimSuffix(up, ".up.sql")
+	}
+	return ups
+}
+
+// migrationsUpTo returns the files of fsys's migrations 1 to v.
+func migrationsUpTo(t *testing.T, fsys fs.FS, v int) fstest.MapFS {
+	t.Helper()
+	entries, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := fstest.MapFS{}
+	for _, e := range entries {
+		n, err := strconv.Atoi(strings.SplitN(e.Name(), "_", 2)[0])
+		if err != nil || n > v {
+			continue
+		}
+		data, err := fs.ReadFile(fsys, e.Name())
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := map[string]string{}
-		for _, m := range functionDef.FindAllStringSubmatch(string(src), -1) {
-			out[m[1]] = m[2]
-		}
-		return out
+		out[e.Name()] = &fstest.MapFile{Data: data}
 	}
-	latest := bodies(files[len(files)-1])
-	if len(latest) == 0 {
-		t.Skip("the latest migration defines no function")
-	}
-	before := map[string]string{} // each function as the migrations before the latest left it
-	for _, f := range files[:len(files)-1] {
-		for name, body := range bodies(f) {
-			before[name] = body
-		}
-	}
+	return out
+}
 
-	ctx := context.Background()
-	st := pgtest.NewStore(t)
-	if _, err := st.MigrateDown(ctx, 1); err != nil {
-		t.Fatal(err)
+func sortedVersions(m map[int]string) []int {
+	var vs []int
+	for v := range m {
+		vs = append(vs, v)
 	}
-	for name := range latest {
-		var src string
-		err := st.Pool().QueryRow(ctx, `SELECT p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-			WHERE n.nspname = 'gaffer' AND p.proname = $1`, name).Scan(&src)
-		want, existed := before[name]
-		switch {
-		case !existed && err == nil:
-			t.Errorf("gaffer.%s, added by the latest migration, survives its down", name)
-		case existed && err != nil:
-			t.Errorf("gaffer.%s after down: %v", name, err)
-		case existed && src != want:
-			t.Errorf("gaffer.%s after down differs from the previous migrations' text:\n%s", name, src)
-		}
-	}
+	sort.Sort(sort.Reverse(sort.IntSlice(vs)))
+	return vs
 }
 
 // Reverting cron_status keeps one-shot entries, paused (the older schema

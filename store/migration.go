@@ -28,13 +28,21 @@ var migrationFiles embed.FS
 //   - CompatibleFromMarker N (up file) declares that binaries built for
 //     schema version N or later keep working after it: a contract that
 //     removes only what releases before N used.
+//   - GeneratedMarker (up and down file) says that migrategen
+//     (store/internal/migrategen) wrote the file from the difference
+//     between the migrations before it and store/schema: change
+//     store/schema, not the file, and regenerate it (`migrategen
+//     -replace`, while no release carries it). It changes nothing in how
+//     the file runs.
 //
-// A migration without either of the last two is a contract: only binaries
-// that carry it work on a schema that has it (CheckSchema).
+// A migration declaring neither ExpandMarker nor CompatibleFromMarker is a
+// contract: only binaries that carry it work on a schema that has it
+// (CheckSchema).
 const (
 	NoTransactionMarker  = "-- gaffer:no-transaction"
 	ExpandMarker         = "-- gaffer:expand"
 	CompatibleFromMarker = "-- gaffer:compatible-from"
+	GeneratedMarker      = "-- gaffer:generated"
 )
 
 // Migration is one versioned schema change.
@@ -226,6 +234,8 @@ func parseHeader(sql string) (script, error) {
 			sc.noTx = true
 		case line == ExpandMarker:
 			sc.expand = true
+		case line == GeneratedMarker:
+			// Only for people and migrategen: nothing to do.
 		case isCompat:
 			v, err := strconv.Atoi(strings.TrimSpace(arg))
 			if err != nil || v < 1 {
@@ -233,7 +243,7 @@ func parseHeader(sql string) (script, error) {
 			}
 			sc.compatibleFrom = v
 		default:
-			return script{}, fmt.Errorf("unknown header line %q: use %s, %s or %s N", line, NoTransactionMarker, ExpandMarker, CompatibleFromMarker)
+			return script{}, fmt.Errorf("unknown header line %q: use %s, %s, %s N or %s", line, NoTransactionMarker, ExpandMarker, CompatibleFromMarker, GeneratedMarker)
 		}
 	}
 	if sc.expand && sc.compatibleFrom != 0 {

@@ -246,6 +246,11 @@ func TestMigrationFilesAreChecked(t *testing.T) {
 			t.Errorf("%s: %v; want an error saying %q", c.name, err, c.want)
 		}
 	}
+	// A generated migration says so in both files, beside its declaration.
+	if _, err := store.NewMigrator(nil, migrations("0001_x.up.sql", "-- gaffer:generated\n-- gaffer:expand\nSELECT 1;\n",
+		"0001_x.down.sql", "-- gaffer:generated\nSELECT 1;\n")); err != nil {
+		t.Errorf("a generated migration: %v", err)
+	}
 	// A comment may say CONCURRENTLY in a transactional file.
 	if _, err := store.NewMigrator(nil, up("-- not CONCURRENTLY: the table is new\nCREATE INDEX a ON gaffer.t (v);\n")); err != nil {
 		t.Errorf("a comment mentioning CONCURRENTLY: %v", err)

@@ -44,7 +44,7 @@ func TestDockerignore(t *testing.T) {
 			t.Errorf(".dockerignore lets %s into the build context", out)
 		}
 	}
-	for _, in := range []string{"go.mod", "go.sum", "node.go", "cmd/gaffer/main.go", "api/openapi.json", "store/migrations/0001_jobs.up.sql",
+	for _, in := range []string{"go.mod", "go.sum", "node.go", "cmd/gaffer/main.go", "api/openapi.json", "store/migrations/0001_jobs.up.sql", "store/schema/tables.sql",
 		"store/queries/jobs.sql", "ui/templates/layout.html", "ui/static/gaffer.css", "internal/tzdata/zoneinfo.zip"} {
 		if ignored(in) {
 			t.Errorf(".dockerignore keeps %s, which the build needs, out of the context", in)
