@@ -1,13 +1,21 @@
+-- gaffer:generated
+-- Back to the routines 0030_due_jobs left, written by migrategen with
+-- 0031_one_claim.up.sql.
 SET LOCAL check_function_bodies = off;
-DROP TRIGGER limits_serialized ON gaffer.limits;
-DROP TRIGGER limit_buckets_serialized ON gaffer.limit_buckets;
-DROP FUNCTION gaffer.limits_changing();
-DROP FUNCTION gaffer.claim(text, integer, text, boolean, text, text[], text[], text[], text[], text[], smallint[], timestamptz[], bigint[], text, text, text[], text[], integer);
-DROP FUNCTION gaffer.claim_take(text, integer, text[], text[], text[], text[], text[], smallint[], timestamptz[], bigint[]);
-DROP FUNCTION gaffer.claim_units(text, text, text, text, text, text, integer);
-DROP FUNCTION gaffer.claim_promote(text);
-DROP FUNCTION gaffer.limit_admit(text, bigint[], text[], text[], text[], integer);
 
+DROP TRIGGER limit_buckets_serialized ON gaffer.limit_buckets;
+DROP TRIGGER limits_serialized ON gaffer.limits;
+DROP FUNCTION gaffer.claim(text, integer, text, boolean, text, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer);
+DROP FUNCTION gaffer.claim_promote(text);
+DROP FUNCTION gaffer.claim_take(text, integer, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[]);
+DROP FUNCTION gaffer.claim_units(text, text, text, text, text, text, integer);
+DROP FUNCTION gaffer.limit_admit(text, bigint[], text[], text[], text[], integer);
+DROP FUNCTION gaffer.limit_bucket_key(text);
+DROP FUNCTION gaffer.limits_changing();
+DROP FUNCTION gaffer.limits_lock_id();
+DROP FUNCTION gaffer.url_host(text);
+
+-- gaffer.claim_pick(text, integer, text, text[], text[], smallint[], timestamp with time zone[], bigint[], text, text) as 0028_side_claim_grace left it
 CREATE OR REPLACE FUNCTION gaffer.claim_pick(q text, n integer, node_id text, c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], after_tenant text, after_fkey text)
  RETURNS bigint[]
  LANGUAGE sql
@@ -16,6 +24,7 @@ AS $function$
                              NULL::text[], NULL::text[], 0)
 $function$;
 
+-- gaffer.claim_pick(text, integer, text, text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer) as 0029_limit_admit_cost left it
 CREATE OR REPLACE FUNCTION gaffer.claim_pick(q text, n integer, node_id text, c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], after_tenant text, after_fkey text, k_tenant text[], k_fkey text[], grace_ms integer)
  RETURNS bigint[]
  LANGUAGE plpgsql
@@ -97,33 +106,7 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION gaffer.claim_pick_units(q text, n integer, node_id text, u_tenant text[], u_fkey text[])
- RETURNS bigint[]
- LANGUAGE plpgsql
-AS $function$
-DECLARE
-    ids bigint[];
-    kinds text[];
-    tenants text[];
-BEGIN
-    IF coalesce(cardinality(u_tenant), 0) = 0 OR cardinality(u_tenant) <> coalesce(cardinality(u_fkey), 0)
-       OR EXISTS (SELECT 1 FROM gaffer.queues qq WHERE qq.name = q AND qq.paused)
-       OR EXISTS (SELECT 1 FROM gaffer.nodes nd WHERE nd.id = node_id AND nd.drain_requested_at IS NOT NULL) THEN
-        RETURN NULL;
-    END IF;
-    SELECT array_agg(p.id), array_agg(DISTINCT p.kind), array_agg(DISTINCT p.tenant) INTO ids, kinds, tenants
-    FROM gaffer.fair_take(q, n, u_tenant, u_fkey, '{}', '{}', '{}', '{}', '{}') p;
-    IF ids IS NOT NULL AND EXISTS (
-        SELECT 1 FROM gaffer.limits l
-        WHERE (l.queue IS NULL OR l.queue = q) AND (l.tenant IS NULL OR l.tenant = ANY (tenants))
-          AND (l.kind IS NULL OR l.kind = ANY (kinds))) THEN
-        ids := (SELECT gaffer.limit_admit(q, array_agg(j.id), array_agg(j.tenant), array_agg(j.kind), array_agg(j.fairness_key))
-                FROM gaffer.jobs j WHERE j.id = ANY (ids));
-    END IF;
-    RETURN ids;
-END
-$function$;
-
+-- gaffer.claim_pick_remote(text, integer, text, text, text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text) as 0029_limit_admit_cost left it
 CREATE OR REPLACE FUNCTION gaffer.claim_pick_remote(q text, n integer, worker_id text, t text, ks text[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], after_tenant text, after_fkey text)
  RETURNS bigint[]
  LANGUAGE plpgsql
@@ -198,51 +181,35 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION gaffer.fair_units(q text, n integer, node_id text, after_tenant text, after_fkey text, OUT u_tenant text[], OUT u_fkey text[])
- RETURNS record
+-- gaffer.claim_pick_units(text, integer, text, text[], text[]) as 0029_limit_admit_cost left it
+CREATE OR REPLACE FUNCTION gaffer.claim_pick_units(q text, n integer, node_id text, u_tenant text[], u_fkey text[])
+ RETURNS bigint[]
  LANGUAGE plpgsql
 AS $function$
+DECLARE
+    ids bigint[];
+    kinds text[];
+    tenants text[];
 BEGIN
-    IF EXISTS (SELECT 1 FROM gaffer.queues qq WHERE qq.name = q AND qq.paused)
+    IF coalesce(cardinality(u_tenant), 0) = 0 OR cardinality(u_tenant) <> coalesce(cardinality(u_fkey), 0)
+       OR EXISTS (SELECT 1 FROM gaffer.queues qq WHERE qq.name = q AND qq.paused)
        OR EXISTS (SELECT 1 FROM gaffer.nodes nd WHERE nd.id = node_id AND nd.drain_requested_at IS NOT NULL) THEN
-        RETURN;
+        RETURN NULL;
     END IF;
-    IF after_tenant IS NULL THEN
-        SELECT array_agg(x.tenant), array_agg(x.fairness_key) INTO u_tenant, u_fkey FROM gaffer.queue_units(q, n) x;
-    ELSE
-        WITH RECURSIVE below AS (
-            (SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
-             WHERE j.state IN ('pending', 'retrying') AND j.queue = q
-               AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") < (after_tenant, after_fkey)
-             ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1)
-            UNION ALL
-            SELECT nx.tenant, nx.fairness_key FROM below u CROSS JOIN LATERAL (
-                SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
-                WHERE j.state IN ('pending', 'retrying') AND j.queue = q
-                  AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") < (u.tenant, u.fairness_key)
-                ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1) nx
-        ), top AS (
-            (SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
-             WHERE j.state IN ('pending', 'retrying') AND j.queue = q
-               AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") >= (after_tenant, after_fkey)
-             ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1)
-            UNION ALL
-            SELECT nx.tenant, nx.fairness_key FROM top u CROSS JOIN LATERAL (
-                SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
-                WHERE j.state IN ('pending', 'retrying') AND j.queue = q
-                  AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") < (u.tenant, u.fairness_key)
-                  AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") >= (after_tenant, after_fkey)
-                ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1) nx
-        ), units AS (
-            (SELECT b.tenant, b.fairness_key FROM below b LIMIT n)
-            UNION ALL
-            (SELECT t.tenant, t.fairness_key FROM top t LIMIT n)
-        )
-        SELECT array_agg(x.tenant), array_agg(x.fairness_key) INTO u_tenant, u_fkey FROM (SELECT * FROM units LIMIT n) x;
+    SELECT array_agg(p.id), array_agg(DISTINCT p.kind), array_agg(DISTINCT p.tenant) INTO ids, kinds, tenants
+    FROM gaffer.fair_take(q, n, u_tenant, u_fkey, '{}', '{}', '{}', '{}', '{}') p;
+    IF ids IS NOT NULL AND EXISTS (
+        SELECT 1 FROM gaffer.limits l
+        WHERE (l.queue IS NULL OR l.queue = q) AND (l.tenant IS NULL OR l.tenant = ANY (tenants))
+          AND (l.kind IS NULL OR l.kind = ANY (kinds))) THEN
+        ids := (SELECT gaffer.limit_admit(q, array_agg(j.id), array_agg(j.tenant), array_agg(j.kind), array_agg(j.fairness_key))
+                FROM gaffer.jobs j WHERE j.id = ANY (ids));
     END IF;
+    RETURN ids;
 END
 $function$;
 
+-- gaffer.fair_take(text, integer, text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[]) as 0024_fair_claim_cost left it
 CREATE OR REPLACE FUNCTION gaffer.fair_take(q text, take integer, u_tenant text[], u_fkey text[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[])
  RETURNS TABLE(id bigint, kind text, tenant text)
  LANGUAGE plpgsql
@@ -293,6 +260,7 @@ BEGIN
 END
 $function$;
 
+-- gaffer.fair_take_kinds(text, integer, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[]) as 0024_fair_claim_cost left it
 CREATE OR REPLACE FUNCTION gaffer.fair_take_kinds(q text, take integer, ks text[], u_tenant text[], u_fkey text[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[])
  RETURNS TABLE(id bigint, kind text, tenant text)
  LANGUAGE plpgsql
@@ -345,88 +313,53 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION gaffer.tenant_units(q text, t text, n integer, after_fkey text)
- RETURNS text[]
+-- gaffer.fair_units(text, integer, text, text, text) as 0015_fair_limits left it
+CREATE OR REPLACE FUNCTION gaffer.fair_units(q text, n integer, node_id text, after_tenant text, after_fkey text, OUT u_tenant text[], OUT u_fkey text[])
+ RETURNS record
  LANGUAGE plpgsql
- STABLE
 AS $function$
-DECLARE
-    keys text[];
 BEGIN
-    IF after_fkey IS NULL THEN
-        WITH RECURSIVE units AS (
-            (SELECT j.fairness_key FROM gaffer.jobs j
-             WHERE j.state IN ('pending', 'retrying') AND j.queue = q AND j.tenant COLLATE "C" = t
-             ORDER BY j.fairness_key COLLATE "C" DESC LIMIT 1)
-            UNION ALL
-            SELECT nx.fairness_key FROM units u CROSS JOIN LATERAL (
-                SELECT j.fairness_key FROM gaffer.jobs j
-                WHERE j.state IN ('pending', 'retrying') AND j.queue = q AND j.tenant COLLATE "C" = t
-                  AND j.fairness_key COLLATE "C" < u.fairness_key
-                ORDER BY j.fairness_key COLLATE "C" DESC LIMIT 1) nx
-        )
-        SELECT array_agg(x.fairness_key) INTO keys FROM (SELECT u.fairness_key FROM units u LIMIT n) x;
-        RETURN keys;
+    IF EXISTS (SELECT 1 FROM gaffer.queues qq WHERE qq.name = q AND qq.paused)
+       OR EXISTS (SELECT 1 FROM gaffer.nodes nd WHERE nd.id = node_id AND nd.drain_requested_at IS NOT NULL) THEN
+        RETURN;
     END IF;
-    WITH RECURSIVE below AS (
-        (SELECT j.fairness_key FROM gaffer.jobs j
-         WHERE j.state IN ('pending', 'retrying') AND j.queue = q AND j.tenant COLLATE "C" = t
-           AND j.fairness_key COLLATE "C" < after_fkey
-         ORDER BY j.fairness_key COLLATE "C" DESC LIMIT 1)
-        UNION ALL
-        SELECT nx.fairness_key FROM below u CROSS JOIN LATERAL (
-            SELECT j.fairness_key FROM gaffer.jobs j
-            WHERE j.state IN ('pending', 'retrying') AND j.queue = q AND j.tenant COLLATE "C" = t
-              AND j.fairness_key COLLATE "C" < u.fairness_key
-            ORDER BY j.fairness_key COLLATE "C" DESC LIMIT 1) nx
-    ), top AS (
-        (SELECT j.fairness_key FROM gaffer.jobs j
-         WHERE j.state IN ('pending', 'retrying') AND j.queue = q AND j.tenant COLLATE "C" = t
-           AND j.fairness_key COLLATE "C" >= after_fkey
-         ORDER BY j.fairness_key COLLATE "C" DESC LIMIT 1)
-        UNION ALL
-        SELECT nx.fairness_key FROM top u CROSS JOIN LATERAL (
-            SELECT j.fairness_key FROM gaffer.jobs j
-            WHERE j.state IN ('pending', 'retrying') AND j.queue = q AND j.tenant COLLATE "C" = t
-              AND j.fairness_key COLLATE "C" < u.fairness_key AND j.fairness_key COLLATE "C" >= after_fkey
-            ORDER BY j.fairness_key COLLATE "C" DESC LIMIT 1) nx
-    ), units AS (
-        (SELECT b.fairness_key FROM below b LIMIT n)
-        UNION ALL
-        (SELECT tp.fairness_key FROM top tp LIMIT n)
-    )
-    SELECT array_agg(x.fairness_key) INTO keys FROM (SELECT * FROM units LIMIT n) x;
-    RETURN keys;
+    IF after_tenant IS NULL THEN
+        SELECT array_agg(x.tenant), array_agg(x.fairness_key) INTO u_tenant, u_fkey FROM gaffer.queue_units(q, n) x;
+    ELSE
+        WITH RECURSIVE below AS (
+            (SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
+             WHERE j.state IN ('pending', 'retrying') AND j.queue = q
+               AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") < (after_tenant, after_fkey)
+             ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1)
+            UNION ALL
+            SELECT nx.tenant, nx.fairness_key FROM below u CROSS JOIN LATERAL (
+                SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
+                WHERE j.state IN ('pending', 'retrying') AND j.queue = q
+                  AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") < (u.tenant, u.fairness_key)
+                ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1) nx
+        ), top AS (
+            (SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
+             WHERE j.state IN ('pending', 'retrying') AND j.queue = q
+               AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") >= (after_tenant, after_fkey)
+             ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1)
+            UNION ALL
+            SELECT nx.tenant, nx.fairness_key FROM top u CROSS JOIN LATERAL (
+                SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
+                WHERE j.state IN ('pending', 'retrying') AND j.queue = q
+                  AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") < (u.tenant, u.fairness_key)
+                  AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") >= (after_tenant, after_fkey)
+                ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1) nx
+        ), units AS (
+            (SELECT b.tenant, b.fairness_key FROM below b LIMIT n)
+            UNION ALL
+            (SELECT t.tenant, t.fairness_key FROM top t LIMIT n)
+        )
+        SELECT array_agg(x.tenant), array_agg(x.fairness_key) INTO u_tenant, u_fkey FROM (SELECT * FROM units LIMIT n) x;
+    END IF;
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION gaffer.queue_units(q text, n integer)
- RETURNS TABLE(tenant text, fairness_key text)
- LANGUAGE sql
- STABLE
-AS $function$
-    WITH RECURSIVE units AS (
-        (SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
-         WHERE j.state IN ('pending', 'retrying') AND j.queue = q
-         ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1)
-        UNION ALL
-        SELECT nx.tenant, nx.fairness_key FROM units u CROSS JOIN LATERAL (
-            SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
-            WHERE j.state IN ('pending', 'retrying') AND j.queue = q
-              AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") < (u.tenant, u.fairness_key)
-            ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1) nx
-    )
-    SELECT u.tenant, u.fairness_key FROM units u LIMIT n
-$function$;
-
-CREATE OR REPLACE FUNCTION gaffer.limit_admit(q text, cands gaffer.jobs[])
- RETURNS bigint[]
- LANGUAGE sql
-AS $function$
-    SELECT gaffer.limit_admit(q, array_agg(c.id), array_agg(c.tenant), array_agg(c.kind), array_agg(c.fairness_key))
-    FROM unnest(cands) c
-$function$;
-
+-- gaffer.limit_admit(text, bigint[], text[], text[], text[]) as 0029_limit_admit_cost left it
 CREATE OR REPLACE FUNCTION gaffer.limit_admit(q text, c_id bigint[], c_tenant text[], c_kind text[], c_fkey text[])
  RETURNS bigint[]
  LANGUAGE plpgsql
@@ -570,6 +503,28 @@ BEGIN
 END
 $function$;
 
+-- gaffer.limit_admit(text, gaffer.jobs[]) as 0029_limit_admit_cost left it
+CREATE OR REPLACE FUNCTION gaffer.limit_admit(q text, cands gaffer.jobs[])
+ RETURNS bigint[]
+ LANGUAGE sql
+AS $function$
+    SELECT gaffer.limit_admit(q, array_agg(c.id), array_agg(c.tenant), array_agg(c.kind), array_agg(c.fairness_key))
+    FROM unnest(cands) c
+$function$;
+
+-- gaffer.limit_changed() as 0029_limit_admit_cost left it
+CREATE OR REPLACE FUNCTION gaffer.limit_changed()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    UPDATE gaffer.limit_buckets SET running_bound = NULL, bound_fence = NULL
+    WHERE limit_name = OLD.name AND (running_bound IS NOT NULL OR bound_fence IS NOT NULL);
+    RETURN NULL;
+END
+$function$;
+
+-- gaffer.limit_key(text, gaffer.jobs) as 0015_fair_limits left it
 CREATE OR REPLACE FUNCTION gaffer.limit_key(key_from text, j gaffer.jobs)
  RETURNS text
  LANGUAGE sql
@@ -589,6 +544,7 @@ AS $function$
     END, '')
 $function$;
 
+-- gaffer.limit_key_of(text, text, text, text, text, text, json) as 0029_limit_admit_cost left it
 CREATE OR REPLACE FUNCTION gaffer.limit_key_of(key_from text, tenant text, kind text, queue text, limit_key text, fairness_key text, args json)
  RETURNS text
  LANGUAGE sql
@@ -608,26 +564,83 @@ AS $function$
     END, '')
 $function$;
 
-CREATE OR REPLACE FUNCTION gaffer.limit_applies(l gaffer.limits, j gaffer.jobs)
- RETURNS boolean
+-- gaffer.queue_units(text, integer) as 0015_fair_limits left it
+CREATE OR REPLACE FUNCTION gaffer.queue_units(q text, n integer)
+ RETURNS TABLE(tenant text, fairness_key text)
  LANGUAGE sql
- IMMUTABLE PARALLEL SAFE
+ STABLE
 AS $function$
-    SELECT (l.queue IS NULL OR l.queue = j.queue) AND (l.kind IS NULL OR l.kind = j.kind)
-       AND (l.tenant IS NULL OR l.tenant = j.tenant)
+    WITH RECURSIVE units AS (
+        (SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
+         WHERE j.state IN ('pending', 'retrying') AND j.queue = q
+         ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1)
+        UNION ALL
+        SELECT nx.tenant, nx.fairness_key FROM units u CROSS JOIN LATERAL (
+            SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
+            WHERE j.state IN ('pending', 'retrying') AND j.queue = q
+              AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") < (u.tenant, u.fairness_key)
+            ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1) nx
+    )
+    SELECT u.tenant, u.fairness_key FROM units u LIMIT n
 $function$;
 
-CREATE OR REPLACE FUNCTION gaffer.limit_changed()
- RETURNS trigger
+-- gaffer.tenant_units(text, text, integer, text) as 0023_remote_claim left it
+CREATE OR REPLACE FUNCTION gaffer.tenant_units(q text, t text, n integer, after_fkey text)
+ RETURNS text[]
  LANGUAGE plpgsql
+ STABLE
 AS $function$
+DECLARE
+    keys text[];
 BEGIN
-    UPDATE gaffer.limit_buckets SET running_bound = NULL, bound_fence = NULL
-    WHERE limit_name = OLD.name AND (running_bound IS NOT NULL OR bound_fence IS NOT NULL);
-    RETURN NULL;
+    IF after_fkey IS NULL THEN
+        WITH RECURSIVE units AS (
+            (SELECT j.fairness_key FROM gaffer.jobs j
+             WHERE j.state IN ('pending', 'retrying') AND j.queue = q AND j.tenant COLLATE "C" = t
+             ORDER BY j.fairness_key COLLATE "C" DESC LIMIT 1)
+            UNION ALL
+            SELECT nx.fairness_key FROM units u CROSS JOIN LATERAL (
+                SELECT j.fairness_key FROM gaffer.jobs j
+                WHERE j.state IN ('pending', 'retrying') AND j.queue = q AND j.tenant COLLATE "C" = t
+                  AND j.fairness_key COLLATE "C" < u.fairness_key
+                ORDER BY j.fairness_key COLLATE "C" DESC LIMIT 1) nx
+        )
+        SELECT array_agg(x.fairness_key) INTO keys FROM (SELECT u.fairness_key FROM units u LIMIT n) x;
+        RETURN keys;
+    END IF;
+    WITH RECURSIVE below AS (
+        (SELECT j.fairness_key FROM gaffer.jobs j
+         WHERE j.state IN ('pending', 'retrying') AND j.queue = q AND j.tenant COLLATE "C" = t
+           AND j.fairness_key COLLATE "C" < after_fkey
+         ORDER BY j.fairness_key COLLATE "C" DESC LIMIT 1)
+        UNION ALL
+        SELECT nx.fairness_key FROM below u CROSS JOIN LATERAL (
+            SELECT j.fairness_key FROM gaffer.jobs j
+            WHERE j.state IN ('pending', 'retrying') AND j.queue = q AND j.tenant COLLATE "C" = t
+              AND j.fairness_key COLLATE "C" < u.fairness_key
+            ORDER BY j.fairness_key COLLATE "C" DESC LIMIT 1) nx
+    ), top AS (
+        (SELECT j.fairness_key FROM gaffer.jobs j
+         WHERE j.state IN ('pending', 'retrying') AND j.queue = q AND j.tenant COLLATE "C" = t
+           AND j.fairness_key COLLATE "C" >= after_fkey
+         ORDER BY j.fairness_key COLLATE "C" DESC LIMIT 1)
+        UNION ALL
+        SELECT nx.fairness_key FROM top u CROSS JOIN LATERAL (
+            SELECT j.fairness_key FROM gaffer.jobs j
+            WHERE j.state IN ('pending', 'retrying') AND j.queue = q AND j.tenant COLLATE "C" = t
+              AND j.fairness_key COLLATE "C" < u.fairness_key AND j.fairness_key COLLATE "C" >= after_fkey
+            ORDER BY j.fairness_key COLLATE "C" DESC LIMIT 1) nx
+    ), units AS (
+        (SELECT b.fairness_key FROM below b LIMIT n)
+        UNION ALL
+        (SELECT tp.fairness_key FROM top tp LIMIT n)
+    )
+    SELECT array_agg(x.fairness_key) INTO keys FROM (SELECT * FROM units LIMIT n) x;
+    RETURN keys;
 END
 $function$;
 
+-- gaffer.workflow_start_ready(bigint) as 0017_exact_payloads left it
 CREATE OR REPLACE FUNCTION gaffer.workflow_start_ready(p_run bigint)
  RETURNS integer
  LANGUAGE plpgsql
@@ -662,6 +675,7 @@ BEGIN
 END
 $function$;
 
+-- gaffer.workflow_step_replayed() as 0017_exact_payloads left it
 CREATE OR REPLACE FUNCTION gaffer.workflow_step_replayed()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -707,7 +721,3 @@ BEGIN
     RETURN NEW;
 END
 $function$;
-
-DROP FUNCTION gaffer.limit_bucket_key(text);
-DROP FUNCTION gaffer.url_host(text);
-DROP FUNCTION gaffer.limits_lock_id();

@@ -1,482 +1,50 @@
+-- gaffer:generated
 -- gaffer:expand
-
--- One claim (issue 23): every claim path — a node's claim, its side
--- claim, a remote worker's claim — is gaffer.claim (store/schema/claim.sql);
--- the older signatures call it. Units are found among due jobs only, a
--- claim goes on past units that give nothing, limits are weighed in claim
--- order one candidate at a time and kept as read by the limits lock,
--- bucket keys are bounded, and url_host reads a URL as Go does.
+-- The routines of store/schema that differ from those 0030_due_jobs left,
+-- written by `go run ./store/internal/migrategen`. Edit store/schema, not
+-- this file, and write it again (-replace) while no release carries it.
+--
+--   dropped   function gaffer.fair_take(text, integer, text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[])
+--   dropped   function gaffer.fair_take_kinds(text, integer, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[])
+--   dropped   function gaffer.fair_units(text, integer, text, text, text)
+--   dropped   function gaffer.limit_admit(text, bigint[], text[], text[], text[])
+--   dropped   function gaffer.limit_admit(text, gaffer.jobs[])
+--   dropped   function gaffer.tenant_units(text, text, integer, text)
+--   new       function gaffer.claim(text, integer, text, boolean, text, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer)
+--   changed   function gaffer.claim_pick(text, integer, text, text[], text[], smallint[], timestamp with time zone[], bigint[], text, text)
+--   changed   function gaffer.claim_pick(text, integer, text, text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer)
+--   changed   function gaffer.claim_pick_remote(text, integer, text, text, text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text)
+--   changed   function gaffer.claim_pick_units(text, integer, text, text[], text[])
+--   new       function gaffer.claim_promote(text)
+--   new       function gaffer.claim_take(text, integer, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[])
+--   new       function gaffer.claim_units(text, text, text, text, text, text, integer)
+--   new       function gaffer.limit_admit(text, bigint[], text[], text[], text[], integer)
+--   new       function gaffer.limit_bucket_key(text)
+--   changed   function gaffer.limit_changed()
+--   changed   function gaffer.limit_key(text, gaffer.jobs)
+--   changed   function gaffer.limit_key_of(text, text, text, text, text, text, json)
+--   new       function gaffer.limits_changing()
+--   new       function gaffer.limits_lock_id()
+--   changed   function gaffer.queue_units(text, integer)
+--   new       function gaffer.url_host(text)
+--   changed   function gaffer.workflow_start_ready(bigint)
+--   changed   function gaffer.workflow_step_replayed()
+--   new       trigger gaffer.limit_buckets.limit_buckets_serialized
+--   new       trigger gaffer.limits.limits_serialized
 SET LOCAL check_function_bodies = off;
+
+DROP FUNCTION gaffer.fair_take(text, integer, text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[]);
+DROP FUNCTION gaffer.fair_take_kinds(text, integer, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[]);
 DROP FUNCTION gaffer.fair_units(text, integer, text, text, text);
-DROP FUNCTION gaffer.fair_take(text, integer, text[], text[], text[], text[], smallint[], timestamptz[], bigint[]);
-DROP FUNCTION gaffer.fair_take_kinds(text, integer, text[], text[], text[], text[], text[], smallint[], timestamptz[], bigint[]);
-DROP FUNCTION gaffer.tenant_units(text, text, integer, text);
-DROP FUNCTION gaffer.limit_admit(text, gaffer.jobs[]);
 DROP FUNCTION gaffer.limit_admit(text, bigint[], text[], text[], text[]);
+DROP FUNCTION gaffer.limit_admit(text, gaffer.jobs[]);
+DROP FUNCTION gaffer.tenant_units(text, text, integer, text);
 
--- Limits: what a claim may start (G10). A limit caps the jobs it matches
--- (queue, kind, tenant; NULL matches any), per key: at most concurrency
--- running at once, at most rate starts per period in bursts of up to
--- burst. The claim (claim.sql) asks limit_admit which of its candidates
--- may start; everything a limit decides is decided there, in the claim's
--- transaction.
---
--- Glossary:
---   bucket   one (limit, key) pair: a row of gaffer.limit_buckets, the lock
---            claims take to count its slots one claim at a time, its rate
---            tokens and its running_bound.
---   key      what a limit counts a job under: limit_key_of(key_from, …),
---            never longer than 200 bytes (limit_bucket_key).
---   bound    running_bound: an upper bound on the bucket's running
---            attempts, set from an exact count and raised by every claim
---            that admits into the bucket, never lowered; NULL until a
---            count sets it and after the limit changes.
---   c_*      the claim's candidates, one array element each, in claim
---            order (the order in which they should be admitted).
---   p_*      (candidate, bucket) pairs: which buckets each candidate falls in.
---   b_*      per bucket figures, one element per bucket in (name, key) order.
-
--- The advisory lock that keeps gaffer.limits as a claim read it until the
--- claim commits: claims hold it shared, a change of a limit (or the
--- deletion of buckets) exclusively. So a claim never commits jobs under
--- limits that changed after it read them, a bucket's bound never misses
--- a claim in flight, and a bucket never vanishes under a claim.
-CREATE OR REPLACE FUNCTION gaffer.limits_lock_id() RETURNS bigint
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 7449347848622178306::bigint $$;
-
--- limits_changing takes the limits lock exclusively for a statement that
--- changes gaffer.limits or deletes buckets: it waits for the claims in
--- flight to commit, and claims that start meanwhile claim nothing until it
--- commits (they do not wait: see gaffer.claim).
-CREATE OR REPLACE FUNCTION gaffer.limits_changing() RETURNS trigger
-LANGUAGE plpgsql AS $fn$
-BEGIN
-    PERFORM pg_advisory_xact_lock(gaffer.limits_lock_id());
-    RETURN NULL;
-END
-$fn$;
-CREATE TRIGGER limits_serialized BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON gaffer.limits
-    FOR EACH STATEMENT EXECUTE FUNCTION gaffer.limits_changing();
-CREATE TRIGGER limit_buckets_serialized BEFORE DELETE OR TRUNCATE ON gaffer.limit_buckets
-    FOR EACH STATEMENT EXECUTE FUNCTION gaffer.limits_changing();
-
--- A changed limit (scope, key, concurrency) starts its bounds afresh.
-CREATE OR REPLACE FUNCTION gaffer.limit_changed() RETURNS trigger
-LANGUAGE plpgsql AS $fn$
-BEGIN
-    UPDATE gaffer.limit_buckets SET running_bound = NULL
-    WHERE limit_name = OLD.name AND running_bound IS NOT NULL;
-    RETURN NULL;
-END
-$fn$;
-
--- url_host is the host of an absolute URL as Go's net/url reads it (the
--- http kind dials that host, and its fairness key is that host), lower-
--- cased, brackets of an IPv6 literal removed: the user information runs
--- to the last '@' before the path, query or fragment; the port follows
--- the last ':' outside brackets. The http kind refuses at enqueue every
--- URL net/url refuses; webhook/TestURLHostMatchesGo checks the two agree
--- on the URLs it accepts.
-CREATE OR REPLACE FUNCTION gaffer.url_host(u text) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT lower(coalesce(m[1], m[2]))
-    FROM (SELECT regexp_match(u, '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^/?#]*@)?(?:\[([^]/?#]*)\]|([^:/?#]*))')) x(m)
-$$;
-
--- limit_bucket_key bounds a key: one of up to 200 bytes is kept as it is;
--- a longer one becomes its first 64 characters, '…' and the SHA-256 of the
--- whole, so that no job's values can make a key too large for the
--- buckets' index (and stop the claim of a queue).
-CREATE OR REPLACE FUNCTION gaffer.limit_bucket_key(raw text) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT CASE WHEN octet_length(raw) <= 200 THEN raw
-                ELSE left(raw, 64) || '…' || encode(sha256(convert_to(raw, 'UTF8')), 'hex') END
-$$;
-
--- limit_key_of is the key a limit with key_from counts a job under, from
--- the job's columns (args may be NULL when key_from does not read them).
--- The grammar of key_from is the limits_key_check constraint's.
-CREATE OR REPLACE FUNCTION gaffer.limit_key_of(key_from text, tenant text, kind text, queue text,
-    limit_key text, fairness_key text, args json) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT gaffer.limit_bucket_key(coalesce(CASE
-        WHEN key_from = '' THEN ''
-        WHEN key_from = 'tenant' THEN tenant
-        WHEN key_from = 'kind' THEN kind
-        WHEN key_from = 'queue' THEN queue
-        WHEN key_from = 'limit_key' THEN limit_key
-        WHEN key_from = 'fairness_key' THEN fairness_key
-        WHEN key_from LIKE 'args.%' THEN args #>> string_to_array(substr(key_from, 6), '.')
-        WHEN key_from LIKE 'host(args.%)' THEN
-            gaffer.url_host(args #>> string_to_array(substr(key_from, 11, length(key_from) - 11), '.'))
-    END, ''))
-$$;
-
--- limit_admit returns which of the candidates of queue q (c_*: ids,
--- tenants, kinds and fairness keys, in claim order; their rows locked by
--- the caller) the limits let start now, at most cap of them: taken in
--- claim order, a candidate starts when each bucket it falls in has a slot
--- (running attempts below concurrency) and a whole token (rate) left, and
--- then uses them. considered is how many candidates, from the first, were
--- weighed: those after it were not (the cap was reached). The caller holds
--- the limits lock (gaffer.claim).
---
--- The buckets are created if new and locked in (name, key) order, in a
--- statement of their own; the figures are read after it in a new
--- snapshot, which sees every claim that held one of these buckets before.
--- A bucket's running attempts are its bound when the candidates fit under
--- it, and otherwise counted (the count becomes the bound). Tokens refill
--- by the database's clock at the time the locks are held, which is also
--- the time the admitted attempts start (admitted_at): time never runs
--- backwards for a bucket, so no window of one period sees more than rate
--- plus burst starts.
-CREATE OR REPLACE FUNCTION gaffer.limit_admit(q text, c_id bigint[], c_tenant text[], c_kind text[], c_fkey text[], cap integer,
-    OUT admitted bigint[], OUT considered integer, OUT admitted_at timestamptz)
-LANGUAGE plpgsql AS $fn$
-DECLARE
-    nc integer := coalesce(cardinality(c_id), 0);
-    read_key boolean;
-    read_args boolean;
-    c_lkey text[];
-    c_args json[];
-    p_cand integer[];
-    p_bucket integer[];
-    b_name text[];
-    b_key text[];
-    b_want integer[];
-    b_free integer[];
-    b_running integer[];
-    b_counted boolean[];
-    b_tokens double precision[];
-    b_got integer[];
-    ok boolean;
-    pi integer := 1;
-    first integer;
-BEGIN
-    admitted_at := clock_timestamp();
-    IF nc = 0 THEN
-        considered := 0;
-        RETURN;
-    END IF;
-    -- The limit keys and args, only when a limit that applies is keyed
-    -- by them (they lie at the end of the row).
-    SELECT coalesce(bool_or(l.key_from = 'limit_key'), false),
-           coalesce(bool_or(l.key_from LIKE 'args.%' OR l.key_from LIKE 'host(args.%'), false)
-    INTO read_key, read_args
-    FROM gaffer.limits l
-    WHERE (l.queue IS NULL OR l.queue = q) AND (l.kind IS NULL OR l.kind = ANY (c_kind))
-      AND (l.tenant IS NULL OR l.tenant = ANY (c_tenant));
-    IF read_key OR read_args THEN
-        SELECT array_agg(j.limit_key ORDER BY c.ord), array_agg(CASE WHEN read_args THEN j.args END ORDER BY c.ord)
-        INTO c_lkey, c_args
-        FROM unnest(c_id) WITH ORDINALITY AS c(id, ord) LEFT JOIN gaffer.jobs j ON j.id = c.id;
-    END IF;
-
-    -- Each candidate's buckets: the candidates alike in what the limits
-    -- read are keyed once.
-    WITH cands AS (
-        SELECT c.ord::integer AS cand, c.tenant, c.kind, c.fkey, c_lkey[c.ord] AS lkey, c_args[c.ord] AS args,
-               dense_rank() OVER (ORDER BY c.tenant, c.kind, c.fkey, c_lkey[c.ord], c_args[c.ord]::text) AS grp
-        FROM unnest(c_tenant, c_kind, c_fkey) WITH ORDINALITY AS c(tenant, kind, fkey, ord)
-    ), keyed AS (
-        SELECT g.grp, l.name, gaffer.limit_key_of(l.key_from, g.tenant, g.kind, q, g.lkey, g.fkey, g.args) AS key
-        FROM (SELECT DISTINCT ON (grp) grp, tenant, kind, fkey, lkey, args FROM cands) g
-        JOIN gaffer.limits l ON (l.queue IS NULL OR l.queue = q) AND (l.kind IS NULL OR l.kind = g.kind)
-                            AND (l.tenant IS NULL OR l.tenant = g.tenant)
-    ), buckets AS (
-        SELECT k.name, k.key, row_number() OVER (ORDER BY k.name, k.key)::integer AS b
-        FROM (SELECT DISTINCT name, key FROM keyed) k
-    ), pairs AS (
-        SELECT c.cand, b.b FROM cands c JOIN keyed k ON k.grp = c.grp JOIN buckets b ON b.name = k.name AND b.key = k.key
-    )
-    SELECT (SELECT array_agg(b.name ORDER BY b.b) FROM buckets b),
-           (SELECT array_agg(b.key ORDER BY b.b) FROM buckets b),
-           (SELECT array_agg(coalesce(w.n, 0)::integer ORDER BY b.b)
-            FROM buckets b LEFT JOIN (SELECT p.b, count(*) AS n FROM pairs p GROUP BY p.b) w ON w.b = b.b),
-           (SELECT array_agg(p.cand ORDER BY p.cand, p.b) FROM pairs p),
-           (SELECT array_agg(p.b ORDER BY p.cand, p.b) FROM pairs p)
-    INTO b_name, b_key, b_want, p_cand, p_bucket;
-    IF b_name IS NULL THEN
-        admitted := c_id[1:cap];
-        considered := least(nc, cap);
-        RETURN;
-    END IF;
-
-    -- Created if new, then locked, in one order.
-    INSERT INTO gaffer.limit_buckets (limit_name, key, tokens, refilled_at)
-    SELECT b.name, b.key, coalesce(l.burst, 0), clock_timestamp()
-    FROM unnest(b_name, b_key) AS b(name, key) JOIN gaffer.limits l ON l.name = b.name
-    ON CONFLICT (limit_name, key) DO NOTHING;
-    PERFORM 1 FROM gaffer.limit_buckets lb
-    WHERE (lb.limit_name, lb.key) IN (SELECT b.name, b.key FROM unnest(b_name, b_key) AS b(name, key))
-    ORDER BY lb.limit_name, lb.key
-    FOR UPDATE OF lb;
-    admitted_at := clock_timestamp();
-
-    -- A new statement, so a new snapshot. Per bucket, in b order: the
-    -- running attempts it counts (its bound when its candidates fit under
-    -- it, else counted), whether they were counted, its whole tokens
-    -- refilled, and its free slots. A bucket whose limit is gone limits
-    -- nothing.
-    SELECT array_agg(f.running ORDER BY f.b), array_agg(f.counted ORDER BY f.b), array_agg(f.tokens ORDER BY f.b),
-           array_agg(least(CASE WHEN f.concurrency IS NULL THEN 2147483647 ELSE greatest(f.concurrency - f.running, 0) END,
-                           CASE WHEN f.tokens IS NULL THEN 2147483647 ELSE floor(f.tokens)::integer END) ORDER BY f.b)
-    INTO b_running, b_counted, b_tokens, b_free
-    FROM (
-        SELECT b.b, l.concurrency, t.tokens,
-               l.concurrency IS NOT NULL AND NOT coalesce(lb.running_bound + b.want <= l.concurrency, false) AS counted,
-               CASE WHEN l.concurrency IS NULL THEN 0
-                    WHEN lb.running_bound + b.want <= l.concurrency THEN lb.running_bound
-                    ELSE (SELECT count(*) FROM gaffer.jobs r
-                          WHERE r.state = 'running' AND (l.queue IS NULL OR r.queue = l.queue)
-                            AND (l.kind IS NULL OR r.kind = l.kind) AND (l.tenant IS NULL OR r.tenant = l.tenant)
-                            AND gaffer.limit_key_of(l.key_from, r.tenant, r.kind, r.queue, r.limit_key, r.fairness_key, r.args) = b.key)::integer
-               END AS running
-        FROM unnest(b_name, b_key, b_want) WITH ORDINALITY AS b(name, key, want, b)
-        LEFT JOIN gaffer.limits l ON l.name = b.name
-        LEFT JOIN gaffer.limit_buckets lb ON lb.limit_name = b.name AND lb.key = b.key
-        CROSS JOIN LATERAL (SELECT CASE WHEN l.rate IS NULL THEN NULL
-                                       WHEN lb.limit_name IS NULL THEN 0
-                                       ELSE least(l.burst::double precision, lb.tokens
-                                            + greatest(extract(epoch FROM admitted_at - lb.refilled_at), 0) * 1000 / l.period_ms * l.rate)
-                                  END AS tokens) t
-    ) f;
-
-    b_got := array_fill(0, ARRAY[cardinality(b_name)]);
-    IF nc <= cap AND NOT EXISTS (SELECT 1 FROM unnest(b_want, b_free) AS w(want, free) WHERE w.want > w.free) THEN
-        -- Every candidate fits.
-        admitted := c_id;
-        considered := nc;
-        b_got := b_want;
-    ELSE
-        -- In claim order: a candidate starts if each of its buckets has a
-        -- slot left, and takes one in each.
-        considered := 0;
-        FOR i IN 1..nc LOOP
-            EXIT WHEN coalesce(cardinality(admitted), 0) >= cap;
-            considered := i;
-            ok := true;
-            first := pi;
-            WHILE pi <= cardinality(p_cand) AND p_cand[pi] = i LOOP
-                IF b_free[p_bucket[pi]] - b_got[p_bucket[pi]] < 1 THEN
-                    ok := false;
-                END IF;
-                pi := pi + 1;
-            END LOOP;
-            IF ok THEN
-                FOR x IN first..pi - 1 LOOP
-                    b_got[p_bucket[x]] := b_got[p_bucket[x]] + 1;
-                END LOOP;
-                admitted := admitted || c_id[i];
-            END IF;
-        END LOOP;
-    END IF;
-
-    -- Bounds rise by the admitted (a count sets them), rate buckets spend
-    -- a token per admitted start.
-    UPDATE gaffer.limit_buckets lb
-    SET running_bound = CASE WHEN b.counted THEN b.running + b.got
-                             WHEN lb.running_bound IS NOT NULL THEN lb.running_bound + b.got END,
-        tokens = CASE WHEN b.tokens IS NULL THEN lb.tokens ELSE b.tokens - b.got END,
-        refilled_at = CASE WHEN b.tokens IS NULL THEN lb.refilled_at ELSE greatest(lb.refilled_at, admitted_at) END
-    FROM unnest(b_name, b_key, b_running, b_counted, b_tokens, b_got) AS b(name, key, running, counted, tokens, got)
-    WHERE lb.limit_name = b.name AND lb.key = b.key AND (b.got > 0 OR b.counted);
-END
-$fn$;
-
--- The row forms of earlier builds (their limit usage): the key limit
--- key_from counts job j under, and whether limit l applies to job j.
-CREATE OR REPLACE FUNCTION gaffer.limit_key(key_from text, j gaffer.jobs) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT gaffer.limit_key_of(key_from, j.tenant, j.kind, j.queue, j.limit_key, j.fairness_key, j.args)
-$$;
-
-CREATE OR REPLACE FUNCTION gaffer.limit_applies(l gaffer.limits, j gaffer.jobs) RETURNS boolean
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT (l.queue IS NULL OR l.queue = j.queue) AND (l.kind IS NULL OR l.kind = j.kind)
-       AND (l.tenant IS NULL OR l.tenant = j.tenant)
-$$;
-
--- The claim: which due jobs a node or a remote worker starts next (G10,
--- G12). One text for every claim path — a node's claim of a queue, its
--- side claim of a few units, a remote worker's claim — in gaffer.claim;
--- the statements that start the picked jobs are store/queries' claim_jobs
--- and claim_jobs_remote. Limits are decided by gaffer.limit_admit
--- (limits.sql).
---
--- How a claim of n jobs goes:
---   1. the gate: nothing for a paused queue, a draining node, or a remote
---      worker that is draining, gone or unknown; nothing either while a
---      limit is being changed (the limits lock, limits.sql);
---   2. rounds: the next units with due jobs, in rotation order
---      (claim_units), give their candidates in fair order (claim_take),
---      the limits admit what may start (limit_admit), and the claim goes
---      on to further units until it has n jobs, has looked at every unit
---      once, or has looked at max_units of them;
---   3. it returns the jobs and where the next claim starts (next_*);
---   4. promotion: scheduled jobs of the queue whose run_at has come are
---      made due (claim_promote), and the claims of the queue woken.
---
--- Glossary:
---   unit       a (tenant, fairness key) pair of a queue: the claim shares
---              its slots among units by their tenants' weights.
---   due        jobs.due: the job's run_at had come when it was last
---              written. Due jobs are in the claim index (jobs_claim_idx),
---              scheduled ones (not due) in jobs_scheduled_idx, so that
---              jobs waiting for their time cost a claim nothing. A job
---              marked due whose run_at is still ahead (written by a node
---              of an older build) is never taken early: every read here
---              also checks run_at <= now().
---   rotation   units are visited in descending (tenant, fairness key)
---              order (bytes, COLLATE "C"), from below where the previous
---              claim stopped (after_*), wrapping around to the top.
---   cursor     c_*: where the caller's previous claims of a unit ended
---              (priority, run_at, id); a unit's jobs are read past it, so
---              that a deep backlog's dead index entries are not walked
---              again. The caller drops its cursors after a short claim
---              and every CursorReset.
---   claim order the order candidates are admitted in: a unit's k-th job
---              ranks (k-1)/weight, ties by the unit's place in the
---              rotation, then k. Every unit's first job comes before any
---              unit's second, so a unit with due jobs gets one as long as
---              the claim has room for one per unit.
---   side claim s_*: a claim of those units only, from their start, in
---              one round, made beside a claim in flight (job/side_claim.go).
---   grace      k_*, grace_ms: the units the caller's last claim served. A
---              unit outside them whose due jobs all came due less than
---              grace_ms ago is left to the side claim their insert asked
---              for, while a served unit is among those found.
---   lo/top     the range of tenants a claim reads: [t, t] for a remote
---              worker of tenant t, every tenant otherwise.
-
--- claim_promote makes up to 1,000 of queue q's scheduled jobs due, the
--- longest waiting first, and returns how many. Rows another transaction
--- holds are left to it.
-CREATE OR REPLACE FUNCTION gaffer.claim_promote(q text) RETURNS integer
-LANGUAGE plpgsql AS $fn$
-DECLARE
-    n integer;
-BEGIN
-    UPDATE gaffer.jobs j SET due = true
-    WHERE j.id IN (SELECT s.id FROM gaffer.jobs s
-                   WHERE s.state IN ('pending', 'retrying') AND NOT s.due AND s.queue = q AND s.run_at <= now()
-                   ORDER BY s.run_at
-                   LIMIT 1000
-                   FOR UPDATE SKIP LOCKED);
-    GET DIAGNOSTICS n = ROW_COUNT;
-    RETURN n;
-END
-$fn$;
-
--- claim_units returns up to m units of queue q with due jobs, in
--- descending (tenant, fairness key) order: those below (below_t,
--- below_k) and at or above (stop_t, stop_k), of tenants from lo up. It
--- skips through the claim index one unit at a time, from the end of each
--- unit's range, where its newest entries are, alive.
-CREATE OR REPLACE FUNCTION gaffer.claim_units(q text, lo text, below_t text, below_k text, stop_t text, stop_k text, m integer)
-RETURNS TABLE (tenant text, fairness_key text)
-LANGUAGE plpgsql STABLE AS $fn$
-BEGIN
-    RETURN QUERY
-    WITH RECURSIVE units AS (
-        (SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
-         WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q AND j.tenant COLLATE "C" >= lo
-           AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") < (below_t, below_k)
-           AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") >= (stop_t, stop_k)
-         ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1)
-        UNION ALL
-        SELECT nx.tenant, nx.fairness_key FROM units u CROSS JOIN LATERAL (
-            SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
-            WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q AND j.tenant COLLATE "C" >= lo
-              AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") < (u.tenant, u.fairness_key)
-              AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") >= (stop_t, stop_k)
-            ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1) nx
-    )
-    SELECT u.tenant, u.fairness_key FROM units u LIMIT m;
-END
-$fn$;
-
--- claim_take locks and returns the candidates of the units u_* (in
--- rotation order) for a claim of take jobs, of the kinds ks (NULL: any),
--- each with its claim order: unit is its unit's place, k its place in the
--- unit, rank (k-1)/weight. Each unit gives its first due jobs by
--- (priority, run_at, id) past its cursor: first its share of take by
--- weight (at least one), then, if units fell short of their shares, the
--- units that filled theirs give up to what is left, past their share.
--- There may be more candidates than take (each unit gives at least one).
-CREATE OR REPLACE FUNCTION gaffer.claim_take(q text, take integer, ks text[], u_tenant text[], u_fkey text[],
-    c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[])
-RETURNS TABLE (id bigint, tenant text, fairness_key text, kind text, unit integer, k integer, rank double precision)
-LANGUAGE plpgsql AS $fn$
-BEGIN
-    RETURN QUERY
-    WITH units AS (
-        SELECT u.ord::integer AS unit, u.tenant, u.fkey, coalesce(tw.weight, 1) AS weight,
-               greatest(1, ceil(take * coalesce(tw.weight, 1)::double precision
-                                / sum(coalesce(tw.weight, 1)) OVER ()))::integer AS share,
-               coalesce(c.prio, -1::smallint) AS cp, coalesce(c.run_at, '-infinity'::timestamptz) AS cr, coalesce(c.id, 0::bigint) AS ci
-        FROM unnest(u_tenant, u_fkey) WITH ORDINALITY AS u(tenant, fkey, ord)
-        LEFT JOIN gaffer.tenant_weights tw ON tw.tenant = u.tenant
-        LEFT JOIN unnest(c_tenant, c_fkey, c_prio, c_run_at, c_id) AS c(tenant, fkey, prio, run_at, id)
-            ON c.tenant = u.tenant AND c.fkey = u.fkey
-    ), p1 AS (
-        SELECT x.id, x.kind, x.priority, x.run_at, un.unit, un.tenant, un.fkey, un.weight, un.share,
-               row_number() OVER (PARTITION BY un.unit ORDER BY x.priority, x.run_at, x.id)::integer AS k
-        FROM units un CROSS JOIN LATERAL (
-            SELECT j.id, j.kind, j.priority, j.run_at FROM gaffer.jobs j
-            WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q
-              AND j.tenant COLLATE "C" = un.tenant AND j.fairness_key COLLATE "C" = un.fkey
-              AND j.run_at <= now() AND (j.priority, j.run_at, j.id) > (un.cp, un.cr, un.ci)
-              AND (ks IS NULL OR j.kind = ANY (ks))
-            ORDER BY j.priority, j.run_at, j.id
-            LIMIT un.share
-            FOR UPDATE SKIP LOCKED) x
-    ), room AS (
-        SELECT greatest(take - (SELECT count(*) FROM p1), 0)::integer AS r
-    ), full_units AS (
-        -- A unit that filled its share, and where its share ended.
-        SELECT DISTINCT ON (p.unit) p.unit, p.tenant, p.fkey, p.weight, p.share, p.priority, p.run_at, p.id
-        FROM p1 p
-        WHERE p.k = p.share AND (SELECT r FROM room) > 0
-        ORDER BY p.unit
-    ), p2 AS (
-        SELECT x.id, x.kind, f.unit, f.tenant, f.fkey, f.weight,
-               (f.share + row_number() OVER (PARTITION BY f.unit ORDER BY x.priority, x.run_at, x.id))::integer AS k
-        FROM full_units f CROSS JOIN room CROSS JOIN LATERAL (
-            SELECT j.id, j.kind, j.priority, j.run_at FROM gaffer.jobs j
-            WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q
-              AND j.tenant COLLATE "C" = f.tenant AND j.fairness_key COLLATE "C" = f.fkey
-              AND j.run_at <= now() AND (j.priority, j.run_at, j.id) > (f.priority, f.run_at, f.id)
-              AND (ks IS NULL OR j.kind = ANY (ks))
-            ORDER BY j.priority, j.run_at, j.id
-            LIMIT room.r
-            FOR UPDATE SKIP LOCKED) x
-    )
-    SELECT p1.id, p1.tenant, p1.fkey, p1.kind, p1.unit, p1.k, (p1.k - 1) / p1.weight::double precision FROM p1
-    UNION ALL
-    SELECT p2.id, p2.tenant, p2.fkey, p2.kind, p2.unit, p2.k, (p2.k - 1) / p2.weight::double precision FROM p2;
-END
-$fn$;
-
--- claim picks and locks up to n due jobs of queue q for claimer (a node,
--- or a remote worker when worker is set), and returns their ids in ids,
--- where the caller's next claim of q starts in next_* (NULL: at the top),
--- started_at, the time the jobs start (when the limits admitted them, by
--- the database's clock), and busy when it claimed nothing because a limit
--- was being changed (claim again in a few milliseconds). The statement
--- that called it starts the jobs.
---   t, ks     a remote worker's tenant (NULL: any) and kinds (NULL: any)
---   s_*       a side claim's units (NULL: a claim of the whole queue)
---   c_*       the caller's cursors; after_* where its last claim stopped
---             (NULL: at the top); k_*, grace_ms the side claims' grace
--- The work is PL/pgSQL so that its plans are cached per connection, like
--- a prepared statement's.
-CREATE OR REPLACE FUNCTION gaffer.claim(q text, n integer, claimer text, worker boolean, t text, ks text[],
-    s_tenant text[], s_fkey text[],
-    c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[],
-    after_tenant text, after_fkey text, k_tenant text[], k_fkey text[], grace_ms integer,
-    OUT ids bigint[], OUT next_tenant text, OUT next_fkey text, OUT started_at timestamptz, OUT busy boolean)
-LANGUAGE plpgsql AS $fn$
+-- new: gaffer.claim(text, integer, text, boolean, text, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer), as store/schema/claim.sql has it
+CREATE OR REPLACE FUNCTION gaffer.claim(q text, n integer, claimer text, worker boolean, t text, ks text[], s_tenant text[], s_fkey text[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], after_tenant text, after_fkey text, k_tenant text[], k_fkey text[], grace_ms integer, OUT ids bigint[], OUT next_tenant text, OUT next_fkey text, OUT started_at timestamp with time zone, OUT busy boolean)
+ RETURNS record
+ LANGUAGE plpgsql
+AS $function$
 DECLARE
     -- One claim looks at this many units at most; the next goes on from
     -- where it stopped.
@@ -645,51 +213,388 @@ BEGIN
         PERFORM pg_notify('gaffer_jobs', q);
     END IF;
 END
-$fn$;
+$function$;
 
--- The signatures of earlier builds, for nodes of those builds during a
--- rolling upgrade: each is the claim above.
-CREATE OR REPLACE FUNCTION gaffer.claim_pick(q text, n integer, node_id text,
-    c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[],
-    after_tenant text, after_fkey text, k_tenant text[], k_fkey text[], grace_ms integer)
-RETURNS bigint[]
-LANGUAGE sql AS $fn$
+-- changed: gaffer.claim_pick(text, integer, text, text[], text[], smallint[], timestamp with time zone[], bigint[], text, text), as store/schema/claim.sql has it
+CREATE OR REPLACE FUNCTION gaffer.claim_pick(q text, n integer, node_id text, c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], after_tenant text, after_fkey text)
+ RETURNS bigint[]
+ LANGUAGE sql
+AS $function$
+    SELECT gaffer.claim_pick(q, n, node_id, c_tenant, c_fkey, c_prio, c_run_at, c_id, after_tenant, after_fkey, '{}', '{}', 0)
+$function$;
+
+-- changed: gaffer.claim_pick(text, integer, text, text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer), as store/schema/claim.sql has it
+CREATE OR REPLACE FUNCTION gaffer.claim_pick(q text, n integer, node_id text, c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], after_tenant text, after_fkey text, k_tenant text[], k_fkey text[], grace_ms integer)
+ RETURNS bigint[]
+ LANGUAGE sql
+AS $function$
     SELECT c.ids FROM gaffer.claim(q, n, node_id, false, NULL, NULL, NULL, NULL, c_tenant, c_fkey, c_prio, c_run_at, c_id,
                                    after_tenant, after_fkey, k_tenant, k_fkey, grace_ms) c
-$fn$;
+$function$;
 
-CREATE OR REPLACE FUNCTION gaffer.claim_pick(q text, n integer, node_id text,
-    c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[],
-    after_tenant text, after_fkey text)
-RETURNS bigint[]
-LANGUAGE sql AS $fn$
-    SELECT gaffer.claim_pick(q, n, node_id, c_tenant, c_fkey, c_prio, c_run_at, c_id, after_tenant, after_fkey, '{}', '{}', 0)
-$fn$;
+-- changed: gaffer.claim_pick_remote(text, integer, text, text, text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text), as store/schema/claim.sql has it
+CREATE OR REPLACE FUNCTION gaffer.claim_pick_remote(q text, n integer, worker_id text, t text, ks text[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], after_tenant text, after_fkey text)
+ RETURNS bigint[]
+ LANGUAGE sql
+AS $function$
+    SELECT c.ids FROM gaffer.claim(q, n, worker_id, true, t, ks, NULL, NULL, c_tenant, c_fkey, c_prio, c_run_at, c_id,
+                                   after_tenant, after_fkey, '{}', '{}', 0) c
+$function$;
 
+-- changed: gaffer.claim_pick_units(text, integer, text, text[], text[]), as store/schema/claim.sql has it
 CREATE OR REPLACE FUNCTION gaffer.claim_pick_units(q text, n integer, node_id text, u_tenant text[], u_fkey text[])
-RETURNS bigint[]
-LANGUAGE sql AS $fn$
+ RETURNS bigint[]
+ LANGUAGE sql
+AS $function$
     SELECT c.ids FROM gaffer.claim(q, n, node_id, false, NULL, NULL, u_tenant, u_fkey, '{}', '{}', '{}', '{}', '{}',
                                    NULL, NULL, '{}', '{}', 0) c
     WHERE cardinality(u_tenant) > 0 AND cardinality(u_tenant) = cardinality(u_fkey)
-$fn$;
+$function$;
 
-CREATE OR REPLACE FUNCTION gaffer.claim_pick_remote(q text, n integer, worker_id text, t text, ks text[],
-    c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[],
-    after_tenant text, after_fkey text)
-RETURNS bigint[]
-LANGUAGE sql AS $fn$
-    SELECT c.ids FROM gaffer.claim(q, n, worker_id, true, t, ks, NULL, NULL, c_tenant, c_fkey, c_prio, c_run_at, c_id,
-                                   after_tenant, after_fkey, '{}', '{}', 0) c
-$fn$;
+-- new: gaffer.claim_promote(text), as store/schema/claim.sql has it
+CREATE OR REPLACE FUNCTION gaffer.claim_promote(q text)
+ RETURNS integer
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    n integer;
+BEGIN
+    UPDATE gaffer.jobs j SET due = true
+    WHERE j.id IN (SELECT s.id FROM gaffer.jobs s
+                   WHERE s.state IN ('pending', 'retrying') AND NOT s.due AND s.queue = q AND s.run_at <= now()
+                   ORDER BY s.run_at
+                   LIMIT 1000
+                   FOR UPDATE SKIP LOCKED);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$function$;
 
--- queue_units (the queue depths of earlier builds): up to n units of
--- queue q with due jobs, from the top.
-CREATE OR REPLACE FUNCTION gaffer.queue_units(q text, n integer) RETURNS TABLE (tenant text, fairness_key text)
-LANGUAGE sql STABLE AS $fn$
+-- new: gaffer.claim_take(text, integer, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[]), as store/schema/claim.sql has it
+CREATE OR REPLACE FUNCTION gaffer.claim_take(q text, take integer, ks text[], u_tenant text[], u_fkey text[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[])
+ RETURNS TABLE(id bigint, tenant text, fairness_key text, kind text, unit integer, k integer, rank double precision)
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    RETURN QUERY
+    WITH units AS (
+        SELECT u.ord::integer AS unit, u.tenant, u.fkey, coalesce(tw.weight, 1) AS weight,
+               greatest(1, ceil(take * coalesce(tw.weight, 1)::double precision
+                                / sum(coalesce(tw.weight, 1)) OVER ()))::integer AS share,
+               coalesce(c.prio, -1::smallint) AS cp, coalesce(c.run_at, '-infinity'::timestamptz) AS cr, coalesce(c.id, 0::bigint) AS ci
+        FROM unnest(u_tenant, u_fkey) WITH ORDINALITY AS u(tenant, fkey, ord)
+        LEFT JOIN gaffer.tenant_weights tw ON tw.tenant = u.tenant
+        LEFT JOIN unnest(c_tenant, c_fkey, c_prio, c_run_at, c_id) AS c(tenant, fkey, prio, run_at, id)
+            ON c.tenant = u.tenant AND c.fkey = u.fkey
+    ), p1 AS (
+        SELECT x.id, x.kind, x.priority, x.run_at, un.unit, un.tenant, un.fkey, un.weight, un.share,
+               row_number() OVER (PARTITION BY un.unit ORDER BY x.priority, x.run_at, x.id)::integer AS k
+        FROM units un CROSS JOIN LATERAL (
+            SELECT j.id, j.kind, j.priority, j.run_at FROM gaffer.jobs j
+            WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q
+              AND j.tenant COLLATE "C" = un.tenant AND j.fairness_key COLLATE "C" = un.fkey
+              AND j.run_at <= now() AND (j.priority, j.run_at, j.id) > (un.cp, un.cr, un.ci)
+              AND (ks IS NULL OR j.kind = ANY (ks))
+            ORDER BY j.priority, j.run_at, j.id
+            LIMIT un.share
+            FOR UPDATE SKIP LOCKED) x
+    ), room AS (
+        SELECT greatest(take - (SELECT count(*) FROM p1), 0)::integer AS r
+    ), full_units AS (
+        -- A unit that filled its share, and where its share ended.
+        SELECT DISTINCT ON (p.unit) p.unit, p.tenant, p.fkey, p.weight, p.share, p.priority, p.run_at, p.id
+        FROM p1 p
+        WHERE p.k = p.share AND (SELECT r FROM room) > 0
+        ORDER BY p.unit
+    ), p2 AS (
+        SELECT x.id, x.kind, f.unit, f.tenant, f.fkey, f.weight,
+               (f.share + row_number() OVER (PARTITION BY f.unit ORDER BY x.priority, x.run_at, x.id))::integer AS k
+        FROM full_units f CROSS JOIN room CROSS JOIN LATERAL (
+            SELECT j.id, j.kind, j.priority, j.run_at FROM gaffer.jobs j
+            WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q
+              AND j.tenant COLLATE "C" = f.tenant AND j.fairness_key COLLATE "C" = f.fkey
+              AND j.run_at <= now() AND (j.priority, j.run_at, j.id) > (f.priority, f.run_at, f.id)
+              AND (ks IS NULL OR j.kind = ANY (ks))
+            ORDER BY j.priority, j.run_at, j.id
+            LIMIT room.r
+            FOR UPDATE SKIP LOCKED) x
+    )
+    SELECT p1.id, p1.tenant, p1.fkey, p1.kind, p1.unit, p1.k, (p1.k - 1) / p1.weight::double precision FROM p1
+    UNION ALL
+    SELECT p2.id, p2.tenant, p2.fkey, p2.kind, p2.unit, p2.k, (p2.k - 1) / p2.weight::double precision FROM p2;
+END
+$function$;
+
+-- new: gaffer.claim_units(text, text, text, text, text, text, integer), as store/schema/claim.sql has it
+CREATE OR REPLACE FUNCTION gaffer.claim_units(q text, lo text, below_t text, below_k text, stop_t text, stop_k text, m integer)
+ RETURNS TABLE(tenant text, fairness_key text)
+ LANGUAGE plpgsql
+ STABLE
+AS $function$
+BEGIN
+    RETURN QUERY
+    WITH RECURSIVE units AS (
+        (SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
+         WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q AND j.tenant COLLATE "C" >= lo
+           AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") < (below_t, below_k)
+           AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") >= (stop_t, stop_k)
+         ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1)
+        UNION ALL
+        SELECT nx.tenant, nx.fairness_key FROM units u CROSS JOIN LATERAL (
+            SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
+            WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q AND j.tenant COLLATE "C" >= lo
+              AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") < (u.tenant, u.fairness_key)
+              AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") >= (stop_t, stop_k)
+            ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1) nx
+    )
+    SELECT u.tenant, u.fairness_key FROM units u LIMIT m;
+END
+$function$;
+
+-- new: gaffer.limit_admit(text, bigint[], text[], text[], text[], integer), as store/schema/limits.sql has it
+CREATE OR REPLACE FUNCTION gaffer.limit_admit(q text, c_id bigint[], c_tenant text[], c_kind text[], c_fkey text[], cap integer, OUT admitted bigint[], OUT considered integer, OUT admitted_at timestamp with time zone)
+ RETURNS record
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    nc integer := coalesce(cardinality(c_id), 0);
+    read_key boolean;
+    read_args boolean;
+    c_lkey text[];
+    c_args json[];
+    p_cand integer[];
+    p_bucket integer[];
+    b_name text[];
+    b_key text[];
+    b_want integer[];
+    b_free integer[];
+    b_running integer[];
+    b_counted boolean[];
+    b_tokens double precision[];
+    b_got integer[];
+    ok boolean;
+    pi integer := 1;
+    first integer;
+BEGIN
+    admitted_at := clock_timestamp();
+    IF nc = 0 THEN
+        considered := 0;
+        RETURN;
+    END IF;
+    -- The limit keys and args, only when a limit that applies is keyed
+    -- by them (they lie at the end of the row).
+    SELECT coalesce(bool_or(l.key_from = 'limit_key'), false),
+           coalesce(bool_or(l.key_from LIKE 'args.%' OR l.key_from LIKE 'host(args.%'), false)
+    INTO read_key, read_args
+    FROM gaffer.limits l
+    WHERE (l.queue IS NULL OR l.queue = q) AND (l.kind IS NULL OR l.kind = ANY (c_kind))
+      AND (l.tenant IS NULL OR l.tenant = ANY (c_tenant));
+    IF read_key OR read_args THEN
+        SELECT array_agg(j.limit_key ORDER BY c.ord), array_agg(CASE WHEN read_args THEN j.args END ORDER BY c.ord)
+        INTO c_lkey, c_args
+        FROM unnest(c_id) WITH ORDINALITY AS c(id, ord) LEFT JOIN gaffer.jobs j ON j.id = c.id;
+    END IF;
+
+    -- Each candidate's buckets: the candidates alike in what the limits
+    -- read are keyed once.
+    WITH cands AS (
+        SELECT c.ord::integer AS cand, c.tenant, c.kind, c.fkey, c_lkey[c.ord] AS lkey, c_args[c.ord] AS args,
+               dense_rank() OVER (ORDER BY c.tenant, c.kind, c.fkey, c_lkey[c.ord], c_args[c.ord]::text) AS grp
+        FROM unnest(c_tenant, c_kind, c_fkey) WITH ORDINALITY AS c(tenant, kind, fkey, ord)
+    ), keyed AS (
+        SELECT g.grp, l.name, gaffer.limit_key_of(l.key_from, g.tenant, g.kind, q, g.lkey, g.fkey, g.args) AS key
+        FROM (SELECT DISTINCT ON (grp) grp, tenant, kind, fkey, lkey, args FROM cands) g
+        JOIN gaffer.limits l ON (l.queue IS NULL OR l.queue = q) AND (l.kind IS NULL OR l.kind = g.kind)
+                            AND (l.tenant IS NULL OR l.tenant = g.tenant)
+    ), buckets AS (
+        SELECT k.name, k.key, row_number() OVER (ORDER BY k.name, k.key)::integer AS b
+        FROM (SELECT DISTINCT name, key FROM keyed) k
+    ), pairs AS (
+        SELECT c.cand, b.b FROM cands c JOIN keyed k ON k.grp = c.grp JOIN buckets b ON b.name = k.name AND b.key = k.key
+    )
+    SELECT (SELECT array_agg(b.name ORDER BY b.b) FROM buckets b),
+           (SELECT array_agg(b.key ORDER BY b.b) FROM buckets b),
+           (SELECT array_agg(coalesce(w.n, 0)::integer ORDER BY b.b)
+            FROM buckets b LEFT JOIN (SELECT p.b, count(*) AS n FROM pairs p GROUP BY p.b) w ON w.b = b.b),
+           (SELECT array_agg(p.cand ORDER BY p.cand, p.b) FROM pairs p),
+           (SELECT array_agg(p.b ORDER BY p.cand, p.b) FROM pairs p)
+    INTO b_name, b_key, b_want, p_cand, p_bucket;
+    IF b_name IS NULL THEN
+        admitted := c_id[1:cap];
+        considered := least(nc, cap);
+        RETURN;
+    END IF;
+
+    -- Created if new, then locked, in one order.
+    INSERT INTO gaffer.limit_buckets (limit_name, key, tokens, refilled_at)
+    SELECT b.name, b.key, coalesce(l.burst, 0), clock_timestamp()
+    FROM unnest(b_name, b_key) AS b(name, key) JOIN gaffer.limits l ON l.name = b.name
+    ON CONFLICT (limit_name, key) DO NOTHING;
+    PERFORM 1 FROM gaffer.limit_buckets lb
+    WHERE (lb.limit_name, lb.key) IN (SELECT b.name, b.key FROM unnest(b_name, b_key) AS b(name, key))
+    ORDER BY lb.limit_name, lb.key
+    FOR UPDATE OF lb;
+    admitted_at := clock_timestamp();
+
+    -- A new statement, so a new snapshot. Per bucket, in b order: the
+    -- running attempts it counts (its bound when its candidates fit under
+    -- it, else counted), whether they were counted, its whole tokens
+    -- refilled, and its free slots. A bucket whose limit is gone limits
+    -- nothing.
+    SELECT array_agg(f.running ORDER BY f.b), array_agg(f.counted ORDER BY f.b), array_agg(f.tokens ORDER BY f.b),
+           array_agg(least(CASE WHEN f.concurrency IS NULL THEN 2147483647 ELSE greatest(f.concurrency - f.running, 0) END,
+                           CASE WHEN f.tokens IS NULL THEN 2147483647 ELSE floor(f.tokens)::integer END) ORDER BY f.b)
+    INTO b_running, b_counted, b_tokens, b_free
+    FROM (
+        SELECT b.b, l.concurrency, t.tokens,
+               l.concurrency IS NOT NULL AND NOT coalesce(lb.running_bound + b.want <= l.concurrency, false) AS counted,
+               CASE WHEN l.concurrency IS NULL THEN 0
+                    WHEN lb.running_bound + b.want <= l.concurrency THEN lb.running_bound
+                    ELSE (SELECT count(*) FROM gaffer.jobs r
+                          WHERE r.state = 'running' AND (l.queue IS NULL OR r.queue = l.queue)
+                            AND (l.kind IS NULL OR r.kind = l.kind) AND (l.tenant IS NULL OR r.tenant = l.tenant)
+                            AND gaffer.limit_key_of(l.key_from, r.tenant, r.kind, r.queue, r.limit_key, r.fairness_key, r.args) = b.key)::integer
+               END AS running
+        FROM unnest(b_name, b_key, b_want) WITH ORDINALITY AS b(name, key, want, b)
+        LEFT JOIN gaffer.limits l ON l.name = b.name
+        LEFT JOIN gaffer.limit_buckets lb ON lb.limit_name = b.name AND lb.key = b.key
+        CROSS JOIN LATERAL (SELECT CASE WHEN l.rate IS NULL THEN NULL
+                                       WHEN lb.limit_name IS NULL THEN 0
+                                       ELSE least(l.burst::double precision, lb.tokens
+                                            + greatest(extract(epoch FROM admitted_at - lb.refilled_at), 0) * 1000 / l.period_ms * l.rate)
+                                  END AS tokens) t
+    ) f;
+
+    b_got := array_fill(0, ARRAY[cardinality(b_name)]);
+    IF nc <= cap AND NOT EXISTS (SELECT 1 FROM unnest(b_want, b_free) AS w(want, free) WHERE w.want > w.free) THEN
+        -- Every candidate fits.
+        admitted := c_id;
+        considered := nc;
+        b_got := b_want;
+    ELSE
+        -- In claim order: a candidate starts if each of its buckets has a
+        -- slot left, and takes one in each.
+        considered := 0;
+        FOR i IN 1..nc LOOP
+            EXIT WHEN coalesce(cardinality(admitted), 0) >= cap;
+            considered := i;
+            ok := true;
+            first := pi;
+            WHILE pi <= cardinality(p_cand) AND p_cand[pi] = i LOOP
+                IF b_free[p_bucket[pi]] - b_got[p_bucket[pi]] < 1 THEN
+                    ok := false;
+                END IF;
+                pi := pi + 1;
+            END LOOP;
+            IF ok THEN
+                FOR x IN first..pi - 1 LOOP
+                    b_got[p_bucket[x]] := b_got[p_bucket[x]] + 1;
+                END LOOP;
+                admitted := admitted || c_id[i];
+            END IF;
+        END LOOP;
+    END IF;
+
+    -- Bounds rise by the admitted (a count sets them), rate buckets spend
+    -- a token per admitted start.
+    UPDATE gaffer.limit_buckets lb
+    SET running_bound = CASE WHEN b.counted THEN b.running + b.got
+                             WHEN lb.running_bound IS NOT NULL THEN lb.running_bound + b.got END,
+        tokens = CASE WHEN b.tokens IS NULL THEN lb.tokens ELSE b.tokens - b.got END,
+        refilled_at = CASE WHEN b.tokens IS NULL THEN lb.refilled_at ELSE greatest(lb.refilled_at, admitted_at) END
+    FROM unnest(b_name, b_key, b_running, b_counted, b_tokens, b_got) AS b(name, key, running, counted, tokens, got)
+    WHERE lb.limit_name = b.name AND lb.key = b.key AND (b.got > 0 OR b.counted);
+END
+$function$;
+
+-- new: gaffer.limit_bucket_key(text), as store/schema/limits.sql has it
+CREATE OR REPLACE FUNCTION gaffer.limit_bucket_key(raw text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+    SELECT CASE WHEN octet_length(raw) <= 200 THEN raw
+                ELSE left(raw, 64) || '…' || encode(sha256(convert_to(raw, 'UTF8')), 'hex') END
+$function$;
+
+-- changed: gaffer.limit_changed(), as store/schema/limits.sql has it
+CREATE OR REPLACE FUNCTION gaffer.limit_changed()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    UPDATE gaffer.limit_buckets SET running_bound = NULL
+    WHERE limit_name = OLD.name AND running_bound IS NOT NULL;
+    RETURN NULL;
+END
+$function$;
+
+-- changed: gaffer.limit_key(text, gaffer.jobs), as store/schema/limits.sql has it
+CREATE OR REPLACE FUNCTION gaffer.limit_key(key_from text, j gaffer.jobs)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+    SELECT gaffer.limit_key_of(key_from, j.tenant, j.kind, j.queue, j.limit_key, j.fairness_key, j.args)
+$function$;
+
+-- changed: gaffer.limit_key_of(text, text, text, text, text, text, json), as store/schema/limits.sql has it
+CREATE OR REPLACE FUNCTION gaffer.limit_key_of(key_from text, tenant text, kind text, queue text, limit_key text, fairness_key text, args json)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+    SELECT gaffer.limit_bucket_key(coalesce(CASE
+        WHEN key_from = '' THEN ''
+        WHEN key_from = 'tenant' THEN tenant
+        WHEN key_from = 'kind' THEN kind
+        WHEN key_from = 'queue' THEN queue
+        WHEN key_from = 'limit_key' THEN limit_key
+        WHEN key_from = 'fairness_key' THEN fairness_key
+        WHEN key_from LIKE 'args.%' THEN args #>> string_to_array(substr(key_from, 6), '.')
+        WHEN key_from LIKE 'host(args.%)' THEN
+            gaffer.url_host(args #>> string_to_array(substr(key_from, 11, length(key_from) - 11), '.'))
+    END, ''))
+$function$;
+
+-- new: gaffer.limits_changing(), as store/schema/limits.sql has it
+CREATE OR REPLACE FUNCTION gaffer.limits_changing()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    PERFORM pg_advisory_xact_lock(gaffer.limits_lock_id());
+    RETURN NULL;
+END
+$function$;
+
+-- new: gaffer.limits_lock_id(), as store/schema/limits.sql has it
+CREATE OR REPLACE FUNCTION gaffer.limits_lock_id()
+ RETURNS bigint
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$ SELECT 7449347848622178306::bigint $function$;
+
+-- changed: gaffer.queue_units(text, integer), as store/schema/claim.sql has it
+CREATE OR REPLACE FUNCTION gaffer.queue_units(q text, n integer)
+ RETURNS TABLE(tenant text, fairness_key text)
+ LANGUAGE sql
+ STABLE
+AS $function$
     SELECT u.tenant, u.fairness_key FROM gaffer.claim_units(q, '', chr(1114111), '', '', '', n) u
-$fn$;
+$function$;
 
+-- new: gaffer.url_host(text), as store/schema/limits.sql has it
+CREATE OR REPLACE FUNCTION gaffer.url_host(u text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+    SELECT lower(coalesce(m[1], m[2]))
+    FROM (SELECT regexp_match(u, '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^/?#]*@)?(?:\[([^]/?#]*)\]|([^:/?#]*))')) x(m)
+$function$;
+
+-- changed: gaffer.workflow_start_ready(bigint), as store/schema/workflow.sql has it
 CREATE OR REPLACE FUNCTION gaffer.workflow_start_ready(p_run bigint)
  RETURNS integer
  LANGUAGE plpgsql
@@ -724,6 +629,7 @@ BEGIN
 END
 $function$;
 
+-- changed: gaffer.workflow_step_replayed(), as store/schema/workflow.sql has it
 CREATE OR REPLACE FUNCTION gaffer.workflow_step_replayed()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -770,3 +676,9 @@ BEGIN
     RETURN NEW;
 END
 $function$;
+
+-- new: gaffer.limit_buckets.limit_buckets_serialized, as store/schema/limits.sql has it
+CREATE TRIGGER limit_buckets_serialized BEFORE DELETE OR TRUNCATE ON gaffer.limit_buckets FOR EACH STATEMENT EXECUTE FUNCTION gaffer.limits_changing();
+
+-- new: gaffer.limits.limits_serialized, as store/schema/limits.sql has it
+CREATE TRIGGER limits_serialized BEFORE INSERT OR DELETE OR UPDATE OR TRUNCATE ON gaffer.limits FOR EACH STATEMENT EXECUTE FUNCTION gaffer.limits_changing();

@@ -66,6 +66,12 @@ CREATE TABLE gaffer.jobs (
     -- a trace, which is most.
     traceparent      text,
     tracestate       text,
+    -- Whether the job's run_at had come when it was last written: due
+    -- jobs are in the claim index, the others in the scheduled index
+    -- until a claim of their queue promotes them (claim.sql). A node of
+    -- an earlier build leaves it true whatever the run_at: the claim also
+    -- compares run_at with now().
+    due              boolean     NOT NULL DEFAULT true,
     CONSTRAINT jobs_state_check CHECK (state IN ('pending', 'running', 'retrying', 'completed', 'failed', 'cancelled')),
     CONSTRAINT jobs_priority_check CHECK (priority BETWEEN 0 AND 9),
     CONSTRAINT jobs_attempts_check CHECK (max_attempts >= 1 AND attempt >= 0),
@@ -108,11 +114,18 @@ ALTER TABLE gaffer.jobs ADD CONSTRAINT jobs_tracestate_check
 -- range, and finds the units by skipping from one to the next. Units sort
 -- by bytes (COLLATE "C"), whatever the database's collation, so that a
 -- node can tell where a claim stopped among them. Partial, so it holds
--- only claimable rows and stays small; it carries each entry's state
--- (pending or retrying), so a capped count of a queue's pending jobs is
--- an index-only scan.
-CREATE INDEX jobs_claim_idx ON gaffer.jobs (queue, tenant COLLATE "C", fairness_key COLLATE "C", priority, run_at, id) INCLUDE (state)
-    WHERE state IN ('pending', 'retrying');
+-- only claimable rows and stays small: jobs waiting for their run_at are
+-- in jobs_scheduled_idx instead, so that they cost a claim nothing. It
+-- carries each entry's state (pending or retrying), so a capped count of
+-- a queue's pending jobs is an index-only scan.
+CREATE INDEX jobs_due_idx ON gaffer.jobs (queue, tenant COLLATE "C", fairness_key COLLATE "C", priority, run_at, id) INCLUDE (state)
+    WHERE state IN ('pending', 'retrying') AND due;
+
+-- Jobs waiting for their run_at (a delay, a retry's backoff, a snooze),
+-- by queue and time: a claim promotes those whose time has come
+-- (claim_promote in claim.sql).
+CREATE INDEX jobs_scheduled_idx ON gaffer.jobs (queue, run_at)
+    WHERE state IN ('pending', 'retrying') AND NOT due;
 
 -- Running jobs by node: lease rescue and dead-node rescue. Small: it holds
 -- at most the cluster's total concurrency. Not keyed on lease_expires_at,
@@ -345,11 +358,9 @@ CREATE TABLE gaffer.limit_buckets (
     refilled_at timestamptz NOT NULL DEFAULT now(),
     -- An upper bound on the running attempts the bucket counts: set from
     -- an exact count, raised by every claim it admits, never lowered;
-    -- cleared when its limit changes (limits_changed). bound_fence is the
-    -- xid a count's snapshot must have passed for that count to become the
-    -- bound (limit_admit in limits.sql says why).
+    -- cleared when its limit changes (limits_changed). limit_admit in
+    -- limits.sql says why it is never below the running attempts.
     running_bound integer,
-    bound_fence   xid8,
     PRIMARY KEY (limit_name, key)
 );
 

@@ -28,9 +28,9 @@ BEGIN
         ORDER BY name
         FOR UPDATE
     LOOP
-        INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, args, run_at, workflow_run, step, inputs)
+        INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, args, run_at, due, workflow_run, step, inputs)
         VALUES (r.tenant, st.kind, st.queue, st.priority, st.max_attempts, st.timeout_ms, st.args,
-                now() + st.wait_ms * interval '1 millisecond', p_run, st.name,
+                now() + st.wait_ms * interval '1 millisecond', st.wait_ms <= 0, p_run, st.name,
                 gaffer.step_results(p_run, st.depends_on))
         RETURNING id INTO jid;
         UPDATE gaffer.workflow_steps SET state = 'active', job_id = jid, started_at = clock_timestamp()
@@ -163,6 +163,7 @@ BEGIN
     -- step's timer runs its whole timeout again (due at once, it would
     -- fail before any signal could arrive), a sleep sleeps again.
     NEW.run_at := now() + s.wait_ms * interval '1 millisecond';
+    NEW.due := s.wait_ms <= 0;
     UPDATE gaffer.workflow_steps
     SET state = 'active', job_id = NEW.id, result = NULL, error = NULL, finished_at = NULL, started_at = clock_timestamp()
     WHERE run_id = s.run_id AND name = s.name;

@@ -252,7 +252,7 @@ func TestGenerateReplace(t *testing.T) {
 }
 
 // What the next engineer does: change a routine of the real schema (here
-// a comment in claim_pick's body). The generator writes migration 0030
+// a comment in claim's body). The generator writes migration 0030
 // (or whatever comes next) with that routine alone.
 func TestGenerateOnTheRealSchema(t *testing.T) {
 	t.Parallel()
@@ -269,7 +269,7 @@ func TestGenerateOnTheRealSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	claim := string(schema["claim.sql"].Data)
-	const from, to = "is left to the caller's side claim.", "is left to the caller's side claim (reworded)."
+	const from, to = "-- The grace: a unit the last claim served is among those found.", "-- The grace: a unit the last claim served is among those found (reworded)."
 	if !strings.Contains(claim, from) {
 		t.Fatalf("claim.sql no longer says %q: pick another line to change", from)
 	}
@@ -278,7 +278,7 @@ func TestGenerateOnTheRealSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"changed   function gaffer.claim_pick(text, integer, text, text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer)"}
+	want := []string{"changed   function gaffer.claim(text, integer, text, boolean, text, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer)"}
 	if res.Version != store.LatestVersion()+1 || !slices.Equal(res.Changes, want) {
 		t.Fatalf("migration %s changes %q, want version %d changing %q", res.Name, res.Changes, store.LatestVersion()+1, want)
 	}
