@@ -70,3 +70,51 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 	}
 }
+
+// Hole 4 of issue 23: the side claims' grace leaves a fresh job of a unit
+// the last claim did not serve to the side claim its insert asks for —
+// but an insert that comes while the claim loop is idle asks for none,
+// and the job waited for the next poll (here 2 s) instead of the 25 ms
+// grace. The loop's last claim served tenant a, whose due jobs a limit
+// now refuses. Red with graceFor ignoring the unasked notification.
+func TestGraceDoesNotLeaveAJobNoSideClaimTakes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.client.SetLimit(ctx, job.Limit{Name: "a-one", Kind: "a", Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var aStarted atomic.Int64
+	bStarted := make(chan time.Time, 1)
+	e.reg.HandleFunc("a", func(ctx context.Context, j *job.Job) error {
+		aStarted.Add(1)
+		<-release
+		return nil
+	})
+	e.reg.HandleFunc("b", func(ctx context.Context, j *job.Job) error {
+		bStarted <- time.Now()
+		return nil
+	})
+	defer close(release)
+	e.enqueueMany("a", "grace4", 3, func(r *job.Request) { r.Kind = "a" })
+	e.startWorker(job.WorkerConfig{Queues: map[string]int{"grace4": 10}, PollInterval: 2 * time.Second})
+	waitUntil(t, 10*time.Second, "one of a's jobs to start", func() bool { return aStarted.Load() == 1 })
+	time.Sleep(300 * time.Millisecond) // the claim loop is idle, waiting for its poll
+	for range 3 {
+		enqueued := time.Now()
+		e.enqueue(job.Request{Kind: "b", Tenant: "b", Queue: "grace4"})
+		select {
+		case at := <-bStarted:
+			if d := at.Sub(enqueued); d > time.Second {
+				t.Fatalf("b's job started %s after its insert: it waited for a poll", d)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("b's job did not start")
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if n := aStarted.Load(); n != 1 {
+		t.Fatalf("%d of a's jobs started under a limit of 1", n)
+	}
+}

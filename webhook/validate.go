@@ -111,7 +111,41 @@ func (h *Handler) Validate(raw json.RawMessage) (Args, time.Duration, error) {
 		}
 		return a, 0, &DestinationError{Field: "args.url", Message: fmt.Sprintf(refusedLiteral, u.Hostname())}
 	}
+	if err := checkHost(u.Hostname()); err != nil {
+		return a, 0, err
+	}
 	return a, timeout, nil
+}
+
+// MaxHostLen is the longest host an http job may name: a DNS name's limit.
+const MaxHostLen = 253
+
+// checkHost refuses a host the http kind does not take: longer than a
+// DNS name, or not in the one spelling per destination that its
+// fairness key and its per-host limit count it under (Args.Host, and
+// gaffer.url_host in store/schema/limits.sql, which must agree): a
+// non-ASCII name (write its IDNA form, xn--…), a trailing dot, a percent
+// escape or an IPv6 zone. Otherwise "Example.com." or a zone would be a
+// second key for the same destination, and its calls would not count
+// against the others'.
+func checkHost(host string) error {
+	bad := func(why string) error {
+		return &job.ValidationError{Field: "args.url", Message: "the host " + why}
+	}
+	switch {
+	case len(host) > MaxHostLen:
+		return bad(fmt.Sprintf("must be at most %d bytes, got %d", MaxHostLen, len(host)))
+	case strings.HasSuffix(host, "."):
+		return bad("must not end with a dot")
+	case strings.ContainsRune(host, '%'):
+		return bad("must not hold a percent escape or an IPv6 zone")
+	}
+	for i := 0; i < len(host); i++ {
+		if host[i] >= utf8.RuneSelf {
+			return bad("must be ASCII: write an internationalized name in its IDNA form (xn--…)")
+		}
+	}
+	return nil
 }
 
 // urlPort is the port a URL is called on.

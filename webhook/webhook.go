@@ -105,14 +105,27 @@ type Args struct {
 	SecretHeaders []string `json:"secret_headers,omitempty"`
 }
 
-// Host is the destination's host, lower-cased: the http kind's fairness
-// key, and the key its default limit (http-per-host) counts calls under.
+// Host is the destination's host, its ASCII letters lower-cased: the http
+// kind's fairness key, and the key its default limit (http-per-host)
+// counts calls under — gaffer.url_host reads the same host out of the
+// URL in SQL (TestURLHostMatchesSQL checks they agree).
 func (a Args) Host() string {
 	u, err := url.Parse(a.URL)
 	if err != nil {
 		return ""
 	}
-	return strings.ToLower(u.Hostname())
+	return asciiLower(u.Hostname())
+}
+
+// asciiLower lower-cases the ASCII letters of s, whatever the locale, as
+// gaffer.url_host does.
+func asciiLower(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}, s)
 }
 
 // alwaysSecret are the headers whose values are masked in stored

@@ -590,7 +590,7 @@ CREATE OR REPLACE FUNCTION gaffer.url_host(u text)
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
 AS $function$
-    SELECT lower(coalesce(m[1], m[2]))
+    SELECT translate(coalesce(m[1], m[2]), 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')
     FROM (SELECT regexp_match(u, '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^/?#]*@)?(?:\[([^]/?#]*)\]|([^:/?#]*))')) x(m)
 $function$;
 

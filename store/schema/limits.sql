@@ -57,15 +57,16 @@ CREATE TRIGGER limits_changed AFTER UPDATE ON gaffer.limits
     FOR EACH ROW EXECUTE FUNCTION gaffer.limit_changed();
 
 -- url_host is the host of an absolute URL as Go's net/url reads it (the
--- http kind dials that host, and its fairness key is that host), lower-
--- cased, brackets of an IPv6 literal removed: the user information runs
--- to the last '@' before the path, query or fragment; the port follows
--- the last ':' outside brackets. The http kind refuses at enqueue every
--- URL net/url refuses; webhook/TestURLHostMatchesGo checks the two agree
--- on the URLs it accepts.
+-- http kind dials that host, and its fairness key is that host, Args.Host
+-- in webhook/), its ASCII letters lower-cased whatever the locale,
+-- brackets of an IPv6 literal removed: the user information runs to the
+-- last '@' before the path, query or fragment; a port follows a ':'. The
+-- http kind refuses at enqueue every URL net/url refuses, and hosts not
+-- in their one spelling (webhook.checkHost); webhook/TestURLHostMatchesSQL
+-- checks the two readings agree on every URL it accepts.
 CREATE FUNCTION gaffer.url_host(u text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT lower(coalesce(m[1], m[2]))
+    SELECT translate(coalesce(m[1], m[2]), 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')
     FROM (SELECT regexp_match(u, '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^/?#]*@)?(?:\[([^]/?#]*)\]|([^:/?#]*))')) x(m)
 $$;
 
