@@ -16,6 +16,7 @@ import (
 	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/dlq"
+	"github.com/gafferhq/gaffer/internal/maintenance"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/workflow"
@@ -119,7 +120,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	// for a node that died while no leader can be proven (etcd down), and
 	// its writes are compare-and-set on expired leases, so several nodes
 	// sweeping at once only waste a query.
-	rescuer, err := job.NewLeaseRescuer(job.LeaseRescuerConfig{Pool: pool, Metrics: n.metrics, Logger: n.log,
+	rescuer, err := maintenance.NewLeaseRescuer(maintenance.LeaseRescuerConfig{Pool: pool, Metrics: n.metrics, Logger: n.log,
 		Interval: cfg.RescueInterval, Fence: job.Unfenced{Pool: pool}})
 	if err != nil {
 		return nil, n.closeOnError(err)
@@ -131,14 +132,14 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		fence = n.cluster
 	}
-	cleaner, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Pool: pool, Logger: n.log, Fence: fence,
+	cleaner, err := maintenance.NewRetentionCleaner(maintenance.RetentionCleanerConfig{Pool: pool, Logger: n.log, Fence: fence,
 		JobRetention: cfg.JobRetention, DLQRetention: cfg.DLQRetention, IdempotencyRetention: cfg.IdempotencyRetention,
 		WorkflowRetention: cfg.WorkflowRetention, DeadNodeRetention: cfg.DeadNodeRetention,
 		CronHistoryRetention: cfg.CronHistoryRetention, RevokedTokenRetention: cfg.RevokedTokenRetention})
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
-	monitor, err := job.NewQueueMonitor(job.QueueMonitorConfig{Pool: pool, Metrics: n.metrics, Logger: n.log, Fence: fence,
+	monitor, err := maintenance.NewQueueMonitor(maintenance.QueueMonitorConfig{Pool: pool, Metrics: n.metrics, Logger: n.log, Fence: fence,
 		Interval: cfg.QueueMonitorInterval})
 	if err != nil {
 		return nil, n.closeOnError(err)
@@ -152,7 +153,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	for q := range n.worker.Queues() {
 		queues = append(queues, q)
 	}
-	labels, err := job.NewLabelRefresher(job.LabelRefresherConfig{Pool: pool, Metrics: n.metrics, Registry: n.registry,
+	labels, err := maintenance.NewLabelRefresher(maintenance.LabelRefresherConfig{Pool: pool, Metrics: n.metrics, Registry: n.registry,
 		Queues: queues, Logger: n.log})
 	if err != nil {
 		return nil, n.closeOnError(err)
@@ -194,7 +195,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
-func (n *Node) newCluster(rescuer *job.LeaseRescuer) error {
+func (n *Node) newCluster(rescuer *maintenance.LeaseRescuer) error {
 	host, _ := os.Hostname()
 	version := n.cfg.Version
 	if version == "" {

@@ -23,6 +23,7 @@ import (
 	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/dlq"
+	"github.com/gafferhq/gaffer/internal/maintenance"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/webhook"
@@ -65,7 +66,7 @@ type Config struct {
 	RateBurst int
 	// IdempotencyRetention is how long an Idempotency-Key replays its
 	// first response. Default 24h (the leader's retention deletes keys
-	// after the same time; see job.RetentionCleanerConfig).
+	// after the same time; see maintenance.RetentionCleanerConfig).
 	IdempotencyRetention time.Duration
 	// TrustedProxies are the proxies whose X-Forwarded-For names the
 	// client. Default: none (the client is the TCP peer).
@@ -122,7 +123,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.RateBurst = 400
 	}
 	if cfg.IdempotencyRetention == 0 {
-		cfg.IdempotencyRetention = job.DefaultIdempotencyRetention
+		cfg.IdempotencyRetention = maintenance.DefaultIdempotencyRetention
 	}
 	if cfg.Failures == nil {
 		cfg.Failures = auth.NewFailureLimiter(auth.FailureLimiterConfig{})
