@@ -18,6 +18,7 @@ import (
 	"github.com/gafferhq/gaffer/dlq"
 	"github.com/gafferhq/gaffer/internal/maintenance"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/remote"
 	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/workflow"
 )
@@ -37,7 +38,7 @@ type Node struct {
 	dlq      *dlq.Client
 
 	worker    *job.Worker
-	remote    *job.RemoteWorkers
+	remote    *remote.Workers
 	listener  *store.Listener
 	cluster   *cluster.Cluster // nil without etcd
 	scheduler *cron.Scheduler
@@ -111,7 +112,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	// Remote workers claim through any node's API; every node sweeps
 	// them (drains, deadlines, silence), unfenced like the lease rescuer:
 	// the sweep's statements are idempotent.
-	n.remote, err = job.NewRemoteWorkers(job.RemoteConfig{Pool: pool, Metrics: n.metrics, Logger: n.log, LeaseTTL: cfg.LeaseTTL,
+	n.remote, err = remote.NewWorkers(remote.Config{Pool: pool, Metrics: n.metrics, Logger: n.log, LeaseTTL: cfg.LeaseTTL,
 		MaxWait: cfg.RemoteMaxWait})
 	if err != nil {
 		return nil, n.closeOnError(err)
@@ -306,7 +307,7 @@ func (n *Node) Worker() *job.Worker { return n.worker }
 // RemoteWorkers serves the remote workers that claim through this node
 // (the API's /v1/work endpoints); its waiting claims are woken by the
 // node's notifications.
-func (n *Node) RemoteWorkers() *job.RemoteWorkers { return n.remote }
+func (n *Node) RemoteWorkers() *remote.Workers { return n.remote }
 
 // Start checks the schema, then starts listening, claiming and the
 // background services. It does not block. ctx bounds the schema check

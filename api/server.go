@@ -25,6 +25,7 @@ import (
 	"github.com/gafferhq/gaffer/dlq"
 	"github.com/gafferhq/gaffer/internal/maintenance"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/remote"
 	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/webhook"
 	"github.com/gafferhq/gaffer/workflow"
@@ -51,7 +52,7 @@ type Config struct {
 	// node's (Node.RemoteWorkers), whose waiting claims the node's
 	// notifications wake. Default: one of Pool's database whose claims
 	// wake only on this API's own writes and their poll.
-	Remote *job.RemoteWorkers
+	Remote *remote.Workers
 	// WebhookSecrets manages the tenants' signing secrets. Default: those
 	// in Pool's database.
 	WebhookSecrets *webhook.Secrets
@@ -104,7 +105,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Admin = cluster.NewAdmin(cfg.Pool)
 	}
 	if cfg.Remote == nil {
-		r, err := job.NewRemoteWorkers(job.RemoteConfig{Pool: cfg.Pool, Logger: cfg.Logger})
+		r, err := remote.NewWorkers(remote.Config{Pool: cfg.Pool, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}

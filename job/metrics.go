@@ -88,6 +88,37 @@ func (m *Metrics) counter(v *prometheus.CounterVec, queue, kind string, more ...
 	return v.WithLabelValues(append([]string{q, k}, more...)...)
 }
 
+// ObserveQueueWait records how long a claimed job of queue and kind
+// waited from due to claimed (queue_wait_seconds, by queue).
+func (m *Metrics) ObserveQueueWait(queue, kind string, wait time.Duration) {
+	m.forKind(queue, kind).queueWait.Observe(wait.Seconds())
+}
+
+// CountOutcome counts an attempt's outcome once it is written, by the
+// values of AttrOutcome: OutcomeCompleted, OutcomeRetry, OutcomeFailed,
+// OutcomeCancelled and OutcomeSnoozed each have a counter; the others
+// (lost, released) count nothing here.
+func (m *Metrics) CountOutcome(queue, kind, outcome string) {
+	switch outcome {
+	case OutcomeCompleted:
+		m.forKind(queue, kind).completed.Inc()
+	case OutcomeRetry:
+		m.counter(m.retried, queue, kind).Inc()
+	case OutcomeFailed:
+		m.counter(m.failed, queue, kind).Inc()
+	case OutcomeCancelled:
+		m.counter(m.cancelled, queue, kind).Inc()
+	case OutcomeSnoozed:
+		m.counter(m.snoozed, queue, kind).Inc()
+	}
+}
+
+// CountStale counts a write refused because the attempt that made it no
+// longer owned its job; op names the write ("complete", "heartbeat", …).
+func (m *Metrics) CountStale(queue, kind, op string) {
+	m.counter(m.stale, queue, kind, op).Inc()
+}
+
 // CountRescued counts an attempt the lease rescuer ended as lost, by the
 // job's new state (retrying, failed or cancelled); one that failed the
 // job for good counts as a failed job too.
