@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
 )
@@ -75,7 +76,7 @@ func (r *Workers) Claim(ctx context.Context, c Claim) (ClaimResult, error) {
 	if err != nil || w.Draining {
 		return ClaimResult{Draining: w.Draining}, err
 	}
-	deadline := time.Now().Add(c.Wait)
+	deadline := r.clock.Now().Add(c.Wait)
 	var wt *waiter
 	if c.Wait > 0 {
 		// Subscribed before the first look, so that a job inserted between
@@ -97,11 +98,11 @@ func (r *Workers) Claim(ctx context.Context, c Claim) (ClaimResult, error) {
 			}
 			return ClaimResult{Jobs: jobs}, nil
 		}
-		left := time.Until(deadline)
+		left := deadline.Sub(r.clock.Now())
 		if wt == nil || left <= 0 {
 			return ClaimResult{}, nil
 		}
-		poll := time.NewTimer(min(left, jitter(r.cfg.PollInterval, 0.1)))
+		poll := r.clock.NewTimer(min(left, jitter(r.cfg.PollInterval, 0.1)))
 		select {
 		case <-ctx.Done():
 			poll.Stop()
@@ -116,7 +117,7 @@ func (r *Workers) Claim(ctx context.Context, c Claim) (ClaimResult, error) {
 				poll.Stop()
 				return ClaimResult{Draining: w.Draining}, err
 			}
-		case <-poll.C:
+		case <-poll.C():
 		}
 		poll.Stop()
 	}
@@ -193,7 +194,7 @@ func (r *Workers) release(jobs []ClaimedJob, reason string) {
 	for i, j := range jobs {
 		leases[i] = j.Lease.store()
 	}
-	err := retryWrite(func(ctx context.Context) error {
+	err := r.retryWrite(func(ctx context.Context) error {
 		_, err := r.store.ReleaseJobs(ctx, leases, reason)
 		return err
 	})
@@ -207,7 +208,7 @@ func (r *Workers) release(jobs []ClaimedJob, reason string) {
 // about half a minute, as job's worker does for its outcomes: a release
 // must be written even while the node stops, so fn's context does not
 // derive from any caller's.
-func retryWrite(fn func(ctx context.Context) error) error {
+func (r *Workers) retryWrite(fn func(ctx context.Context) error) error {
 	delay := 50 * time.Millisecond
 	var err error
 	for attempt := 0; attempt < 8; attempt++ {
@@ -217,7 +218,7 @@ func retryWrite(fn func(ctx context.Context) error) error {
 		if err == nil || err == store.ErrStale || err == store.ErrNotFound {
 			return err
 		}
-		time.Sleep(delay)
+		clock.Sleep(context.Background(), r.clock, delay)
 		delay = min(delay*2, 5*time.Second)
 	}
 	return err
@@ -369,7 +370,7 @@ func (r *Workers) cursor(worker, queue string) *claimCursor {
 		if len(r.cursors) >= maxCursorKeys {
 			clear(r.cursors)
 		}
-		c = &claimCursor{}
+		c = &claimCursor{clock: r.clock}
 		r.cursors[k] = c
 	}
 	return c
@@ -383,6 +384,7 @@ func (r *Workers) cursor(worker, queue string) *claimCursor {
 // from any node, so it is a hint: a worker whose claims alternate between
 // nodes only scans more.
 type claimCursor struct {
+	clock   clock.Clock
 	mu      sync.Mutex
 	cursors map[store.Unit]store.ClaimPosition
 	since   time.Time
@@ -395,7 +397,7 @@ type claimCursor struct {
 func (c *claimCursor) params(reset time.Duration) ([]store.UnitCursor, *store.Unit) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.cursors) > 0 && time.Since(c.since) > reset {
+	if len(c.cursors) > 0 && clock.Since(c.clock, c.since) > reset {
 		clear(c.cursors)
 	}
 	out := make([]store.UnitCursor, 0, len(c.cursors))
@@ -417,7 +419,7 @@ func (c *claimCursor) advance(rows []store.Job, asked int) {
 		return
 	}
 	if len(c.cursors) == 0 {
-		c.since = time.Now()
+		c.since = c.clock.Now()
 	}
 	if c.cursors == nil {
 		c.cursors = map[store.Unit]store.ClaimPosition{}

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/maintenance"
 	"github.com/gafferhq/gaffer/internal/pgtest"
 	"github.com/gafferhq/gaffer/job"
@@ -24,6 +25,8 @@ type env struct {
 	client  *job.Client
 	metrics *job.Metrics
 	promReg *prometheus.Registry
+	// clock, when set, is the clock of the Workers newWorkers makes.
+	clock *clock.Fake
 }
 
 func newEnv(t *testing.T) *env {

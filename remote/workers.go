@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/service"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
@@ -141,6 +142,10 @@ type Workers struct {
 	log     hclog.Logger
 	metrics Metrics
 	sweeper service.Runner
+	// clock times the sweep, a claim's wait and polls, the claim cursors'
+	// age and the release retries; leases and due times are the
+	// database's. Tests set a fake one (SetClock in export_test.go).
+	clock clock.Clock
 
 	mu       sync.Mutex
 	byQueue  map[string]map[*waiter]struct{}
@@ -160,7 +165,7 @@ func NewWorkers(cfg Config) (*Workers, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Workers{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("remote_workers"), metrics: cfg.Metrics,
+	return &Workers{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("remote_workers"), metrics: cfg.Metrics, clock: clock.Real,
 		byQueue: map[string]map[*waiter]struct{}{}, byWorker: map[string]map[*waiter]struct{}{}, ending: make(chan struct{}),
 		cursors: map[cursorKey]*claimCursor{}}, nil
 }
@@ -342,12 +347,12 @@ func (r *Workers) Stop() {
 func (r *Workers) sweepLoop(ctx context.Context) {
 	interval := 5 * r.cfg.SweepInterval
 	for {
-		t := time.NewTimer(interval + time.Duration((rand.Float64()*0.2-0.1)*float64(interval)))
+		t := r.clock.NewTimer(interval + time.Duration((rand.Float64()*0.2-0.1)*float64(interval)))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		res, err := r.sweep(ctx)
 		if err != nil {

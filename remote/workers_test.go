@@ -14,7 +14,8 @@ import (
 )
 
 // newWorkers returns Workers on the env's database, fed by a
-// listener as on a node, with the lease and poll given.
+// listener as on a node, with the lease and poll given, on e.clock if
+// set.
 func (e *env) newWorkers(cfg remote.Config) *remote.Workers {
 	e.t.Helper()
 	cfg.Pool, cfg.Metrics = e.st.Pool(), e.metrics
@@ -24,6 +25,9 @@ func (e *env) newWorkers(cfg remote.Config) *remote.Workers {
 	r, err := remote.NewWorkers(cfg)
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	if e.clock != nil {
+		r.SetClock(e.clock)
 	}
 	l := e.st.NewListener(store.ListenerConfig{
 		Channels: []string{store.ChannelJobs, store.ChannelControl}, OnNotify: r.HandleNotification, OnConnect: r.WakeAll,
@@ -256,55 +260,6 @@ func TestOutcomes(t *testing.T) {
 	// A result that is not valid JSON text refuses the batch.
 	if _, err := r.Complete(ctx, "acme", []remote.Completion{{Lease: byID[ids[3]].Lease, Result: json.RawMessage(`{"a":1,"a":2}`)}}); !errors.As(err, &ve) {
 		t.Fatalf("duplicate member names in a result: %v", err)
-	}
-}
-
-// A waiting claim wakes on the insert's notification, not on its poll:
-// with a poll of an hour it still returns within a second. Red with
-// Workers.HandleNotification doing nothing (it waits out the 5s).
-func TestClaimWakesOnNotification(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	r := e.newWorkers(remote.Config{PollInterval: time.Hour})
-	w := e.register(r, remote.Registration{Tenant: "acme", Queues: []string{"default"}})
-	type result struct {
-		jobs []remote.ClaimedJob
-		err  error
-		took time.Duration
-	}
-	done := make(chan result, 1)
-	go func() {
-		start := time.Now()
-		res, err := r.Claim(context.Background(), remote.Claim{Tenant: "acme", Worker: w.ID, Max: 5, Wait: 5 * time.Second})
-		done <- result{res.Jobs, err, time.Since(start)}
-	}()
-	for r.Waiting() == 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
-	time.Sleep(100 * time.Millisecond)
-	j := e.enqueue(job.Request{Kind: "k", Tenant: "acme"})
-	got := <-done
-	if got.err != nil || len(got.jobs) != 1 || got.jobs[0].ID != j.ID {
-		t.Fatalf("claim: %v %+v", got.err, got.jobs)
-	}
-	if got.took > 2*time.Second {
-		t.Fatalf("the claim took %s: it waited for its deadline, not the notification", got.took)
-	}
-	// An empty wait ends at its deadline with nothing.
-	start := time.Now()
-	if jobs := e.claim(r, remote.Claim{Tenant: "acme", Worker: w.ID, Max: 5, Wait: 300 * time.Millisecond}); len(jobs) != 0 || time.Since(start) < 300*time.Millisecond {
-		t.Fatalf("empty wait: %d jobs after %s", len(jobs), time.Since(start))
-	}
-	// EndWaits answers waiting claims at once.
-	go func() {
-		for r.Waiting() == 0 {
-			time.Sleep(5 * time.Millisecond)
-		}
-		r.EndWaits()
-	}()
-	start = time.Now()
-	if jobs := e.claim(r, remote.Claim{Tenant: "acme", Worker: w.ID, Max: 5, Wait: 10 * time.Second}); len(jobs) != 0 || time.Since(start) > 5*time.Second {
-		t.Fatalf("after EndWaits: %d jobs after %s", len(jobs), time.Since(start))
 	}
 }
 
