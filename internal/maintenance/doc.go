@@ -19,8 +19,8 @@
 //
 // It sits beside the domain packages, not under them: it imports job
 // (and the store), never the reverse, which is why the cleaner that
-// deletes rows of job, dlq, workflow, cron, cluster and auth lives here
-// rather than in any of them.
+// deletes rows of job, dlq, workflow, cron, cluster, auth and webhook
+// lives here rather than in any of them.
 //
 // # What this package must never do
 //
