@@ -24,8 +24,9 @@
 // *pgxpool.Pool:
 //
 //   - job: requests, handlers, the worker that claims and runs jobs, the
-//     client that enqueues and manages them, lease rescue, retention,
-//     limits and tenant weights.
+//     client that enqueues and manages them, limits and tenant weights.
+//   - remote: remote workers, processes in any language that claim and
+//     finish jobs over HTTP under the same fenced leases as a node.
 //   - dlq: the dead-letter queue — list, replay, purge.
 //   - workflow: DAG runs of jobs, sleeps and signals.
 //   - cron: schedules, time zones, the leader's scheduler.
@@ -35,15 +36,18 @@
 //     Standard Webhooks signatures.
 //   - auth: API tokens, scopes and principals, dashboard sessions.
 //   - api: the HTTP API; ui: the dashboard.
+//   - store: all SQL, migrations, the LISTEN connection.
 //
-// Under internal/ sit what users never import: store (all SQL,
-// migrations, the LISTEN connection), egress (the outbound address
-// policy), redact (secrets out of errors and logs), service (background
-// loop plumbing), clock (the loops' time, fake in tests), tzdata (the
-// zone rules compiled into the binary, the only zone loader), knobs
-// (testing aids), workclient (the Go client of the remote worker
-// protocol, for tests and benchmarks), and the test harnesses pgserver,
-// pgtest, etcdserver, patroni, pgbouncer, faultproxy and testnode, with
-// runas (their servers as the postgres user under root) and localport.
+// Under internal/ sit what users never import: maintenance (the lease
+// rescuer, the retention cleaner, the queue monitor and the label
+// refresher, the services a node runs to keep tables and gauges in
+// order), egress (the outbound address policy), redact (secrets out of
+// errors and logs), service (background loop plumbing), clock (the
+// loops' time, fake in tests), tzdata (the zone rules compiled into the
+// binary, the only zone loader), knobs (testing aids), workclient (the
+// Go client of the remote worker protocol, for tests and benchmarks),
+// and the test harnesses pgserver, pgtest, etcdserver, patroni,
+// pgbouncer, faultproxy and testnode, with runas (their servers as the
+// postgres user under root) and localport.
 // chaos is the chaos suite; cmd/gaffer is the command-line tool.
 package gaffer

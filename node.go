@@ -16,7 +16,9 @@ import (
 	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/dlq"
+	"github.com/gafferhq/gaffer/internal/maintenance"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/remote"
 	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/workflow"
 )
@@ -36,7 +38,7 @@ type Node struct {
 	dlq      *dlq.Client
 
 	worker    *job.Worker
-	remote    *job.RemoteWorkers
+	remote    *remote.Workers
 	listener  *store.Listener
 	cluster   *cluster.Cluster // nil without etcd
 	scheduler *cron.Scheduler
@@ -110,7 +112,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	// Remote workers claim through any node's API; every node sweeps
 	// them (drains, deadlines, silence), unfenced like the lease rescuer:
 	// the sweep's statements are idempotent.
-	n.remote, err = job.NewRemoteWorkers(job.RemoteConfig{Pool: pool, Metrics: n.metrics, Logger: n.log, LeaseTTL: cfg.LeaseTTL,
+	n.remote, err = remote.NewWorkers(remote.Config{Pool: pool, Metrics: n.metrics, Logger: n.log, LeaseTTL: cfg.LeaseTTL,
 		MaxWait: cfg.RemoteMaxWait})
 	if err != nil {
 		return nil, n.closeOnError(err)
@@ -119,7 +121,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	// for a node that died while no leader can be proven (etcd down), and
 	// its writes are compare-and-set on expired leases, so several nodes
 	// sweeping at once only waste a query.
-	rescuer, err := job.NewLeaseRescuer(job.LeaseRescuerConfig{Pool: pool, Metrics: n.metrics, Logger: n.log,
+	rescuer, err := maintenance.NewLeaseRescuer(maintenance.LeaseRescuerConfig{Pool: pool, Metrics: n.metrics, Logger: n.log,
 		Interval: cfg.RescueInterval, Fence: job.Unfenced{Pool: pool}})
 	if err != nil {
 		return nil, n.closeOnError(err)
@@ -131,14 +133,14 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		fence = n.cluster
 	}
-	cleaner, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Pool: pool, Logger: n.log, Fence: fence,
+	cleaner, err := maintenance.NewRetentionCleaner(maintenance.RetentionCleanerConfig{Pool: pool, Logger: n.log, Fence: fence,
 		JobRetention: cfg.JobRetention, DLQRetention: cfg.DLQRetention, IdempotencyRetention: cfg.IdempotencyRetention,
 		WorkflowRetention: cfg.WorkflowRetention, DeadNodeRetention: cfg.DeadNodeRetention,
 		CronHistoryRetention: cfg.CronHistoryRetention, RevokedTokenRetention: cfg.RevokedTokenRetention})
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
-	monitor, err := job.NewQueueMonitor(job.QueueMonitorConfig{Pool: pool, Metrics: n.metrics, Logger: n.log, Fence: fence,
+	monitor, err := maintenance.NewQueueMonitor(maintenance.QueueMonitorConfig{Pool: pool, Metrics: n.metrics, Logger: n.log, Fence: fence,
 		Interval: cfg.QueueMonitorInterval})
 	if err != nil {
 		return nil, n.closeOnError(err)
@@ -152,7 +154,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	for q := range n.worker.Queues() {
 		queues = append(queues, q)
 	}
-	labels, err := job.NewLabelRefresher(job.LabelRefresherConfig{Pool: pool, Metrics: n.metrics, Registry: n.registry,
+	labels, err := maintenance.NewLabelRefresher(maintenance.LabelRefresherConfig{Pool: pool, Metrics: n.metrics, Registry: n.registry,
 		Queues: queues, Logger: n.log})
 	if err != nil {
 		return nil, n.closeOnError(err)
@@ -194,7 +196,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
-func (n *Node) newCluster(rescuer *job.LeaseRescuer) error {
+func (n *Node) newCluster(rescuer *maintenance.LeaseRescuer) error {
 	host, _ := os.Hostname()
 	version := n.cfg.Version
 	if version == "" {
@@ -305,7 +307,7 @@ func (n *Node) Worker() *job.Worker { return n.worker }
 // RemoteWorkers serves the remote workers that claim through this node
 // (the API's /v1/work endpoints); its waiting claims are woken by the
 // node's notifications.
-func (n *Node) RemoteWorkers() *job.RemoteWorkers { return n.remote }
+func (n *Node) RemoteWorkers() *remote.Workers { return n.remote }
 
 // Start checks the schema, then starts listening, claiming and the
 // background services. It does not block. ctx bounds the schema check

@@ -23,7 +23,9 @@ import (
 	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/dlq"
+	"github.com/gafferhq/gaffer/internal/maintenance"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/remote"
 	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/webhook"
 	"github.com/gafferhq/gaffer/workflow"
@@ -50,7 +52,7 @@ type Config struct {
 	// node's (Node.RemoteWorkers), whose waiting claims the node's
 	// notifications wake. Default: one of Pool's database whose claims
 	// wake only on this API's own writes and their poll.
-	Remote *job.RemoteWorkers
+	Remote *remote.Workers
 	// WebhookSecrets manages the tenants' signing secrets. Default: those
 	// in Pool's database.
 	WebhookSecrets *webhook.Secrets
@@ -65,7 +67,7 @@ type Config struct {
 	RateBurst int
 	// IdempotencyRetention is how long an Idempotency-Key replays its
 	// first response. Default 24h (the leader's retention deletes keys
-	// after the same time; see job.RetentionCleanerConfig).
+	// after the same time; see maintenance.RetentionCleanerConfig).
 	IdempotencyRetention time.Duration
 	// TrustedProxies are the proxies whose X-Forwarded-For names the
 	// client. Default: none (the client is the TCP peer).
@@ -103,7 +105,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Admin = cluster.NewAdmin(cfg.Pool)
 	}
 	if cfg.Remote == nil {
-		r, err := job.NewRemoteWorkers(job.RemoteConfig{Pool: cfg.Pool, Logger: cfg.Logger})
+		r, err := remote.NewWorkers(remote.Config{Pool: cfg.Pool, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}
@@ -122,7 +124,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.RateBurst = 400
 	}
 	if cfg.IdempotencyRetention == 0 {
-		cfg.IdempotencyRetention = job.DefaultIdempotencyRetention
+		cfg.IdempotencyRetention = maintenance.DefaultIdempotencyRetention
 	}
 	if cfg.Failures == nil {
 		cfg.Failures = auth.NewFailureLimiter(auth.FailureLimiterConfig{})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/remote"
 )
 
 // Remote workers: /v1/workers and /v1/work. See docs/workers.md for the
@@ -54,14 +55,14 @@ func (s *Server) registerWorker(r *http.Request, p auth.Principal, body []byte) 
 	if pr := decodeStrict(body, &req); pr != nil {
 		return 0, nil, pr
 	}
-	tenant := job.AllTenants
-	if p.Tenant != auth.AllTenants || (req.Tenant != "" && req.Tenant != job.AllTenants) {
+	tenant := remote.AllTenants
+	if p.Tenant != auth.AllTenants || (req.Tenant != "" && req.Tenant != remote.AllTenants) {
 		var pr *Problem
 		if tenant, pr = writeTenant(p, req.Tenant); pr != nil {
 			return 0, nil, pr
 		}
 	}
-	w, err := s.cfg.Remote.Register(r.Context(), job.RemoteRegistration{Tenant: tenant, Name: req.Name, Version: req.Version,
+	w, err := s.cfg.Remote.Register(r.Context(), remote.Registration{Tenant: tenant, Name: req.Name, Version: req.Version,
 		Queues: req.Queues, Kinds: req.Kinds})
 	if err != nil {
 		return 0, nil, workProblem(err)
@@ -137,7 +138,7 @@ func (s *Server) claimWork(r *http.Request, p auth.Principal, body []byte) (int,
 	if req.Worker == "" {
 		return 0, nil, fieldProblem("worker", "worker is required: the id POST /v1/workers returned")
 	}
-	c := job.RemoteClaim{Tenant: workTenant(p), Worker: req.Worker, Max: 1}
+	c := remote.Claim{Tenant: workTenant(p), Worker: req.Worker, Max: 1}
 	if req.Max != nil {
 		c.Max = *req.Max
 	}
@@ -170,7 +171,7 @@ type leaseRef struct {
 
 // lease checks an attempt's lease as a request names it; field is where
 // it sits in the request ("jobs[3]", or "" at the top).
-func lease(field string, id int64, attempt int, token string) (job.Lease, *Problem) {
+func lease(field string, id int64, attempt int, token string) (remote.Lease, *Problem) {
 	at := func(name string) string {
 		if field == "" {
 			return name
@@ -178,16 +179,16 @@ func lease(field string, id int64, attempt int, token string) (job.Lease, *Probl
 		return field + "." + name
 	}
 	if id < 1 {
-		return job.Lease{}, fieldProblem(at("id"), fmt.Sprintf("%s: must be a job id, got %d", at("id"), id))
+		return remote.Lease{}, fieldProblem(at("id"), fmt.Sprintf("%s: must be a job id, got %d", at("id"), id))
 	}
 	if attempt < 1 {
-		return job.Lease{}, fieldProblem(at("attempt"), fmt.Sprintf("%s: must be the attempt number the claim gave (1 or more), got %d", at("attempt"), attempt))
+		return remote.Lease{}, fieldProblem(at("attempt"), fmt.Sprintf("%s: must be the attempt number the claim gave (1 or more), got %d", at("attempt"), attempt))
 	}
 	t, err := strconv.ParseInt(token, 10, 64)
 	if err != nil {
-		return job.Lease{}, fieldProblem(at("lease_token"), at("lease_token")+": must be the lease_token string the claim gave")
+		return remote.Lease{}, fieldProblem(at("lease_token"), at("lease_token")+": must be the lease_token string the claim gave")
 	}
-	return job.Lease{JobID: id, Attempt: attempt, Token: t}, nil
+	return remote.Lease{JobID: id, Attempt: attempt, Token: t}, nil
 }
 
 // outcomeView is one job's part of a batch write.
@@ -204,7 +205,7 @@ type outcomesResponse struct {
 	Jobs []outcomeView `json:"jobs"`
 }
 
-func outcomes(res []job.RemoteOutcome) outcomesResponse {
+func outcomes(res []remote.Outcome) outcomesResponse {
 	out := outcomesResponse{Jobs: make([]outcomeView, len(res))}
 	for i, o := range res {
 		v := outcomeView{ID: o.JobID, Status: "ok", CancelRequested: o.CancelRequested}
@@ -232,7 +233,7 @@ func (s *Server) heartbeatWork(r *http.Request, p auth.Principal, body []byte) (
 	if req.Worker == "" {
 		return 0, nil, fieldProblem("worker", "worker is required: the id POST /v1/workers returned")
 	}
-	leases := make([]job.Lease, len(req.Jobs))
+	leases := make([]remote.Lease, len(req.Jobs))
 	for i, x := range req.Jobs {
 		var pr *Problem
 		if leases[i], pr = lease(fmt.Sprintf("jobs[%d]", i), x.ID, x.Attempt, x.LeaseToken); pr != nil {
@@ -262,13 +263,13 @@ func (s *Server) completeWork(r *http.Request, p auth.Principal, body []byte) (i
 	if pr := decodeStrict(body, &req); pr != nil {
 		return 0, nil, pr
 	}
-	cs := make([]job.RemoteCompletion, len(req.Jobs))
+	cs := make([]remote.Completion, len(req.Jobs))
 	for i, x := range req.Jobs {
 		l, pr := lease(fmt.Sprintf("jobs[%d]", i), x.ID, x.Attempt, x.LeaseToken)
 		if pr != nil {
 			return 0, nil, pr
 		}
-		cs[i] = job.RemoteCompletion{Lease: l, Result: x.Result}
+		cs[i] = remote.Completion{Lease: l, Result: x.Result}
 	}
 	res, err := s.cfg.Remote.Complete(r.Context(), workTenant(p), cs)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/remote"
 )
 
 // The one-job forms of the remote worker writes (work.go has the batched
@@ -40,7 +41,7 @@ func (s *Server) heartbeatJob(r *http.Request, p auth.Principal, body []byte) (i
 	if pr != nil {
 		return 0, nil, pr
 	}
-	res, err := s.cfg.Remote.Heartbeat(r.Context(), workTenant(p), req.Worker, []job.Lease{l})
+	res, err := s.cfg.Remote.Heartbeat(r.Context(), workTenant(p), req.Worker, []remote.Lease{l})
 	if err == nil {
 		err = res[0].Err
 	}
@@ -75,7 +76,7 @@ func (s *Server) completeJob(r *http.Request, p auth.Principal, body []byte) (in
 	if pr != nil {
 		return 0, nil, pr
 	}
-	res, err := s.cfg.Remote.Complete(r.Context(), workTenant(p), []job.RemoteCompletion{{Lease: l, Result: req.Result}})
+	res, err := s.cfg.Remote.Complete(r.Context(), workTenant(p), []remote.Completion{{Lease: l, Result: req.Result}})
 	if err == nil {
 		err = res[0].Err
 	}
@@ -111,7 +112,7 @@ func (s *Server) failJob(r *http.Request, p auth.Principal, body []byte) (int, a
 	if pr != nil {
 		return 0, nil, pr
 	}
-	state, err := s.cfg.Remote.Fail(r.Context(), workTenant(p), job.RemoteFailure{Lease: l, Message: req.Error, Permanent: req.Permanent,
+	state, err := s.cfg.Remote.Fail(r.Context(), workTenant(p), remote.Failure{Lease: l, Message: req.Error, Permanent: req.Permanent,
 		RetryAfter: after, Stack: req.Stack})
 	if err != nil {
 		return 0, nil, workProblem(err)
@@ -193,11 +194,11 @@ func workProblem(err error) error {
 	case errors.Is(err, job.ErrLeaseLost):
 		return problem(CodeLeaseLost,
 			"the attempt no longer owns the job (its lease expired and the job moved on, or it was released): stop working on it and drop its result")
-	case errors.Is(err, job.ErrWorkerGone):
+	case errors.Is(err, remote.ErrWorkerGone):
 		return problem(CodeWorkerGone, err.Error())
-	case errors.Is(err, job.ErrTooManyWorkers):
+	case errors.Is(err, remote.ErrTooManyWorkers):
 		return problem(CodeTooManyWorkers, err.Error()+"; stop some (DELETE /v1/workers/{id}) or wait for gone ones to be forgotten")
-	case errors.Is(err, job.ErrUnknownWorker):
+	case errors.Is(err, remote.ErrUnknownWorker):
 		return problem(CodeNotFound, err.Error())
 	case errors.Is(err, job.ErrNotFound):
 		return problem(CodeNotFound, "no such job")

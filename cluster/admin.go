@@ -73,7 +73,7 @@ type NodeRecord struct {
 	// SinceSeen is how long ago, by the database clock, the node reported.
 	SinceSeen time.Duration
 	// Kind is "node", or "remote" for a remote worker (one that works
-	// jobs over HTTP; see job.RemoteWorkers). Tenant is a remote worker's
+	// jobs over HTTP; see remote.Workers). Tenant is a remote worker's
 	// tenant ("*": it works every tenant's jobs) and Kinds the job kinds
 	// it named (none: every kind in its queues).
 	Kind   string

@@ -18,6 +18,7 @@ import (
 	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/internal/etcdserver"
 	"github.com/gafferhq/gaffer/internal/knobs"
+	"github.com/gafferhq/gaffer/internal/maintenance"
 	"github.com/gafferhq/gaffer/internal/pgtest"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
@@ -61,7 +62,7 @@ func newMember(t *testing.T, st *store.Store, endpoint, id string, opts ...func(
 	t.Helper()
 	m := &member{id: id, worker: &fakeWorker{}, reg: prometheus.NewRegistry(), left: make(chan struct{})}
 	m.worker.claiming.Store(true)
-	rescuer, err := job.NewLeaseRescuer(job.LeaseRescuerConfig{Pool: st.Pool(), BatchSize: 100})
+	rescuer, err := maintenance.NewLeaseRescuer(maintenance.LeaseRescuerConfig{Pool: st.Pool(), BatchSize: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,7 @@ func (c *Client) enqueue(ctx context.Context, tx pgx.Tx, r Request) (Result, err
 	if !res.Existing {
 		c.metrics.forKind(p.Queue, p.Kind).enqueued.Inc()
 	}
-	return Result{Job: fromRow(res.Job), Existing: res.Existing}, nil
+	return Result{Job: FromRow(res.Job), Existing: res.Existing}, nil
 }
 
 // EnqueueMany validates every request, then inserts them all in one
@@ -161,7 +161,7 @@ func (c *Client) Get(ctx context.Context, tenant string, id int64) (*Job, error)
 	if err != nil {
 		return nil, err
 	}
-	return fromRow(row), nil
+	return FromRow(row), nil
 }
 
 // Filter selects jobs to list; zero fields do not filter.
@@ -225,7 +225,7 @@ func (c *Client) List(ctx context.Context, f Filter) ([]*Job, error) {
 	}
 	out := make([]*Job, len(rows))
 	for i, r := range rows {
-		out[i] = fromRow(r)
+		out[i] = FromRow(r)
 	}
 	return out, nil
 }

@@ -1,6 +1,17 @@
 // Package job owns the life of a job: enqueueing it, claiming it under a
 // lease, running its handler, and recording the outcome of each attempt.
 //
+// It holds the Request and the Client that enqueues and manages jobs;
+// the Registry of handlers; the Worker, whose claim loops, heartbeats and
+// completer run a node's attempts; limits and tenant weights; the Fence
+// that leader-only writes go through; and Metrics, the job series, which
+// the packages beside it count in too. Two neighbours build on it and
+// are not part of it: remote workers, which claim and finish jobs over
+// HTTP under the same fenced leases (package remote), and the services
+// that keep the tables and gauges in order — the lease rescuer, the
+// retention cleaner, the queue monitor, the label refresher
+// (internal/maintenance).
+//
 // # States
 //
 //	           enqueue
@@ -36,7 +47,8 @@
 //
 // All due times and leases are compared with PostgreSQL's now(), never a
 // node's clock. With LeaseTTL L (default 30s), heartbeat every L/3 for
-// running attempts, and the lease rescuer sweeping every R (default 5s):
+// running attempts, and the lease rescuer (internal/maintenance)
+// sweeping every R (default 5s):
 //
 //	a live attempt's lease never has less than 2L/3 left after a heartbeat;
 //	a dead node's jobs run again after at most L + R (the cluster rescues
@@ -60,5 +72,7 @@
 // It never writes a job's row outside the store's compare-and-set
 // statements, never compares a lease with the local clock, and never
 // holds a database transaction open while a handler runs. It never
-// installs a global tracer provider.
+// installs a global tracer provider. Deleting expired rows is not its
+// work (internal/maintenance does it, for every package's tables), and
+// it never imports remote or internal/maintenance: they import it.
 package job

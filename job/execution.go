@@ -36,7 +36,7 @@ type execution struct {
 }
 
 func (w *Worker) launch(p *producer, row store.Job, claimedAt time.Time) {
-	j := fromRow(row)
+	j := FromRow(row)
 	j.st = w.store
 	ctx, cancel := context.WithCancelCause(context.Background())
 	var span trace.Span

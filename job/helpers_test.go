@@ -179,3 +179,12 @@ func (e *env) exec(sql string, args ...any) {
 		e.t.Fatalf("%s: %v", sql, err)
 	}
 }
+
+func (e *env) count(sql string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.st.Pool().QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		e.t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}

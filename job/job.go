@@ -169,18 +169,35 @@ func (j *Job) SetResult(v any) error {
 			return fmt.Errorf("job %d: encode result: %w", j.ID, err)
 		}
 	}
-	if b = trimSpace(b); len(b) == 0 {
-		b = []byte("null")
-	}
-	if err := checkPayload("result", b, MaxResultBytes); err != nil {
+	b, err := CheckResult(b)
+	if err != nil {
 		return fmt.Errorf("job %d: %w", j.ID, err)
 	}
 	j.result = b
 	return nil
 }
 
-// fromRow converts a stored row.
-func fromRow(r store.Job) *Job {
+// CheckResult returns a job's result JSON text as it is stored: without
+// the whitespace around it, and "null" for an empty one. It refuses, with
+// a *ValidationError on the field "result", what SetResult refuses: text
+// that is not valid JSON, is over MaxResultBytes, or that CheckJSONText
+// does not accept.
+func CheckResult(b []byte) (json.RawMessage, error) {
+	if b = trimSpace(b); len(b) == 0 {
+		b = []byte("null")
+	}
+	if err := checkPayload("result", b, MaxResultBytes); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// FromRow returns the Job a row of the store describes, as Client.Get
+// returns it, for packages that claim jobs through the store themselves
+// (remote workers). A claimed row's Job carries its attempt's lease, so
+// CompleteTx completes it like a handler's; SetProgress does not work
+// on it (the attempt does not run in this process).
+func FromRow(r store.Job) *Job {
 	j := &Job{
 		ID: r.ID, Tenant: r.Tenant, Kind: r.Kind, Queue: r.Queue, State: State(r.State),
 		Priority: r.Priority, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Timeout: r.Timeout,

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gafferhq/gaffer/internal/maintenance"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
 )
@@ -78,7 +79,7 @@ func TestDeadNodesSlotComesBackOnlyWithRescue(t *testing.T) {
 	if by, _ := e.claimN("solo", 2); len(by) != 0 {
 		t.Fatalf("claimed %v before the expired attempt was rescued", by)
 	}
-	rescuer, err := job.NewLeaseRescuer(job.LeaseRescuerConfig{Pool: e.st.Pool(), Metrics: e.metrics, Logger: testLogger(t), BatchSize: 10})
+	rescuer, err := maintenance.NewLeaseRescuer(maintenance.LeaseRescuerConfig{Pool: e.st.Pool(), Metrics: e.metrics, Logger: testLogger(t), BatchSize: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

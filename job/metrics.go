@@ -3,8 +3,11 @@ package job
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gafferhq/gaffer/store"
 )
 
 // Metrics are the job subsystem's Prometheus collectors. Build one per
@@ -83,6 +86,97 @@ func (m *Metrics) queueLabel(queue string) string {
 func (m *Metrics) counter(v *prometheus.CounterVec, queue, kind string, more ...string) prometheus.Counter {
 	q, k := m.labels(queue, kind)
 	return v.WithLabelValues(append([]string{q, k}, more...)...)
+}
+
+// ObserveQueueWait records how long a claimed job of queue and kind
+// waited from due to claimed (queue_wait_seconds, by queue).
+func (m *Metrics) ObserveQueueWait(queue, kind string, wait time.Duration) {
+	m.forKind(queue, kind).queueWait.Observe(wait.Seconds())
+}
+
+// CountOutcome counts an attempt's outcome once it is written, by the
+// values of AttrOutcome: OutcomeCompleted, OutcomeRetry, OutcomeFailed,
+// OutcomeCancelled and OutcomeSnoozed each have a counter; the others
+// (lost, released) count nothing here.
+func (m *Metrics) CountOutcome(queue, kind, outcome string) {
+	switch outcome {
+	case OutcomeCompleted:
+		m.forKind(queue, kind).completed.Inc()
+	case OutcomeRetry:
+		m.counter(m.retried, queue, kind).Inc()
+	case OutcomeFailed:
+		m.counter(m.failed, queue, kind).Inc()
+	case OutcomeCancelled:
+		m.counter(m.cancelled, queue, kind).Inc()
+	case OutcomeSnoozed:
+		m.counter(m.snoozed, queue, kind).Inc()
+	}
+}
+
+// CountStale counts a write refused because the attempt that made it no
+// longer owned its job; op names the write ("complete", "heartbeat", …).
+func (m *Metrics) CountStale(queue, kind, op string) {
+	m.counter(m.stale, queue, kind, op).Inc()
+}
+
+// CountRescued counts an attempt the lease rescuer ended as lost, by the
+// job's new state (retrying, failed or cancelled); one that failed the
+// job for good counts as a failed job too.
+func (m *Metrics) CountRescued(queue, kind, newState string) {
+	m.counter(m.rescued, queue, kind, newState).Inc()
+	if newState == string(Failed) {
+		m.counter(m.failed, queue, kind).Inc()
+	}
+}
+
+// maxLimitLabels bounds the limits the limit gauges name.
+const maxLimitLabels = 100
+
+// SetQueueGauges replaces the cluster-wide gauges — unfinished jobs per
+// queue and state, each queue's oldest due age, each limit's busiest key
+// and due jobs — with what queues and limits say (as the queue monitor
+// reads them). Queues no node works are summed under OtherLabel; limits
+// beyond the first 100 (by name) are left out.
+func (m *Metrics) SetQueueGauges(queues []store.Queue, limits []store.LimitUsage) {
+	// Queues no node works are summed under OtherLabel (their oldest job
+	// is the oldest of them): tenants name queues, and each name would be
+	// a series.
+	type gauges struct {
+		pending, retrying, running int64
+		oldest                     time.Duration
+	}
+	byLabel := map[string]*gauges{}
+	for _, x := range queues {
+		l := m.queueLabel(x.Name)
+		g := byLabel[l]
+		if g == nil {
+			g = &gauges{}
+			byLabel[l] = g
+		}
+		g.pending += x.Pending
+		g.retrying += x.Retrying
+		g.running += x.Running
+		g.oldest = max(g.oldest, x.OldestDueAge)
+	}
+	// Limits are the operator's, named by the operator: a bounded set of
+	// label values (the first maxLimitLabels by name).
+	m.limitUsed.Reset()
+	m.limitDue.Reset()
+	for i, l := range limits {
+		if i == maxLimitLabels {
+			break
+		}
+		m.limitUsed.WithLabelValues(l.Name).Set(float64(l.Busiest))
+		m.limitDue.WithLabelValues(l.Name).Set(float64(l.Due))
+	}
+	m.depth.Reset()
+	m.oldestDue.Reset()
+	for l, g := range byLabel {
+		m.depth.WithLabelValues(l, string(Pending)).Set(float64(g.pending))
+		m.depth.WithLabelValues(l, string(Retrying)).Set(float64(g.retrying))
+		m.depth.WithLabelValues(l, string(Running)).Set(float64(g.running))
+		m.oldestDue.WithLabelValues(l).Set(g.oldest.Seconds())
+	}
 }
 
 type kindKey struct{ queue, kind string }

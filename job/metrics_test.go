@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gafferhq/gaffer/internal/maintenance"
 	"github.com/gafferhq/gaffer/job"
 )
 
@@ -20,7 +21,7 @@ func TestMetricLabelsAreBounded(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	e.reg.HandleFunc("known.kind", func(ctx context.Context, j *job.Job) error { return nil })
-	labels, err := job.NewLabelRefresher(job.LabelRefresherConfig{Pool: e.st.Pool(), Metrics: e.metrics, Registry: e.reg,
+	labels, err := maintenance.NewLabelRefresher(maintenance.LabelRefresherConfig{Pool: e.st.Pool(), Metrics: e.metrics, Registry: e.reg,
 		Queues: []string{"default"}, Interval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +43,7 @@ func TestMetricLabelsAreBounded(t *testing.T) {
 	stray := e.enqueue(job.Request{Kind: "made.up.stray", MaxAttempts: 1})
 	e.startWorker(job.WorkerConfig{})
 	e.waitState(stray.ID, job.Failed)
-	monitor, err := job.NewQueueMonitor(job.QueueMonitorConfig{Pool: e.st.Pool(), Metrics: e.metrics})
+	monitor, err := maintenance.NewQueueMonitor(maintenance.QueueMonitorConfig{Pool: e.st.Pool(), Metrics: e.metrics})
 	if err != nil {
 		t.Fatal(err)
 	}

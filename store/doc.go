@@ -135,7 +135,7 @@
 //     entries after DLQRetention (default 14 days), oldest first, in
 //     batches of 5,000 under SKIP LOCKED; so are finished workflow runs,
 //     idempotency keys, cron history and the rows of dead nodes and
-//     revoked tokens, each after its own retention (job.RetentionCleaner).
+//     revoked tokens, each after its own retention (maintenance.RetentionCleaner).
 //
 // # What it must never do
 //

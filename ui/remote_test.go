@@ -8,6 +8,7 @@ import (
 
 	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/remote"
 )
 
 // The job page shows the progress an attempt reported (escaped: a
@@ -17,7 +18,7 @@ func TestProgressAndRemoteWorkersShown(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	remote, err := job.NewRemoteWorkers(job.RemoteConfig{Pool: e.st.Pool()})
+	workers, err := remote.NewWorkers(remote.Config{Pool: e.st.Pool()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,15 +26,15 @@ func TestProgressAndRemoteWorkersShown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := remote.Register(ctx, job.RemoteRegistration{Tenant: "acme", Name: "py-worker", Queues: []string{"default"}, Kinds: []string{"resize"}})
+	w, err := workers.Register(ctx, remote.Registration{Tenant: "acme", Name: "py-worker", Queues: []string{"default"}, Kinds: []string{"resize"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := remote.Claim(ctx, job.RemoteClaim{Tenant: "acme", Worker: w.ID, Max: 1})
+	claimed, err := workers.Claim(ctx, remote.Claim{Tenant: "acme", Worker: w.ID, Max: 1})
 	if err != nil || len(claimed.Jobs) != 1 {
 		t.Fatalf("claim: %v %+v", err, claimed)
 	}
-	if err := remote.Progress(ctx, "acme", claimed.Jobs[0].Lease, 62.5, `<b>5 of 8</b> & counting`); err != nil {
+	if err := workers.Progress(ctx, "acme", claimed.Jobs[0].Lease, 62.5, `<b>5 of 8</b> & counting`); err != nil {
 		t.Fatal(err)
 	}
 	b := e.browser()

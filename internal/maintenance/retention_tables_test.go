@@ -1,4 +1,4 @@
-package job_test
+package maintenance_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gafferhq/gaffer/internal/maintenance"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
 )
@@ -30,10 +31,10 @@ func (e *env) strings(sql string, args ...any) []string {
 	return out
 }
 
-func (e *env) sweep(cfg job.RetentionCleanerConfig) job.Deleted {
+func (e *env) sweep(cfg maintenance.RetentionCleanerConfig) maintenance.Deleted {
 	e.t.Helper()
 	cfg.Pool = e.st.Pool()
-	c, err := job.NewRetentionCleaner(cfg)
+	c, err := maintenance.NewRetentionCleaner(cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func TestRetentionDeletesFinishedWorkflowRuns(t *testing.T) {
 	allowed := e.addRun("completed-old-allowed-failure", "completed", old)
 	e.addDLQEntry(allowed, "8 days", true)
 
-	d := e.sweep(job.RetentionCleanerConfig{BatchSize: 2})
+	d := e.sweep(maintenance.RetentionCleanerConfig{BatchSize: 2})
 	if d.WorkflowRuns != 5 {
 		t.Errorf("deleted %d workflow runs, want 5", d.WorkflowRuns)
 	}
@@ -116,7 +117,7 @@ func TestRetentionDeletesFinishedWorkflowRuns(t *testing.T) {
 	}
 
 	// The waiting entry's retention ends: the entry and its run go.
-	d = e.sweep(job.RetentionCleanerConfig{DLQRetention: 7 * 24 * time.Hour})
+	d = e.sweep(maintenance.RetentionCleanerConfig{DLQRetention: 7 * 24 * time.Hour})
 	if d.DLQEntries != 3 || d.WorkflowRuns != 1 {
 		t.Errorf("after the DLQ entries expired: deleted %d entries and %d runs, want 3 and 1", d.DLQEntries, d.WorkflowRuns)
 	}
@@ -139,7 +140,7 @@ func TestRetentionDeletesDeadNodes(t *testing.T) {
 		        VALUES ($1, 'h', 'v', $2, now() - interval '30 days', now(), now() - nullif($3, '')::interval,
 		                CASE WHEN $2 = 'dead' THEN 'stopped' END)`, n.id, n.state, n.left)
 	}
-	if d := e.sweep(job.RetentionCleanerConfig{BatchSize: 1}); d.DeadNodes != 2 {
+	if d := e.sweep(maintenance.RetentionCleanerConfig{BatchSize: 1}); d.DeadNodes != 2 {
 		t.Errorf("deleted %d node rows, want 2", d.DeadNodes)
 	}
 	if left := e.strings(`SELECT id FROM gaffer.nodes`); !slices.Equal(left, []string{"active", "draining", "gone-yesterday"}) {
@@ -157,7 +158,7 @@ func TestRetentionDeletesOldCronHistory(t *testing.T) {
 	e.exec(`INSERT INTO gaffer.cron_occurrences (tenant, entry, scheduled_at, status, recorded_at)
 	        SELECT 'default', 'tick', now() - g * interval '1 hour', 'fired', now() - g * interval '1 hour' + interval '30 minutes'
 	        FROM generate_series(1, 10 * 24) g`)
-	d := e.sweep(job.RetentionCleanerConfig{BatchSize: 7, CronHistoryRetention: 3 * 24 * time.Hour})
+	d := e.sweep(maintenance.RetentionCleanerConfig{BatchSize: 7, CronHistoryRetention: 3 * 24 * time.Hour})
 	if d.CronOccurrences != 7*24 {
 		t.Errorf("deleted %d occurrences, want %d (older than 3 days)", d.CronOccurrences, 7*24)
 	}
@@ -181,7 +182,7 @@ func TestRetentionDeletesOldRevokedTokens(t *testing.T) {
 		        VALUES ($1, $1, $2, 'default', '{jobs:read}', now() - interval '100 days', now() - nullif($3, '')::interval)`,
 			tok.id, []byte{byte(i)}, tok.revoked)
 	}
-	if d := e.sweep(job.RetentionCleanerConfig{}); d.RevokedTokens != 1 {
+	if d := e.sweep(maintenance.RetentionCleanerConfig{}); d.RevokedTokens != 1 {
 		t.Errorf("deleted %d tokens, want 1", d.RevokedTokens)
 	}
 	if left := e.strings(`SELECT id FROM gaffer.api_tokens`); !slices.Equal(left, []string{"tok_in_force", "tok_revoked_recently"}) {
@@ -234,7 +235,7 @@ func TestRetentionDeletesOnlyUnderTheFence(t *testing.T) {
 	var before, after int
 	e.st.Pool().QueryRow(ctx, count).Scan(&before)
 
-	d := e.sweep(job.RetentionCleanerConfig{Fence: rollbackFence{st: e.st}})
+	d := e.sweep(maintenance.RetentionCleanerConfig{Fence: rollbackFence{st: e.st}})
 	if d.Jobs != 1 || d.DLQEntries != 1 || d.WorkflowRuns != 1 || d.IdempotencyKeys != 1 || d.CronOccurrences != 1 ||
 		d.DeadNodes != 1 || d.RevokedTokens != 1 || d.Sessions != 1 || d.WebhookSecrets != 1 {
 		t.Fatalf("the sweep found %+v; want one row of each table (else this test proves nothing)", d)

@@ -1,4 +1,4 @@
-package job_test
+package remote_test
 
 import (
 	"context"
@@ -9,20 +9,25 @@ import (
 
 	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/remote"
 	"github.com/gafferhq/gaffer/store"
 )
 
-// newRemote returns RemoteWorkers on the env's database, fed by a
-// listener as on a node, with the lease and poll given.
-func (e *env) newRemote(cfg job.RemoteConfig) *job.RemoteWorkers {
+// newWorkers returns Workers on the env's database, fed by a
+// listener as on a node, with the lease and poll given, on e.clock if
+// set.
+func (e *env) newWorkers(cfg remote.Config) *remote.Workers {
 	e.t.Helper()
 	cfg.Pool, cfg.Metrics = e.st.Pool(), e.metrics
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(e.t)
 	}
-	r, err := job.NewRemoteWorkers(cfg)
+	r, err := remote.NewWorkers(cfg)
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	if e.clock != nil {
+		r.SetClock(e.clock)
 	}
 	l := e.st.NewListener(store.ListenerConfig{
 		Channels: []string{store.ChannelJobs, store.ChannelControl}, OnNotify: r.HandleNotification, OnConnect: r.WakeAll,
@@ -40,7 +45,7 @@ func (e *env) newRemote(cfg job.RemoteConfig) *job.RemoteWorkers {
 	return r
 }
 
-func (e *env) register(r *job.RemoteWorkers, reg job.RemoteRegistration) job.RemoteWorker {
+func (e *env) register(r *remote.Workers, reg remote.Registration) remote.Worker {
 	e.t.Helper()
 	w, err := r.Register(context.Background(), reg)
 	if err != nil {
@@ -49,7 +54,7 @@ func (e *env) register(r *job.RemoteWorkers, reg job.RemoteRegistration) job.Rem
 	return w
 }
 
-func (e *env) claimRemote(r *job.RemoteWorkers, c job.RemoteClaim) []job.ClaimedJob {
+func (e *env) claim(r *remote.Workers, c remote.Claim) []remote.ClaimedJob {
 	e.t.Helper()
 	res, err := r.Claim(context.Background(), c)
 	if err != nil {
@@ -61,16 +66,16 @@ func (e *env) claimRemote(r *job.RemoteWorkers, c job.RemoteClaim) []job.Claimed
 // A remote worker gets only its tenant's jobs of the kinds it named, in
 // its queues; a spanning worker gets every tenant's. Red with the tenant
 // or kind filter taken out of claim_pick_remote.
-func TestRemoteClaimIsBoundToTenantKindsAndQueues(t *testing.T) {
+func TestClaimIsBoundToTenantKindsAndQueues(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	r := e.newRemote(job.RemoteConfig{})
+	r := e.newWorkers(remote.Config{})
 	mine := e.enqueue(job.Request{Kind: "resize", Tenant: "acme", Queue: "py"})
 	e.enqueue(job.Request{Kind: "resize", Tenant: "other", Queue: "py"})
 	e.enqueue(job.Request{Kind: "transcode", Tenant: "acme", Queue: "py"})
 	e.enqueue(job.Request{Kind: "resize", Tenant: "acme", Queue: "elsewhere"})
-	w := e.register(r, job.RemoteRegistration{Tenant: "acme", Queues: []string{"py"}, Kinds: []string{"resize"}})
-	got := e.claimRemote(r, job.RemoteClaim{Tenant: "acme", Worker: w.ID, Max: 10})
+	w := e.register(r, remote.Registration{Tenant: "acme", Queues: []string{"py"}, Kinds: []string{"resize"}})
+	got := e.claim(r, remote.Claim{Tenant: "acme", Worker: w.ID, Max: 10})
 	if len(got) != 1 || got[0].ID != mine.ID || got[0].Lease.Attempt != 1 || got[0].Lease.Token == 0 || got[0].LeaseExpiresAt.IsZero() {
 		t.Fatalf("claimed %+v, want job %d alone", got, mine.ID)
 	}
@@ -78,23 +83,23 @@ func TestRemoteClaimIsBoundToTenantKindsAndQueues(t *testing.T) {
 		t.Fatalf("claimed job %+v", got[0].Job)
 	}
 	// Another tenant's token cannot use the worker.
-	if _, err := r.Claim(context.Background(), job.RemoteClaim{Tenant: "other", Worker: w.ID, Max: 10}); !errors.Is(err, job.ErrUnknownWorker) {
+	if _, err := r.Claim(context.Background(), remote.Claim{Tenant: "other", Worker: w.ID, Max: 10}); !errors.Is(err, remote.ErrUnknownWorker) {
 		t.Fatalf("claim through another tenant's token: %v", err)
 	}
 	// A spanning worker with no kinds takes every tenant's jobs of any kind in its queues.
-	all := e.register(r, job.RemoteRegistration{Tenant: job.AllTenants, Queues: []string{"py"}})
-	if got := e.claimRemote(r, job.RemoteClaim{Worker: all.ID, Max: 10}); len(got) != 2 {
+	all := e.register(r, remote.Registration{Tenant: remote.AllTenants, Queues: []string{"py"}})
+	if got := e.claim(r, remote.Claim{Worker: all.ID, Max: 10}); len(got) != 2 {
 		t.Fatalf("spanning worker claimed %d jobs, want 2", len(got))
 	}
 }
 
 // Within its tenant, a remote claim shares its slots among the fairness
 // units, and takes turns through more units than it has slots.
-func TestRemoteClaimSharesAmongUnits(t *testing.T) {
+func TestClaimSharesAmongUnits(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	r := e.newRemote(job.RemoteConfig{})
+	r := e.newWorkers(remote.Config{})
 	var reqs []job.Request
 	for _, key := range []string{"k1", "k2", "k3", "k4", "k5"} {
 		for range 20 {
@@ -104,10 +109,10 @@ func TestRemoteClaimSharesAmongUnits(t *testing.T) {
 	if _, err := e.client.EnqueueMany(ctx, reqs); err != nil {
 		t.Fatal(err)
 	}
-	w := e.register(r, job.RemoteRegistration{Tenant: "acme", Queues: []string{"default"}})
+	w := e.register(r, remote.Registration{Tenant: "acme", Queues: []string{"default"}})
 	seen := map[string]int{}
 	for range 3 {
-		for _, cj := range e.claimRemote(r, job.RemoteClaim{Tenant: "acme", Worker: w.ID, Max: 2}) {
+		for _, cj := range e.claim(r, remote.Claim{Tenant: "acme", Worker: w.ID, Max: 2}) {
 			seen[cj.FairnessKey]++
 		}
 	}
@@ -120,20 +125,20 @@ func TestRemoteClaimSharesAmongUnits(t *testing.T) {
 // lease: with a wrong token, or once the job moved on to a new attempt,
 // it changes nothing and is counted. Red with the lease token check
 // taken out of complete_jobs (the forged-token completion is accepted).
-func TestRemoteWritesAreFencedByTheLease(t *testing.T) {
+func TestWritesAreFencedByTheLease(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	r := e.newRemote(job.RemoteConfig{})
+	r := e.newWorkers(remote.Config{})
 	rescuer := newRescuer(e)
 	j := e.enqueue(job.Request{Kind: "k", Tenant: "acme"})
-	w := e.register(r, job.RemoteRegistration{Tenant: "acme", Queues: []string{"default"}})
-	first := e.claimRemote(r, job.RemoteClaim{Tenant: "acme", Worker: w.ID, Max: 1})[0]
+	w := e.register(r, remote.Registration{Tenant: "acme", Queues: []string{"default"}})
+	first := e.claim(r, remote.Claim{Tenant: "acme", Worker: w.ID, Max: 1})[0]
 
 	// A forged token for the current attempt is refused.
 	forged := first.Lease
 	forged.Token++
-	res, err := r.Complete(ctx, "acme", []job.RemoteCompletion{{Lease: forged, Result: json.RawMessage(`{"forged":true}`)}})
+	res, err := r.Complete(ctx, "acme", []remote.Completion{{Lease: forged, Result: json.RawMessage(`{"forged":true}`)}})
 	if err != nil || !errors.Is(res[0].Err, job.ErrLeaseLost) {
 		t.Fatalf("forged completion: %v %+v", err, res)
 	}
@@ -143,8 +148,8 @@ func TestRemoteWritesAreFencedByTheLease(t *testing.T) {
 	if n, err := rescuer.RunOnce(ctx); err != nil || n != 1 {
 		t.Fatalf("rescued %d (%v)", n, err)
 	}
-	w2 := e.register(r, job.RemoteRegistration{Tenant: "acme", Queues: []string{"default"}})
-	second := e.claimRemote(r, job.RemoteClaim{Tenant: "acme", Worker: w2.ID, Max: 1})[0]
+	w2 := e.register(r, remote.Registration{Tenant: "acme", Queues: []string{"default"}})
+	second := e.claim(r, remote.Claim{Tenant: "acme", Worker: w2.ID, Max: 1})[0]
 	before, _ := e.client.Get(ctx, "", j.ID)
 
 	// Every write of the first attempt is refused, and so is the first
@@ -152,14 +157,14 @@ func TestRemoteWritesAreFencedByTheLease(t *testing.T) {
 	stale := first.Lease
 	current := second.Lease
 	current.Token = first.Lease.Token
-	for _, l := range []job.Lease{stale, current} {
-		if res, err := r.Complete(ctx, "acme", []job.RemoteCompletion{{Lease: l, Result: json.RawMessage(`1`)}}); err != nil || !errors.Is(res[0].Err, job.ErrLeaseLost) {
+	for _, l := range []remote.Lease{stale, current} {
+		if res, err := r.Complete(ctx, "acme", []remote.Completion{{Lease: l, Result: json.RawMessage(`1`)}}); err != nil || !errors.Is(res[0].Err, job.ErrLeaseLost) {
 			t.Fatalf("stale complete %+v: %v %+v", l, err, res)
 		}
-		if res, err := r.Heartbeat(ctx, "acme", w.ID, []job.Lease{l}); err != nil || !errors.Is(res[0].Err, job.ErrLeaseLost) {
+		if res, err := r.Heartbeat(ctx, "acme", w.ID, []remote.Lease{l}); err != nil || !errors.Is(res[0].Err, job.ErrLeaseLost) {
 			t.Fatalf("stale heartbeat %+v: %v %+v", l, err, res)
 		}
-		if _, err := r.Fail(ctx, "acme", job.RemoteFailure{Lease: l, Message: "late"}); !errors.Is(err, job.ErrLeaseLost) {
+		if _, err := r.Fail(ctx, "acme", remote.Failure{Lease: l, Message: "late"}); !errors.Is(err, job.ErrLeaseLost) {
 			t.Fatalf("stale fail %+v: %v", l, err)
 		}
 		if _, err := r.Snooze(ctx, "acme", l, time.Minute); !errors.Is(err, job.ErrLeaseLost) {
@@ -178,14 +183,14 @@ func TestRemoteWritesAreFencedByTheLease(t *testing.T) {
 		t.Fatalf("stale_rejected_total %v, want 11", n)
 	}
 	// Another tenant's worker token cannot write even with the right lease.
-	if res, err := r.Complete(ctx, "other", []job.RemoteCompletion{{Lease: second.Lease}}); err != nil || !errors.Is(res[0].Err, job.ErrNotFound) {
+	if res, err := r.Complete(ctx, "other", []remote.Completion{{Lease: second.Lease}}); err != nil || !errors.Is(res[0].Err, job.ErrNotFound) {
 		t.Fatalf("another tenant's completion: %v %+v", err, res)
 	}
 	// The current attempt's writes go through.
 	if err := r.Progress(ctx, "acme", second.Lease, 40, "four of ten"); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := r.Complete(ctx, "acme", []job.RemoteCompletion{{Lease: second.Lease, Result: json.RawMessage(`{"n": 1.0}`)}}); err != nil || res[0].Err != nil {
+	if res, err := r.Complete(ctx, "acme", []remote.Completion{{Lease: second.Lease, Result: json.RawMessage(`{"n": 1.0}`)}}); err != nil || res[0].Err != nil {
 		t.Fatalf("complete: %v %+v", err, res)
 	}
 	done, _ := e.client.Get(ctx, "", j.ID)
@@ -198,30 +203,30 @@ func TestRemoteWritesAreFencedByTheLease(t *testing.T) {
 }
 
 // Fail, snooze and a batch with per-job outcomes.
-func TestRemoteOutcomes(t *testing.T) {
+func TestOutcomes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	r := e.newRemote(job.RemoteConfig{})
-	w := e.register(r, job.RemoteRegistration{Tenant: "acme", Queues: []string{"default"}})
+	r := e.newWorkers(remote.Config{})
+	w := e.register(r, remote.Registration{Tenant: "acme", Queues: []string{"default"}})
 	var ids []int64
 	for i := range 4 {
 		ids = append(ids, e.enqueue(job.Request{Kind: "k", Tenant: "acme", MaxAttempts: 1 + i%2}).ID)
 	}
-	got := e.claimRemote(r, job.RemoteClaim{Tenant: "acme", Worker: w.ID, Max: 10})
+	got := e.claim(r, remote.Claim{Tenant: "acme", Worker: w.ID, Max: 10})
 	if len(got) != 4 {
 		t.Fatalf("claimed %d", len(got))
 	}
-	byID := map[int64]job.ClaimedJob{}
+	byID := map[int64]remote.ClaimedJob{}
 	for _, cj := range got {
 		byID[cj.ID] = cj
 	}
 	// ids[0]: max 1 attempt, fails: into the DLQ.
-	if st, err := r.Fail(ctx, "acme", job.RemoteFailure{Lease: byID[ids[0]].Lease, Message: "boom https://u:secret@example.com/x?k=v", Stack: "Traceback"}); err != nil || st != job.Failed {
+	if st, err := r.Fail(ctx, "acme", remote.Failure{Lease: byID[ids[0]].Lease, Message: "boom https://u:secret@example.com/x?k=v", Stack: "Traceback"}); err != nil || st != job.Failed {
 		t.Fatalf("fail last attempt: %s %v", st, err)
 	}
 	// ids[1]: 2 attempts, fails with retry_after: retrying, due in an hour.
-	if st, err := r.Fail(ctx, "acme", job.RemoteFailure{Lease: byID[ids[1]].Lease, Message: "later", RetryAfter: time.Hour}); err != nil || st != job.Retrying {
+	if st, err := r.Fail(ctx, "acme", remote.Failure{Lease: byID[ids[1]].Lease, Message: "later", RetryAfter: time.Hour}); err != nil || st != job.Retrying {
 		t.Fatalf("fail: %s %v", st, err)
 	}
 	if n := e.count(`SELECT count(*) FROM gaffer.jobs WHERE id = $1 AND run_at > now() + interval '59 minutes'`, ids[1]); n != 1 {
@@ -233,7 +238,7 @@ func TestRemoteOutcomes(t *testing.T) {
 	}
 	// A batch: ids[3] completes, ids[0] (already failed) is lease_lost, a
 	// made-up id is not found.
-	res, err := r.Complete(ctx, "acme", []job.RemoteCompletion{{Lease: byID[ids[3]].Lease}, {Lease: byID[ids[0]].Lease}, {Lease: job.Lease{JobID: 999999, Attempt: 1, Token: 1}}})
+	res, err := r.Complete(ctx, "acme", []remote.Completion{{Lease: byID[ids[3]].Lease}, {Lease: byID[ids[0]].Lease}, {Lease: remote.Lease{JobID: 999999, Attempt: 1, Token: 1}}})
 	if err != nil || res[0].Err != nil || !errors.Is(res[1].Err, job.ErrLeaseLost) || !errors.Is(res[2].Err, job.ErrNotFound) {
 		t.Fatalf("batch: %v %+v", err, res)
 	}
@@ -246,73 +251,15 @@ func TestRemoteOutcomes(t *testing.T) {
 	}
 	// Batches that name a job twice, or nothing, are refused whole.
 	var ve *job.ValidationError
-	if _, err := r.Complete(ctx, "acme", []job.RemoteCompletion{{Lease: byID[ids[3]].Lease}, {Lease: byID[ids[3]].Lease}}); !errors.As(err, &ve) {
+	if _, err := r.Complete(ctx, "acme", []remote.Completion{{Lease: byID[ids[3]].Lease}, {Lease: byID[ids[3]].Lease}}); !errors.As(err, &ve) {
 		t.Fatalf("duplicate: %v", err)
 	}
 	if _, err := r.Heartbeat(ctx, "acme", w.ID, nil); !errors.As(err, &ve) {
 		t.Fatalf("empty heartbeat: %v", err)
 	}
 	// A result that is not valid JSON text refuses the batch.
-	if _, err := r.Complete(ctx, "acme", []job.RemoteCompletion{{Lease: byID[ids[3]].Lease, Result: json.RawMessage(`{"a":1,"a":2}`)}}); !errors.As(err, &ve) {
+	if _, err := r.Complete(ctx, "acme", []remote.Completion{{Lease: byID[ids[3]].Lease, Result: json.RawMessage(`{"a":1,"a":2}`)}}); !errors.As(err, &ve) {
 		t.Fatalf("duplicate member names in a result: %v", err)
-	}
-}
-
-func (e *env) count(sql string, args ...any) int {
-	e.t.Helper()
-	var n int
-	if err := e.st.Pool().QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		e.t.Fatalf("%s: %v", sql, err)
-	}
-	return n
-}
-
-// A waiting claim wakes on the insert's notification, not on its poll:
-// with a poll of an hour it still returns within a second. Red with
-// RemoteWorkers.HandleNotification doing nothing (it waits out the 5s).
-func TestRemoteClaimWakesOnNotification(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	r := e.newRemote(job.RemoteConfig{PollInterval: time.Hour})
-	w := e.register(r, job.RemoteRegistration{Tenant: "acme", Queues: []string{"default"}})
-	type result struct {
-		jobs []job.ClaimedJob
-		err  error
-		took time.Duration
-	}
-	done := make(chan result, 1)
-	go func() {
-		start := time.Now()
-		res, err := r.Claim(context.Background(), job.RemoteClaim{Tenant: "acme", Worker: w.ID, Max: 5, Wait: 5 * time.Second})
-		done <- result{res.Jobs, err, time.Since(start)}
-	}()
-	for r.Waiting() == 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
-	time.Sleep(100 * time.Millisecond)
-	j := e.enqueue(job.Request{Kind: "k", Tenant: "acme"})
-	got := <-done
-	if got.err != nil || len(got.jobs) != 1 || got.jobs[0].ID != j.ID {
-		t.Fatalf("claim: %v %+v", got.err, got.jobs)
-	}
-	if got.took > 2*time.Second {
-		t.Fatalf("the claim took %s: it waited for its deadline, not the notification", got.took)
-	}
-	// An empty wait ends at its deadline with nothing.
-	start := time.Now()
-	if jobs := e.claimRemote(r, job.RemoteClaim{Tenant: "acme", Worker: w.ID, Max: 5, Wait: 300 * time.Millisecond}); len(jobs) != 0 || time.Since(start) < 300*time.Millisecond {
-		t.Fatalf("empty wait: %d jobs after %s", len(jobs), time.Since(start))
-	}
-	// EndWaits answers waiting claims at once.
-	go func() {
-		for r.Waiting() == 0 {
-			time.Sleep(5 * time.Millisecond)
-		}
-		r.EndWaits()
-	}()
-	start = time.Now()
-	if jobs := e.claimRemote(r, job.RemoteClaim{Tenant: "acme", Worker: w.ID, Max: 5, Wait: 10 * time.Second}); len(jobs) != 0 || time.Since(start) > 5*time.Second {
-		t.Fatalf("after EndWaits: %d jobs after %s", len(jobs), time.Since(start))
 	}
 }
 
@@ -320,24 +267,24 @@ func TestRemoteClaimWakesOnNotification(t *testing.T) {
 // wakes and says so), its running jobs may finish until the deadline,
 // then the rest are released, and it is recorded as drained; a drained
 // worker is gone.
-func TestRemoteWorkerDrain(t *testing.T) {
+func TestWorkerDrain(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	r := e.newRemote(job.RemoteConfig{})
+	r := e.newWorkers(remote.Config{})
 	admin := cluster.NewAdmin(e.st.Pool())
 	e.enqueue(job.Request{Kind: "k", Tenant: "acme"})
 	e.enqueue(job.Request{Kind: "k", Tenant: "acme"})
-	w := e.register(r, job.RemoteRegistration{Tenant: "acme", Queues: []string{"default"}})
-	got := e.claimRemote(r, job.RemoteClaim{Tenant: "acme", Worker: w.ID, Max: 2})
+	w := e.register(r, remote.Registration{Tenant: "acme", Queues: []string{"default"}})
+	got := e.claim(r, remote.Claim{Tenant: "acme", Worker: w.ID, Max: 2})
 	if len(got) != 2 {
 		t.Fatalf("claimed %d", len(got))
 	}
 	e.enqueue(job.Request{Kind: "k", Tenant: "acme"})
 	// A claim waiting when the drain order comes wakes and says draining.
-	waiting := make(chan job.RemoteClaimResult, 1)
+	waiting := make(chan remote.ClaimResult, 1)
 	go func() {
-		res, _ := r.Claim(ctx, job.RemoteClaim{Tenant: "acme", Worker: w.ID, Max: 1, Wait: 20 * time.Second})
+		res, _ := r.Claim(ctx, remote.Claim{Tenant: "acme", Worker: w.ID, Max: 1, Wait: 20 * time.Second})
 		waiting <- res
 	}()
 	// The third job is claimable: the waiting claim may take it first.
@@ -350,7 +297,7 @@ func TestRemoteWorkerDrain(t *testing.T) {
 		if len(res.Jobs) == 1 {
 			// It got the third job before the order; its next claim sees the drain.
 			got = append(got, res.Jobs...)
-			res, _ = r.Claim(ctx, job.RemoteClaim{Tenant: "acme", Worker: w.ID, Max: 1, Wait: time.Second})
+			res, _ = r.Claim(ctx, remote.Claim{Tenant: "acme", Worker: w.ID, Max: 1, Wait: time.Second})
 		}
 		if !res.Draining || len(res.Jobs) != 0 {
 			t.Fatalf("claim after the drain order: %+v", res)
@@ -358,19 +305,19 @@ func TestRemoteWorkerDrain(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiting claim did not wake on the drain order")
 	}
-	e.sweepRemote(r)
+	e.sweep(r)
 	if st := e.nodeState(w.ID); st != "draining" {
 		t.Fatalf("state %q, want draining", st)
 	}
 	// In-flight jobs may still finish.
-	if res, err := r.Complete(ctx, "acme", []job.RemoteCompletion{{Lease: got[0].Lease}}); err != nil || res[0].Err != nil {
+	if res, err := r.Complete(ctx, "acme", []remote.Completion{{Lease: got[0].Lease}}); err != nil || res[0].Err != nil {
 		t.Fatalf("complete while draining: %v %+v", err, res)
 	}
 	// The deadline passes with the rest running: they are released.
 	if err := admin.Drain(ctx, w.ID, 0); err != nil {
 		t.Fatal(err)
 	}
-	e.sweepRemote(r)
+	e.sweep(r)
 	for _, cj := range got[1:] {
 		j, _ := e.client.Get(ctx, "", cj.ID)
 		if j.State != job.Pending || len(j.Errors) != 1 || j.Errors[0].Kind != "released" || j.MaxAttempts != cj.MaxAttempts+1 {
@@ -383,21 +330,21 @@ func TestRemoteWorkerDrain(t *testing.T) {
 	if reason := e.leftReason(w.ID); reason != "drained" {
 		t.Fatalf("left reason %q", reason)
 	}
-	if res, err := r.Claim(ctx, job.RemoteClaim{Tenant: "acme", Worker: w.ID, Max: 1}); err != nil || !res.Draining {
+	if res, err := r.Claim(ctx, remote.Claim{Tenant: "acme", Worker: w.ID, Max: 1}); err != nil || !res.Draining {
 		t.Fatalf("claim of a drained worker: %v %+v, want draining", err, res)
 	}
 }
 
 // A drained worker with nothing running leaves at the next sweep.
-func TestRemoteWorkerDrainedWhenIdle(t *testing.T) {
+func TestWorkerDrainedWhenIdle(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	r := e.newRemote(job.RemoteConfig{})
-	w := e.register(r, job.RemoteRegistration{Tenant: "acme", Queues: []string{"default"}})
+	r := e.newWorkers(remote.Config{})
+	w := e.register(r, remote.Registration{Tenant: "acme", Queues: []string{"default"}})
 	if err := cluster.NewAdmin(e.st.Pool()).Drain(context.Background(), w.ID, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	e.sweepRemote(r)
+	e.sweep(r)
 	if st, reason := e.nodeState(w.ID), e.leftReason(w.ID); st != "dead" || reason != "drained" {
 		t.Fatalf("idle drained worker: %s (%s)", st, reason)
 	}
@@ -406,14 +353,14 @@ func TestRemoteWorkerDrainedWhenIdle(t *testing.T) {
 // A remote worker that stops calling loses its leases like a node (the
 // lease rescuer runs its jobs again) and is marked lost; a worker that
 // leaves gives its jobs back at once.
-func TestSilentRemoteWorkerLosesItsLeases(t *testing.T) {
+func TestSilentWorkerLosesItsLeases(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	r := e.newRemote(job.RemoteConfig{LeaseTTL: time.Second, SilentAfter: 1500 * time.Millisecond, MaxWait: time.Second})
+	r := e.newWorkers(remote.Config{LeaseTTL: time.Second, SilentAfter: 1500 * time.Millisecond, MaxWait: time.Second})
 	j := e.enqueue(job.Request{Kind: "k", Tenant: "acme"})
-	w := e.register(r, job.RemoteRegistration{Tenant: "acme", Queues: []string{"default"}})
-	if got := e.claimRemote(r, job.RemoteClaim{Tenant: "acme", Worker: w.ID, Max: 1}); len(got) != 1 {
+	w := e.register(r, remote.Registration{Tenant: "acme", Queues: []string{"default"}})
+	if got := e.claim(r, remote.Claim{Tenant: "acme", Worker: w.ID, Max: 1}); len(got) != 1 {
 		t.Fatal("no claim")
 	}
 	time.Sleep(1600 * time.Millisecond)
@@ -423,16 +370,16 @@ func TestSilentRemoteWorkerLosesItsLeases(t *testing.T) {
 	if got, _ := e.client.Get(ctx, "", j.ID); got.State != job.Retrying || got.Errors[0].Kind != "lost" {
 		t.Fatalf("after rescue: %s %+v", got.State, got.Errors)
 	}
-	e.sweepRemote(r)
+	e.sweep(r)
 	if st, reason := e.nodeState(w.ID), e.leftReason(w.ID); st != "dead" || reason != "lost" {
 		t.Fatalf("silent worker: %s (%s)", st, reason)
 	}
-	if _, err := r.Claim(ctx, job.RemoteClaim{Tenant: "acme", Worker: w.ID, Max: 1}); !errors.Is(err, job.ErrWorkerGone) {
+	if _, err := r.Claim(ctx, remote.Claim{Tenant: "acme", Worker: w.ID, Max: 1}); !errors.Is(err, remote.ErrWorkerGone) {
 		t.Fatalf("claim of a lost worker: %v", err)
 	}
 	// Leave: the running job is released at once, no attempt used up.
-	w2 := e.register(r, job.RemoteRegistration{Tenant: "acme", Queues: []string{"default"}})
-	if got := e.claimRemote(r, job.RemoteClaim{Tenant: "acme", Worker: w2.ID, Max: 1}); len(got) != 1 {
+	w2 := e.register(r, remote.Registration{Tenant: "acme", Queues: []string{"default"}})
+	if got := e.claim(r, remote.Claim{Tenant: "acme", Worker: w2.ID, Max: 1}); len(got) != 1 {
 		t.Fatal("no claim")
 	}
 	if n, err := r.Leave(ctx, "acme", w2.ID); err != nil || n != 1 {
@@ -441,14 +388,14 @@ func TestSilentRemoteWorkerLosesItsLeases(t *testing.T) {
 	if got, _ := e.client.Get(ctx, "", j.ID); got.State != job.Pending || got.Errors[len(got.Errors)-1].Kind != "released" {
 		t.Fatalf("after leave: %s %+v", got.State, got.Errors)
 	}
-	if _, err := r.Leave(ctx, "acme", w2.ID); !errors.Is(err, job.ErrUnknownWorker) {
+	if _, err := r.Leave(ctx, "acme", w2.ID); !errors.Is(err, remote.ErrUnknownWorker) {
 		t.Fatalf("second leave: %v", err)
 	}
 }
 
-func (e *env) sweepRemote(r *job.RemoteWorkers) {
+func (e *env) sweep(r *remote.Workers) {
 	e.t.Helper()
-	if _, err := job.SweepRemote(r, context.Background()); err != nil {
+	if _, err := remote.Sweep(r, context.Background()); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -472,7 +419,7 @@ func (e *env) leftReason(id string) string {
 // A concurrency limit holds across remote and in-process claims: remote
 // claims go through the same admission. Red with claim_pick_remote not
 // calling limit_admit (the remote worker takes all 10).
-func TestRemoteClaimsCountAgainstLimits(t *testing.T) {
+func TestClaimsCountAgainstLimits(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
@@ -484,20 +431,20 @@ func TestRemoteClaimsCountAgainstLimits(t *testing.T) {
 	}
 	// A node holds one slot.
 	e.claimAs("node-a", time.Hour)
-	r := e.newRemote(job.RemoteConfig{})
-	w := e.register(r, job.RemoteRegistration{Tenant: "acme", Queues: []string{"default"}, Kinds: []string{"k"}})
-	got := e.claimRemote(r, job.RemoteClaim{Tenant: "acme", Worker: w.ID, Max: 10})
+	r := e.newWorkers(remote.Config{})
+	w := e.register(r, remote.Registration{Tenant: "acme", Queues: []string{"default"}, Kinds: []string{"k"}})
+	got := e.claim(r, remote.Claim{Tenant: "acme", Worker: w.ID, Max: 10})
 	if len(got) != 2 {
 		t.Fatalf("remote claim took %d with one of 3 slots held: want 2", len(got))
 	}
-	if more := e.claimRemote(r, job.RemoteClaim{Tenant: "acme", Worker: w.ID, Max: 10}); len(more) != 0 {
+	if more := e.claim(r, remote.Claim{Tenant: "acme", Worker: w.ID, Max: 10}); len(more) != 0 {
 		t.Fatalf("a full limit let %d more through", len(more))
 	}
 	// A completion frees a slot.
-	if res, err := r.Complete(ctx, "acme", []job.RemoteCompletion{{Lease: got[0].Lease}}); err != nil || res[0].Err != nil {
+	if res, err := r.Complete(ctx, "acme", []remote.Completion{{Lease: got[0].Lease}}); err != nil || res[0].Err != nil {
 		t.Fatalf("complete: %v %+v", err, res)
 	}
-	if more := e.claimRemote(r, job.RemoteClaim{Tenant: "acme", Worker: w.ID, Max: 10}); len(more) != 1 {
+	if more := e.claim(r, remote.Claim{Tenant: "acme", Worker: w.ID, Max: 10}); len(more) != 1 {
 		t.Fatalf("after a completion: %d, want 1", len(more))
 	}
 	if n := e.count(`SELECT count(*) FROM gaffer.jobs WHERE state = 'running'`); n != 3 {
@@ -507,7 +454,7 @@ func TestRemoteClaimsCountAgainstLimits(t *testing.T) {
 
 // A remote claim shared among units (two fairness keys) is limited too:
 // it decides whether limits apply from the kinds and tenants it took.
-func TestRemoteSharedClaimCountsAgainstLimits(t *testing.T) {
+func TestSharedClaimCountsAgainstLimits(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
@@ -519,46 +466,46 @@ func TestRemoteSharedClaimCountsAgainstLimits(t *testing.T) {
 			e.enqueue(job.Request{Kind: "k", Tenant: "acme", FairnessKey: key})
 		}
 	}
-	r := e.newRemote(job.RemoteConfig{})
-	w := e.register(r, job.RemoteRegistration{Tenant: "acme", Queues: []string{"default"}, Kinds: []string{"k"}})
-	if got := e.claimRemote(r, job.RemoteClaim{Tenant: "acme", Worker: w.ID, Max: 10}); len(got) != 3 {
+	r := e.newWorkers(remote.Config{})
+	w := e.register(r, remote.Registration{Tenant: "acme", Queues: []string{"default"}, Kinds: []string{"k"}})
+	if got := e.claim(r, remote.Claim{Tenant: "acme", Worker: w.ID, Max: 10}); len(got) != 3 {
 		t.Fatalf("a claim of 10 over two units took %d under a limit of 3", len(got))
 	}
 }
 
 // Bad registrations and claims are refused, naming the field; a tenant
 // holds at most MaxPerTenant workers.
-func TestRemoteValidation(t *testing.T) {
+func TestValidation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	r := e.newRemote(job.RemoteConfig{MaxPerTenant: 2})
+	r := e.newWorkers(remote.Config{MaxPerTenant: 2})
 	for _, c := range []struct {
-		reg   job.RemoteRegistration
+		reg   remote.Registration
 		field string
 	}{
-		{job.RemoteRegistration{Tenant: "acme"}, "queues"},
-		{job.RemoteRegistration{Tenant: "acme", Queues: []string{"Bad Queue"}}, "queues"},
-		{job.RemoteRegistration{Tenant: "acme", Queues: []string{"q"}, Kinds: []string{"bad kind!"}}, "kinds"},
-		{job.RemoteRegistration{Tenant: "acme", Queues: []string{"q"}, Name: "a\nb"}, "name"},
-		{job.RemoteRegistration{Tenant: "acme", Queues: []string{"q"}, Version: string(make([]byte, 65))}, "version"},
-		{job.RemoteRegistration{Tenant: "Not A Tenant", Queues: []string{"q"}}, "tenant"},
+		{remote.Registration{Tenant: "acme"}, "queues"},
+		{remote.Registration{Tenant: "acme", Queues: []string{"Bad Queue"}}, "queues"},
+		{remote.Registration{Tenant: "acme", Queues: []string{"q"}, Kinds: []string{"bad kind!"}}, "kinds"},
+		{remote.Registration{Tenant: "acme", Queues: []string{"q"}, Name: "a\nb"}, "name"},
+		{remote.Registration{Tenant: "acme", Queues: []string{"q"}, Version: string(make([]byte, 65))}, "version"},
+		{remote.Registration{Tenant: "Not A Tenant", Queues: []string{"q"}}, "tenant"},
 	} {
 		var ve *job.ValidationError
 		if _, err := r.Register(ctx, c.reg); !errors.As(err, &ve) || ve.Field != c.field {
 			t.Errorf("register %+v: %v, want a %s error", c.reg, err, c.field)
 		}
 	}
-	w := e.register(r, job.RemoteRegistration{Tenant: "acme", Queues: []string{"q", "q"}})
+	w := e.register(r, remote.Registration{Tenant: "acme", Queues: []string{"q", "q"}})
 	if len(w.Queues) != 1 || w.LeaseTTL != 30*time.Second || w.HeartbeatInterval != 10*time.Second {
 		t.Fatalf("registered %+v", w)
 	}
-	e.register(r, job.RemoteRegistration{Tenant: "acme", Queues: []string{"q"}})
-	if _, err := r.Register(ctx, job.RemoteRegistration{Tenant: "acme", Queues: []string{"q"}}); !errors.Is(err, job.ErrTooManyWorkers) {
+	e.register(r, remote.Registration{Tenant: "acme", Queues: []string{"q"}})
+	if _, err := r.Register(ctx, remote.Registration{Tenant: "acme", Queues: []string{"q"}}); !errors.Is(err, remote.ErrTooManyWorkers) {
 		t.Fatalf("third worker: %v", err)
 	}
-	e.register(r, job.RemoteRegistration{Tenant: "other", Queues: []string{"q"}})
-	for _, c := range []job.RemoteClaim{
+	e.register(r, remote.Registration{Tenant: "other", Queues: []string{"q"}})
+	for _, c := range []remote.Claim{
 		{Tenant: "acme", Worker: w.ID, Max: 0},
 		{Tenant: "acme", Worker: w.ID, Max: 1001},
 		{Tenant: "acme", Worker: w.ID, Max: 1, Wait: time.Minute},
@@ -568,59 +515,7 @@ func TestRemoteValidation(t *testing.T) {
 			t.Errorf("claim %+v: %v", c, err)
 		}
 	}
-	if _, err := r.Claim(ctx, job.RemoteClaim{Worker: "rw_nope", Max: 1}); !errors.Is(err, job.ErrUnknownWorker) {
+	if _, err := r.Claim(ctx, remote.Claim{Worker: "rw_nope", Max: 1}); !errors.Is(err, remote.ErrUnknownWorker) {
 		t.Fatalf("unknown worker: %v", err)
-	}
-}
-
-// Progress: a handler reports it through its lease; it shows on the job;
-// after the lease is lost it is refused and changes nothing.
-func TestSetProgress(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	ctx := context.Background()
-	reported := make(chan error, 1)
-	release := make(chan struct{})
-	e.reg.HandleFunc("long", func(ctx context.Context, j *job.Job) error {
-		reported <- j.SetProgress(ctx, 42.5, "halfway: 17 of 40 pages")
-		<-release
-		// The lease is gone by now (the test took the job over).
-		reported <- j.SetProgress(ctx, 90, "late")
-		return nil
-	})
-	e.startWorker(job.WorkerConfig{LeaseTTL: time.Hour})
-	j := e.enqueue(job.Request{Kind: "long"})
-	if err := <-reported; err != nil {
-		t.Fatalf("SetProgress: %v", err)
-	}
-	got, _ := e.client.Get(ctx, "", j.ID)
-	if got.Progress == nil || got.Progress.Percent != 42.5 || got.Progress.Message != "halfway: 17 of 40 pages" || got.Progress.Attempt != 1 || got.Progress.At.IsZero() {
-		t.Fatalf("progress %+v", got.Progress)
-	}
-	// Another attempt takes the job over (as after a lost lease).
-	e.exec(`UPDATE gaffer.jobs SET attempt = attempt + 1, lease_token = 7 WHERE id = $1`, j.ID)
-	close(release)
-	if err := <-reported; !errors.Is(err, job.ErrLeaseLost) {
-		t.Fatalf("SetProgress after losing the lease: %v", err)
-	}
-	got, _ = e.client.Get(ctx, "", j.ID)
-	if got.Progress.Percent != 42.5 {
-		t.Fatalf("a stale progress was recorded: %+v", got.Progress)
-	}
-	// Bad values are refused before anything is written.
-	for _, c := range []struct {
-		p   float64
-		msg string
-	}{{-1, ""}, {100.5, ""}, {50, string(make([]byte, job.MaxProgressMessage+1))}, {50, "two\nlines"}, {50, "\u202eevil"}, {50, "\xff"}} {
-		if err := job.CheckProgress(c.p, c.msg); err == nil {
-			t.Errorf("CheckProgress(%v, %q) accepted", c.p, c.msg)
-		}
-	}
-	if err := job.CheckProgress(100, "done ✓"); err != nil {
-		t.Fatal(err)
-	}
-	// A job read back is not an attempt this process runs.
-	if err := got.SetProgress(ctx, 1, ""); err == nil {
-		t.Fatal("SetProgress on a job read with Get succeeded")
 	}
 }

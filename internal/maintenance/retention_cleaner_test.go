@@ -1,4 +1,4 @@
-package job_test
+package maintenance_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gafferhq/gaffer/internal/maintenance"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
 )
@@ -30,7 +31,7 @@ func TestRetentionDeletesOnlyExpiredFinishedRows(t *testing.T) {
 	// And an unfinished job that is old must never go.
 	e.exec(`UPDATE gaffer.jobs SET created_at = now() - interval '30 days' WHERE id = $1`, unfinished.ID)
 
-	c, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Pool: e.st.Pool(), BatchSize: 1})
+	c, err := maintenance.NewRetentionCleaner(maintenance.RetentionCleanerConfig{Pool: e.st.Pool(), BatchSize: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestRetentionDeletesOnlyExpiredFinishedRows(t *testing.T) {
 			t.Errorf("job %d: exists=%v, want %v", id, err == nil, want)
 		}
 	}
-	if _, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Pool: e.st.Pool(), JobRetention: -time.Hour}); err == nil {
+	if _, err := maintenance.NewRetentionCleaner(maintenance.RetentionCleanerConfig{Pool: e.st.Pool(), JobRetention: -time.Hour}); err == nil {
 		t.Fatal("negative retention accepted")
 	}
 }
@@ -76,7 +77,7 @@ func TestRetentionDeletesExpiredIdempotencyKeys(t *testing.T) {
 		t.Fatalf("claim of a fresh key: taken=%v status=%d err=%v, want its stored 201", taken, prev.Status, err)
 	}
 
-	c, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Pool: e.st.Pool(), BatchSize: 1})
+	c, err := maintenance.NewRetentionCleaner(maintenance.RetentionCleanerConfig{Pool: e.st.Pool(), BatchSize: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestRetentionDeletesExpiredSessionsUnderTheFence(t *testing.T) {
 		e.exec(`INSERT INTO gaffer.ui_sessions (id_hash, token_id, tenant, scopes, expires_at)
 		        VALUES ($1, 'tok_x', 'default', '{jobs:read}', now() + $2::interval)`, []byte{byte(i)}, expires)
 	}
-	c, err := job.NewRetentionCleaner(job.RetentionCleanerConfig{Pool: e.st.Pool(), BatchSize: 2, Fence: deposedAtSessions{st: e.st}})
+	c, err := maintenance.NewRetentionCleaner(maintenance.RetentionCleanerConfig{Pool: e.st.Pool(), BatchSize: 2, Fence: deposedAtSessions{st: e.st}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func TestRetentionDeletesExpiredSessionsUnderTheFence(t *testing.T) {
 		t.Fatalf("%d sessions left after a sweep fenced off at the sessions (%v), want all 4", n, err)
 	}
 
-	c, _ = job.NewRetentionCleaner(job.RetentionCleanerConfig{Pool: e.st.Pool(), BatchSize: 2})
+	c, _ = maintenance.NewRetentionCleaner(maintenance.RetentionCleanerConfig{Pool: e.st.Pool(), BatchSize: 2})
 	swept, err := c.RunOnce(ctx)
 	if err != nil || swept.Sessions != 3 {
 		t.Fatalf("deleted %d sessions (%v), want the 3 expired", swept.Sessions, err)

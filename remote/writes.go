@@ -1,22 +1,25 @@
-package job
+package remote
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gafferhq/gaffer/internal/redact"
+	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
 )
 
-// RemoteOutcome is what became of one job's part of a remote write.
-type RemoteOutcome struct {
+// Outcome is what became of one job's part of a remote write.
+type Outcome struct {
 	JobID int64
-	// Err is nil when the write was accepted; it wraps ErrLeaseLost when
+	// Err is nil when the write was accepted; it wraps job.ErrLeaseLost when
 	// the attempt no longer owns the job (the worker must stop working on
-	// it and drop its result), and is ErrNotFound for a job that does not
+	// it and drop its result), and is job.ErrNotFound for a job that does not
 	// exist or is another tenant's.
 	Err error
 	// CancelRequested (heartbeats): cancellation of the job was asked
@@ -25,16 +28,16 @@ type RemoteOutcome struct {
 	CancelRequested bool
 }
 
-// RemoteCompletion is a remote attempt that succeeded, and its result.
-type RemoteCompletion struct {
+// Completion is a remote attempt that succeeded, and its result.
+type Completion struct {
 	Lease
 	// Result is the job's result as JSON text, kept byte for byte (see
-	// Job.SetResult); nil for none.
+	// job.Job.SetResult); nil for none.
 	Result json.RawMessage
 }
 
-// RemoteFailure is a remote attempt that failed.
-type RemoteFailure struct {
+// Failure is a remote attempt that failed.
+type Failure struct {
 	Lease
 	// Message is the error, stored (at most 8 KiB, URL passwords and
 	// query values masked) and shown to the tenant's readers.
@@ -51,14 +54,14 @@ type RemoteFailure struct {
 // checkBatch refuses an empty batch, one over MaxClaim, and one that
 // names a job twice (one statement would write it once, and which
 // lease won would be the database's choice).
-func (r *RemoteWorkers) checkBatch(ids []int64) error {
+func (r *Workers) checkBatch(ids []int64) error {
 	if len(ids) == 0 || len(ids) > r.cfg.MaxClaim {
-		return &ValidationError{Field: "jobs", Message: fmt.Sprintf("name 1 to %d jobs, got %d", r.cfg.MaxClaim, len(ids))}
+		return &job.ValidationError{Field: "jobs", Message: fmt.Sprintf("name 1 to %d jobs, got %d", r.cfg.MaxClaim, len(ids))}
 	}
 	seen := make(map[int64]bool, len(ids))
 	for _, id := range ids {
 		if seen[id] {
-			return &ValidationError{Field: "jobs", Message: fmt.Sprintf("job %d is named twice", id)}
+			return &job.ValidationError{Field: "jobs", Message: fmt.Sprintf("job %d is named twice", id)}
 		}
 		seen[id] = true
 	}
@@ -67,24 +70,24 @@ func (r *RemoteWorkers) checkBatch(ids []int64) error {
 
 // own returns, of the jobs ids, those of the caller's tenant ("": any),
 // with their queue and kind (for metrics).
-func (r *RemoteWorkers) own(ctx context.Context, tenant string, ids []int64) (map[int64]store.JobLabel, error) {
+func (r *Workers) own(ctx context.Context, tenant string, ids []int64) (map[int64]store.JobLabel, error) {
 	return r.store.JobsOfTenant(ctx, ids, tenant)
 }
 
 // stale counts and logs a write refused because the attempt no longer
 // owns its job.
-func (r *RemoteWorkers) stale(l Lease, label store.JobLabel, op string) error {
-	r.metrics.counter(r.metrics.stale, label.Queue, label.Kind, op).Inc()
+func (r *Workers) stale(l Lease, label store.JobLabel, op string) error {
+	r.metrics.CountStale(label.Queue, label.Kind, op)
 	r.log.Warn("remote write refused: the attempt no longer owns the job", "job_id", l.JobID, "attempt", l.Attempt, "op", op)
-	return fmt.Errorf("job %d attempt %d: %w", l.JobID, l.Attempt, ErrLeaseLost)
+	return fmt.Errorf("job %d attempt %d: %w", l.JobID, l.Attempt, job.ErrLeaseLost)
 }
 
 // Heartbeat extends the leases to LeaseTTL from the database's now, for a
 // remote worker that is still working on them, and records the call as
 // the worker's. tenant is the caller's ("" for a spanning caller). Each
 // lease has its outcome, in order. Errors (for the whole call):
-// *ValidationError, ErrUnknownWorker.
-func (r *RemoteWorkers) Heartbeat(ctx context.Context, tenant, worker string, leases []Lease) ([]RemoteOutcome, error) {
+// *job.ValidationError, ErrUnknownWorker.
+func (r *Workers) Heartbeat(ctx context.Context, tenant, worker string, leases []Lease) ([]Outcome, error) {
 	ids := make([]int64, len(leases))
 	for i, l := range leases {
 		ids[i] = l.JobID
@@ -118,14 +121,14 @@ func (r *RemoteWorkers) Heartbeat(ctx context.Context, tenant, worker string, le
 			got[h.ID] = h.CancelRequested
 		}
 	}
-	out := make([]RemoteOutcome, len(leases))
+	out := make([]Outcome, len(leases))
 	for i, l := range leases {
 		out[i].JobID = l.JobID
 		label, ok := labels[l.JobID]
 		cancel, extended := got[l.JobID]
 		switch {
 		case !ok:
-			out[i].Err = ErrNotFound
+			out[i].Err = job.ErrNotFound
 		case !extended:
 			out[i].Err = r.stale(l, label, "heartbeat")
 		default:
@@ -138,8 +141,8 @@ func (r *RemoteWorkers) Heartbeat(ctx context.Context, tenant, worker string, le
 // Complete records remote attempts as completed, with their results, in
 // one statement. tenant is the caller's ("" for a spanning caller). Each
 // completion has its outcome, in order. Errors (for the whole call):
-// *ValidationError (a bad result refuses the whole batch).
-func (r *RemoteWorkers) Complete(ctx context.Context, tenant string, cs []RemoteCompletion) ([]RemoteOutcome, error) {
+// *job.ValidationError (a bad result refuses the whole batch).
+func (r *Workers) Complete(ctx context.Context, tenant string, cs []Completion) ([]Outcome, error) {
 	ids := make([]int64, len(cs))
 	for i, c := range cs {
 		ids[i] = c.JobID
@@ -152,11 +155,8 @@ func (r *RemoteWorkers) Complete(ctx context.Context, tenant string, cs []Remote
 		if c.Result == nil {
 			continue
 		}
-		b := trimSpace(c.Result)
-		if len(b) == 0 {
-			b = []byte("null")
-		}
-		if err := checkPayload("result", b, MaxResultBytes); err != nil {
+		b, err := job.CheckResult(c.Result)
+		if err != nil {
 			return nil, err
 		}
 		results[i] = b
@@ -185,18 +185,18 @@ func (r *RemoteWorkers) Complete(ctx context.Context, tenant string, cs []Remote
 			accepted[id] = true
 		}
 	}
-	out := make([]RemoteOutcome, len(cs))
+	out := make([]Outcome, len(cs))
 	woken := map[string]bool{}
 	for i, c := range cs {
 		out[i].JobID = c.JobID
 		label, ok := labels[c.JobID]
 		switch {
 		case !ok:
-			out[i].Err = ErrNotFound
+			out[i].Err = job.ErrNotFound
 		case !accepted[c.JobID]:
 			out[i].Err = r.stale(c.Lease, label, "complete")
 		default:
-			r.metrics.forKind(label.Queue, label.Kind).completed.Inc()
+			r.metrics.CountOutcome(label.Queue, label.Kind, job.OutcomeCompleted)
 			if !woken[label.Queue] {
 				// The slots these attempts held under limits are free now.
 				woken[label.Queue] = true
@@ -207,15 +207,18 @@ func (r *RemoteWorkers) Complete(ctx context.Context, tenant string, cs []Remote
 	return out, nil
 }
 
+// validText: PostgreSQL text holds valid UTF-8 without NUL characters.
+func validText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
+
 // ownOne checks that one job is the caller's and returns its labels.
-func (r *RemoteWorkers) ownOne(ctx context.Context, tenant string, id int64) (store.JobLabel, error) {
+func (r *Workers) ownOne(ctx context.Context, tenant string, id int64) (store.JobLabel, error) {
 	labels, err := r.own(ctx, tenant, []int64{id})
 	if err != nil {
 		return store.JobLabel{}, err
 	}
 	label, ok := labels[id]
 	if !ok {
-		return label, ErrNotFound
+		return label, job.ErrNotFound
 	}
 	return label, nil
 }
@@ -224,13 +227,13 @@ func (r *RemoteWorkers) ownOne(ctx context.Context, tenant string, id int64) (st
 // default backoff (or f.RetryAfter), or fails into the DLQ when it was
 // permanent or the last attempt, or ends cancelled when that was asked
 // for. It returns the job's new state. tenant is the caller's ("" for a
-// spanning caller). Errors: *ValidationError, ErrNotFound, ErrLeaseLost.
-func (r *RemoteWorkers) Fail(ctx context.Context, tenant string, f RemoteFailure) (State, error) {
-	if f.RetryAfter < 0 || f.RetryAfter > MaxDelay {
-		return "", &ValidationError{Field: "retry_after", Message: fmt.Sprintf("must be between 0 and %s, got %s", MaxDelay, f.RetryAfter)}
+// spanning caller). Errors: *job.ValidationError, job.ErrNotFound, job.ErrLeaseLost.
+func (r *Workers) Fail(ctx context.Context, tenant string, f Failure) (job.State, error) {
+	if f.RetryAfter < 0 || f.RetryAfter > job.MaxDelay {
+		return "", &job.ValidationError{Field: "retry_after", Message: fmt.Sprintf("must be between 0 and %s, got %s", job.MaxDelay, f.RetryAfter)}
 	}
 	if !validText(f.Message) || !validText(f.Stack) {
-		return "", &ValidationError{Field: "error", Message: "the error and stack must be UTF-8 without NUL characters"}
+		return "", &job.ValidationError{Field: "error", Message: "the error and stack must be UTF-8 without NUL characters"}
 	}
 	if f.Message == "" {
 		f.Message = "failed"
@@ -241,7 +244,7 @@ func (r *RemoteWorkers) Fail(ctx context.Context, tenant string, f RemoteFailure
 	}
 	delay := f.RetryAfter
 	if delay == 0 {
-		delay = DefaultBackoff.Delay(f.Attempt)
+		delay = job.DefaultBackoff.Delay(f.Attempt)
 	}
 	// Stored and shown to the tenant's readers: no URL passwords or query
 	// values, as for a node's failed attempt.
@@ -253,25 +256,25 @@ func (r *RemoteWorkers) Fail(ctx context.Context, tenant string, f RemoteFailure
 	if err != nil {
 		return "", err
 	}
-	switch State(state) {
-	case Retrying:
-		r.metrics.counter(r.metrics.retried, label.Queue, label.Kind).Inc()
-	case Failed:
-		r.metrics.counter(r.metrics.failed, label.Queue, label.Kind).Inc()
-	case Cancelled:
-		r.metrics.counter(r.metrics.cancelled, label.Queue, label.Kind).Inc()
+	switch job.State(state) {
+	case job.Retrying:
+		r.metrics.CountOutcome(label.Queue, label.Kind, job.OutcomeRetry)
+	case job.Failed:
+		r.metrics.CountOutcome(label.Queue, label.Kind, job.OutcomeFailed)
+	case job.Cancelled:
+		r.metrics.CountOutcome(label.Queue, label.Kind, job.OutcomeCancelled)
 	}
 	r.WakeQueue(label.Queue)
-	return State(state), nil
+	return job.State(state), nil
 }
 
 // Snooze puts a remote attempt's job back to pending, due after delay,
 // without using up an attempt (or ends it cancelled, when that was asked
-// for). It returns the job's new state. Errors: *ValidationError,
-// ErrNotFound, ErrLeaseLost.
-func (r *RemoteWorkers) Snooze(ctx context.Context, tenant string, l Lease, delay time.Duration) (State, error) {
-	if delay < 0 || delay > MaxDelay {
-		return "", &ValidationError{Field: "delay", Message: fmt.Sprintf("must be between 0 and %s, got %s", MaxDelay, delay)}
+// for). It returns the job's new state. Errors: *job.ValidationError,
+// job.ErrNotFound, job.ErrLeaseLost.
+func (r *Workers) Snooze(ctx context.Context, tenant string, l Lease, delay time.Duration) (job.State, error) {
+	if delay < 0 || delay > job.MaxDelay {
+		return "", &job.ValidationError{Field: "delay", Message: fmt.Sprintf("must be between 0 and %s, got %s", job.MaxDelay, delay)}
 	}
 	label, err := r.ownOne(ctx, tenant, l.JobID)
 	if err != nil {
@@ -284,19 +287,19 @@ func (r *RemoteWorkers) Snooze(ctx context.Context, tenant string, l Lease, dela
 	if err != nil {
 		return "", err
 	}
-	if State(state) == Cancelled {
-		r.metrics.counter(r.metrics.cancelled, label.Queue, label.Kind).Inc()
+	if job.State(state) == job.Cancelled {
+		r.metrics.CountOutcome(label.Queue, label.Kind, job.OutcomeCancelled)
 	} else {
-		r.metrics.counter(r.metrics.snoozed, label.Queue, label.Kind).Inc()
+		r.metrics.CountOutcome(label.Queue, label.Kind, job.OutcomeSnoozed)
 	}
 	r.WakeQueue(label.Queue)
-	return State(state), nil
+	return job.State(state), nil
 }
 
-// Progress records how far a remote attempt got (see Job.SetProgress and
-// CheckProgress). Errors: *ValidationError, ErrNotFound, ErrLeaseLost.
-func (r *RemoteWorkers) Progress(ctx context.Context, tenant string, l Lease, percent float64, message string) error {
-	if err := CheckProgress(percent, message); err != nil {
+// Progress records how far a remote attempt got (see job.Job.SetProgress and
+// job.CheckProgress). Errors: *job.ValidationError, job.ErrNotFound, job.ErrLeaseLost.
+func (r *Workers) Progress(ctx context.Context, tenant string, l Lease, percent float64, message string) error {
+	if err := job.CheckProgress(percent, message); err != nil {
 		return err
 	}
 	label, err := r.ownOne(ctx, tenant, l.JobID)

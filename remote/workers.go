@@ -1,4 +1,4 @@
-package job
+package remote
 
 import (
 	"context"
@@ -17,15 +17,19 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/service"
+	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
 )
 
-// RemoteConfig configures RemoteWorkers. Zero values take the defaults
-// shown.
-type RemoteConfig struct {
-	Pool    *pgxpool.Pool // required
-	Metrics *Metrics
+// Config configures Workers. Zero values take the defaults shown.
+type Config struct {
+	Pool *pgxpool.Pool // required
+	// Metrics counts the remote attempts. Default: a *job.Metrics
+	// registered nowhere; a node gives its own, so that remote attempts
+	// count in the series its worker's do.
+	Metrics Metrics
 	Logger  hclog.Logger
 	// LeaseTTL is how long a remote claim holds a job without a heartbeat.
 	// Default 30s; a node gives its own.
@@ -53,29 +57,42 @@ type RemoteConfig struct {
 	// (drains, deadlines, silence) while any is live; five times that
 	// while none is. Default 1s.
 	SweepInterval time.Duration
-	// CursorReset is WorkerConfig.CursorReset for remote claims. Default
+	// CursorReset is job.WorkerConfig.CursorReset for remote claims. Default
 	// 1s.
 	CursorReset time.Duration
 }
 
-func (c *RemoteConfig) setDefaults() error {
+// Metrics counts what remote workers' attempts do: *job.Metrics.
+type Metrics interface {
+	// ObserveQueueWait records how long a claimed job waited from due to
+	// claimed.
+	ObserveQueueWait(queue, kind string, wait time.Duration)
+	// CountOutcome counts an attempt's outcome once it is written
+	// (job.OutcomeCompleted, job.OutcomeRetry, …).
+	CountOutcome(queue, kind, outcome string)
+	// CountStale counts a write refused because the attempt no longer
+	// owned its job; op names the write.
+	CountStale(queue, kind, op string)
+}
+
+func (c *Config) setDefaults() error {
 	if c.Pool == nil {
-		return errors.New("RemoteConfig.Pool is required")
+		return errors.New("remote: Config.Pool is required")
 	}
 	for name, d := range map[string]time.Duration{"LeaseTTL": c.LeaseTTL, "MaxWait": c.MaxWait, "PollInterval": c.PollInterval,
 		"SilentAfter": c.SilentAfter, "Keep": c.Keep, "SweepInterval": c.SweepInterval, "CursorReset": c.CursorReset} {
 		if d < 0 {
-			return fmt.Errorf("RemoteConfig.%s must not be negative, got %s", name, d)
+			return fmt.Errorf("remote: Config.%s must not be negative, got %s", name, d)
 		}
 	}
 	if c.MaxClaim < 0 || c.MaxPerTenant < 0 {
-		return errors.New("RemoteConfig: MaxClaim and MaxPerTenant must not be negative")
+		return errors.New("remote: Config.MaxClaim and MaxPerTenant must not be negative")
 	}
 	if c.LeaseTTL > 0 && c.LeaseTTL < 500*time.Millisecond {
-		return fmt.Errorf("RemoteConfig.LeaseTTL must be at least 500ms, got %s", c.LeaseTTL)
+		return fmt.Errorf("remote: Config.LeaseTTL must be at least 500ms, got %s", c.LeaseTTL)
 	}
 	if c.Metrics == nil {
-		c.Metrics = NewMetrics(nil)
+		c.Metrics = job.NewMetrics(nil)
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
@@ -101,14 +118,14 @@ func (c *RemoteConfig) setDefaults() error {
 	return nil
 }
 
-// RemoteWorkers lets processes in any language work jobs over HTTP under
+// Workers lets processes in any language work jobs over HTTP under
 // the same fenced attempts as a node (G11): a remote worker registers,
 // claims jobs of its tenant, queues and kinds (waiting for them up to
 // MaxWait, woken by the same notifications that wake nodes), and records
 // heartbeats, outcomes and progress with each attempt's lease. Every
 // write is the store's compare-and-set on (job, attempt, lease token,
 // running), the very statement a node's worker uses: once the attempt is
-// no longer current it changes nothing and returns ErrLeaseLost.
+// no longer current it changes nothing and returns job.ErrLeaseLost.
 //
 // A remote worker is a row of the nodes table (kind "remote"): it is
 // drained like a node (cluster.Admin.Drain: its claims return nothing,
@@ -119,12 +136,16 @@ func (c *RemoteConfig) setDefaults() error {
 // runs the sweep that moves drains and silent workers along.
 //
 // Start and Stop run the sweep; the other methods work without it.
-type RemoteWorkers struct {
-	cfg     RemoteConfig
+type Workers struct {
+	cfg     Config
 	store   *store.Store
 	log     hclog.Logger
-	metrics *Metrics
+	metrics Metrics
 	sweeper service.Runner
+	// clock times the sweep, a claim's wait and polls, the claim cursors'
+	// age and the release retries; leases and due times are the
+	// database's. Tests set a fake one (SetClock in export_test.go).
+	clock clock.Clock
 
 	mu       sync.Mutex
 	byQueue  map[string]map[*waiter]struct{}
@@ -138,13 +159,13 @@ type RemoteWorkers struct {
 	rotor atomic.Uint32 // where a claim of several queues starts
 }
 
-// NewRemoteWorkers validates cfg and returns RemoteWorkers whose sweep is
+// NewWorkers validates cfg and returns Workers whose sweep is
 // stopped.
-func NewRemoteWorkers(cfg RemoteConfig) (*RemoteWorkers, error) {
+func NewWorkers(cfg Config) (*Workers, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &RemoteWorkers{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("remote_workers"), metrics: cfg.Metrics,
+	return &Workers{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("remote_workers"), metrics: cfg.Metrics, clock: clock.Real,
 		byQueue: map[string]map[*waiter]struct{}{}, byWorker: map[string]map[*waiter]struct{}{}, ending: make(chan struct{}),
 		cursors: map[cursorKey]*claimCursor{}}, nil
 }
@@ -158,29 +179,29 @@ var (
 	// after falling silent; register again. (A drained worker's claims
 	// answer Draining instead.)
 	ErrWorkerGone = errors.New("remote worker gone")
-	// ErrTooManyWorkers: the tenant holds RemoteConfig.MaxPerTenant
+	// ErrTooManyWorkers: the tenant holds Config.MaxPerTenant
 	// remote workers.
 	ErrTooManyWorkers = errors.New("too many remote workers")
 )
 
 // Limits on what a remote worker names.
 const (
-	MaxRemoteQueues  = 32
-	MaxRemoteKinds   = 256
-	MaxRemoteNameLen = 64
+	MaxQueues  = 32
+	MaxKinds   = 256
+	MaxNameLen = 64
 )
 
-// RemoteRegistration is a remote worker to register.
-type RemoteRegistration struct {
+// Registration is a remote worker to register.
+type Registration struct {
 	// Tenant is the tenant whose jobs it works, or AllTenants ("*") for
 	// every tenant's (a spanning token's worker).
 	Tenant string
 	// Name and Version are shown in the nodes view (optional; printable,
-	// at most MaxRemoteNameLen bytes each).
+	// at most MaxNameLen bytes each).
 	Name, Version string
-	// Queues it claims from: 1 to MaxRemoteQueues names.
+	// Queues it claims from: 1 to MaxQueues names.
 	Queues []string
-	// Kinds it claims: up to MaxRemoteKinds; none claims every kind in its
+	// Kinds it claims: up to MaxKinds; none claims every kind in its
 	// queues, as a node does.
 	Kinds []string
 }
@@ -189,8 +210,8 @@ type RemoteRegistration struct {
 // jobs.
 const AllTenants = store.AllTenants
 
-// RemoteWorker is a registered remote worker and the timings it must keep.
-type RemoteWorker struct {
+// Worker is a registered remote worker and the timings it must keep.
+type Worker struct {
 	ID      string   `json:"id"`
 	Name    string   `json:"name"`
 	Version string   `json:"version"`
@@ -205,9 +226,9 @@ type RemoteWorker struct {
 	MaxWait           time.Duration `json:"-"`
 }
 
-func (reg *RemoteRegistration) check() error {
+func (reg *Registration) check() error {
 	if reg.Tenant != AllTenants {
-		if err := ValidateName("tenant", reg.Tenant); err != nil {
+		if err := job.ValidateName("tenant", reg.Tenant); err != nil {
 			return err
 		}
 	}
@@ -216,20 +237,20 @@ func (reg *RemoteRegistration) check() error {
 			return err
 		}
 	}
-	if len(reg.Queues) == 0 || len(reg.Queues) > MaxRemoteQueues {
-		return &ValidationError{Field: "queues", Message: fmt.Sprintf("name 1 to %d queues, got %d", MaxRemoteQueues, len(reg.Queues))}
+	if len(reg.Queues) == 0 || len(reg.Queues) > MaxQueues {
+		return &job.ValidationError{Field: "queues", Message: fmt.Sprintf("name 1 to %d queues, got %d", MaxQueues, len(reg.Queues))}
 	}
 	for _, q := range reg.Queues {
-		if err := ValidateName("queues", q); err != nil {
+		if err := job.ValidateName("queues", q); err != nil {
 			return err
 		}
 	}
-	if len(reg.Kinds) > MaxRemoteKinds {
-		return &ValidationError{Field: "kinds", Message: fmt.Sprintf("name at most %d kinds, got %d", MaxRemoteKinds, len(reg.Kinds))}
+	if len(reg.Kinds) > MaxKinds {
+		return &job.ValidationError{Field: "kinds", Message: fmt.Sprintf("name at most %d kinds, got %d", MaxKinds, len(reg.Kinds))}
 	}
 	for _, k := range reg.Kinds {
-		if err := ValidateKind(k); err != nil {
-			return &ValidationError{Field: "kinds", Message: err.(*ValidationError).Message}
+		if err := job.ValidateKind(k); err != nil {
+			return &job.ValidationError{Field: "kinds", Message: err.(*job.ValidationError).Message}
 		}
 	}
 	reg.Queues = dedupe(reg.Queues)
@@ -240,12 +261,12 @@ func (reg *RemoteRegistration) check() error {
 // checkLabel checks a short text a worker names itself with: shown to
 // operators, so printable and bounded.
 func checkLabel(field, v string) error {
-	if len(v) > MaxRemoteNameLen || !utf8.ValidString(v) {
-		return &ValidationError{Field: field, Message: fmt.Sprintf("must be UTF-8 of at most %d bytes", MaxRemoteNameLen)}
+	if len(v) > MaxNameLen || !utf8.ValidString(v) {
+		return &job.ValidationError{Field: field, Message: fmt.Sprintf("must be UTF-8 of at most %d bytes", MaxNameLen)}
 	}
 	for _, r := range v {
 		if !unicode.IsPrint(r) {
-			return &ValidationError{Field: field, Message: fmt.Sprintf("must be printable, got %U", r)}
+			return &job.ValidationError{Field: field, Message: fmt.Sprintf("must be printable, got %U", r)}
 		}
 	}
 	return nil
@@ -258,10 +279,10 @@ func dedupe(xs []string) []string {
 }
 
 // Register records a new remote worker and returns it with its id.
-// Errors: *ValidationError, ErrTooManyWorkers.
-func (r *RemoteWorkers) Register(ctx context.Context, reg RemoteRegistration) (RemoteWorker, error) {
+// Errors: *job.ValidationError, ErrTooManyWorkers.
+func (r *Workers) Register(ctx context.Context, reg Registration) (Worker, error) {
 	if err := reg.check(); err != nil {
-		return RemoteWorker{}, err
+		return Worker{}, err
 	}
 	if reg.Name == "" {
 		reg.Name = "remote"
@@ -276,22 +297,22 @@ func (r *RemoteWorkers) Register(ctx context.Context, reg RemoteRegistration) (R
 		case errors.Is(err, store.ErrConflict):
 			continue
 		case errors.Is(err, store.ErrTooMany):
-			return RemoteWorker{}, fmt.Errorf("%w: tenant %q has %d", ErrTooManyWorkers, reg.Tenant, r.cfg.MaxPerTenant)
+			return Worker{}, fmt.Errorf("%w: tenant %q has %d", ErrTooManyWorkers, reg.Tenant, r.cfg.MaxPerTenant)
 		case err != nil:
-			return RemoteWorker{}, err
+			return Worker{}, err
 		}
 		r.log.Info("remote worker registered", "worker", id, "tenant", reg.Tenant, "queues", reg.Queues, "kinds", len(reg.Kinds))
-		return RemoteWorker{ID: id, Name: reg.Name, Version: reg.Version, Tenant: reg.Tenant, Queues: reg.Queues, Kinds: reg.Kinds,
+		return Worker{ID: id, Name: reg.Name, Version: reg.Version, Tenant: reg.Tenant, Queues: reg.Queues, Kinds: reg.Kinds,
 			LeaseTTL: r.cfg.LeaseTTL, HeartbeatInterval: r.cfg.LeaseTTL / 3, MaxWait: r.cfg.MaxWait}, nil
 	}
-	return RemoteWorker{}, errors.New("register remote worker: no free id")
+	return Worker{}, errors.New("register remote worker: no free id")
 }
 
 // Leave records that a remote worker stopped and releases the jobs it
 // still runs, without using up their attempts, so that others run them
 // at once. tenant is the caller's ("" for a spanning caller). Errors:
 // ErrUnknownWorker (also for one already gone).
-func (r *RemoteWorkers) Leave(ctx context.Context, tenant, worker string) (released int, err error) {
+func (r *Workers) Leave(ctx context.Context, tenant, worker string) (released int, err error) {
 	if err := r.store.RemoteWorkerLeft(ctx, worker, tenant); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return 0, fmt.Errorf("%w %q", ErrUnknownWorker, worker)
@@ -311,27 +332,27 @@ func (r *RemoteWorkers) Leave(ctx context.Context, tenant, worker string) (relea
 // Start begins this node's sweep of the remote workers: drain orders,
 // drain deadlines, drains finished, silent workers. Non-blocking and
 // idempotent; ctx bounds the loop.
-func (r *RemoteWorkers) Start(ctx context.Context) error {
+func (r *Workers) Start(ctx context.Context) error {
 	r.sweeper.Start(ctx, r.sweepLoop)
 	return nil
 }
 
 // Stop ends the sweep and every claim waiting for work (they return
 // empty at once), and waits for the sweep to return.
-func (r *RemoteWorkers) Stop() {
+func (r *Workers) Stop() {
 	r.EndWaits()
 	r.sweeper.Stop()
 }
 
-func (r *RemoteWorkers) sweepLoop(ctx context.Context) {
+func (r *Workers) sweepLoop(ctx context.Context) {
 	interval := 5 * r.cfg.SweepInterval
 	for {
-		t := time.NewTimer(interval + time.Duration((rand.Float64()*0.2-0.1)*float64(interval)))
+		t := r.clock.NewTimer(interval + time.Duration((rand.Float64()*0.2-0.1)*float64(interval)))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		res, err := r.sweep(ctx)
 		if err != nil {
@@ -347,8 +368,8 @@ func (r *RemoteWorkers) sweepLoop(ctx context.Context) {
 	}
 }
 
-// sweep moves the remote workers along once: see RemoteWorkers.Start.
-func (r *RemoteWorkers) sweep(ctx context.Context) (store.RemoteSweep, error) {
+// sweep moves the remote workers along once: see Workers.Start.
+func (r *Workers) sweep(ctx context.Context) (store.RemoteSweep, error) {
 	res, err := r.store.SweepRemoteWorkers(ctx, r.cfg.SilentAfter, r.cfg.Keep)
 	if err != nil {
 		return res, err

@@ -1,4 +1,4 @@
-package job
+package maintenance
 
 import (
 	"context"
@@ -11,21 +11,32 @@ import (
 
 	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/service"
+	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
 )
 
 // LeaseRescuerConfig configures a LeaseRescuer.
 type LeaseRescuerConfig struct {
-	Pool    *pgxpool.Pool // required
-	Metrics *Metrics
+	Pool *pgxpool.Pool // required
+	// Metrics counts the rescued attempts. Default: a *job.Metrics
+	// registered nowhere.
+	Metrics RescueMetrics
 	Logger  hclog.Logger
-	// Fence guards the rescue writes. Default Unfenced.
+	// Fence guards the rescue writes. Default job.Unfenced.
 	Fence Fence
 	// Interval between sweeps. Default 5s: a job whose node vanished runs
 	// again at most LeaseTTL + Interval after its last heartbeat.
 	Interval time.Duration
 	// BatchSize caps the attempts one statement rescues. Default 1000.
 	BatchSize int
+}
+
+// RescueMetrics counts what a LeaseRescuer ends: *job.Metrics, whose
+// series the attempts a worker ends share.
+type RescueMetrics interface {
+	// CountRescued counts an attempt ended as lost, by the job's new
+	// state.
+	CountRescued(queue, kind, newState string)
 }
 
 // LeaseRescuer ends running attempts whose lease expired by the database
@@ -58,13 +69,13 @@ func NewLeaseRescuer(cfg LeaseRescuerConfig) (*LeaseRescuer, error) {
 		cfg.BatchSize = 1000
 	}
 	if cfg.Metrics == nil {
-		cfg.Metrics = NewMetrics(nil)
+		cfg.Metrics = job.NewMetrics(nil)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	if cfg.Fence == nil {
-		cfg.Fence = Unfenced{Pool: cfg.Pool}
+		cfg.Fence = job.Unfenced{Pool: cfg.Pool}
 	}
 	return &LeaseRescuer{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("lease_rescuer"), clock: clock.Real}, nil
 }
@@ -98,7 +109,7 @@ func (r *LeaseRescuer) RescueNode(ctx context.Context, fence Fence, node string)
 // rescueNode ends lost attempts: those whose lease expired and, when node
 // is not empty, every attempt running on that node. Each batch is one
 // fenced transaction. It returns how many it ended.
-func rescueNode(ctx context.Context, st *store.Store, fence Fence, m *Metrics, log hclog.Logger, node string, batch int) (int, error) {
+func rescueNode(ctx context.Context, st *store.Store, fence Fence, m RescueMetrics, log hclog.Logger, node string, batch int) (int, error) {
 	reason := "lost: lease expired"
 	if node != "" {
 		reason = "lost: node " + node + " left the cluster"
@@ -115,10 +126,7 @@ func rescueNode(ctx context.Context, st *store.Store, fence Fence, m *Metrics, l
 			return total, err
 		}
 		for _, x := range rescued {
-			m.counter(m.rescued, x.Queue, x.Kind, x.NewState).Inc()
-			if x.NewState == string(Failed) {
-				m.counter(m.failed, x.Queue, x.Kind).Inc()
-			}
+			m.CountRescued(x.Queue, x.Kind, x.NewState)
 			log.Info("rescued lost attempt", "job_id", x.ID, "node", x.Node, "state", x.NewState)
 		}
 		total += len(rescued)

@@ -1,4 +1,4 @@
-package job
+package maintenance
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/service"
+	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
 )
 
@@ -34,7 +35,7 @@ const (
 type RetentionCleanerConfig struct {
 	Pool   *pgxpool.Pool // required
 	Logger hclog.Logger
-	// Fence guards the deletes. Default Unfenced.
+	// Fence guards the deletes. Default job.Unfenced.
 	Fence Fence
 	// JobRetention is how long finished (completed, failed, cancelled) jobs
 	// are kept. Default 24h.
@@ -132,7 +133,7 @@ func NewRetentionCleaner(cfg RetentionCleanerConfig) (*RetentionCleaner, error) 
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	if cfg.Fence == nil {
-		cfg.Fence = Unfenced{Pool: cfg.Pool}
+		cfg.Fence = job.Unfenced{Pool: cfg.Pool}
 	}
 	return &RetentionCleaner{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("retention"), clock: clock.Real}, nil
 }

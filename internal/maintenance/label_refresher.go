@@ -1,4 +1,4 @@
-package job
+package maintenance
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 // LabelRefresherConfig configures a LabelRefresher.
 type LabelRefresherConfig struct {
 	Pool     *pgxpool.Pool // required
-	Metrics  *Metrics      // required: the metrics whose labels it bounds
-	Registry *Registry     // required: this node's kinds
+	Metrics  LabelSetter   // required: the metrics whose labels it bounds
+	Registry KindLister    // required: this node's kinds
 	// Queues are the queues this node works.
 	Queues []string
 	Logger hclog.Logger
@@ -25,10 +25,21 @@ type LabelRefresherConfig struct {
 	Interval time.Duration
 }
 
+// LabelSetter is told which label values metrics may carry: *job.Metrics.
+type LabelSetter interface {
+	// SetKnown sets the kinds and queues that may be label values.
+	SetKnown(kinds, queues []string)
+}
+
+// KindLister lists the kinds this node handles: *job.Registry.
+type KindLister interface {
+	Kinds() []string
+}
+
 // LabelRefresher keeps the metrics' label values bounded: it tells
-// Metrics.SetKnown the kinds and queues this node handles and those the
+// job.Metrics.SetKnown the kinds and queues this node handles and those the
 // other live nodes reported, so that a kind or queue a tenant made up is
-// counted under OtherLabel instead of becoming a series of its own.
+// counted under job.OtherLabel instead of becoming a series of its own.
 type LabelRefresher struct {
 	cfg    LabelRefresherConfig
 	store  *store.Store

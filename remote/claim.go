@@ -1,4 +1,4 @@
-package job
+package remote
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gafferhq/gaffer/internal/clock"
+	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
 )
 
@@ -25,29 +27,29 @@ func (l Lease) store() store.Lease {
 	return store.Lease{ID: l.JobID, Attempt: l.Attempt, Token: l.Token}
 }
 
-// RemoteClaim asks for jobs for a remote worker.
-type RemoteClaim struct {
+// Claim asks for jobs for a remote worker.
+type Claim struct {
 	// Tenant is the caller's tenant: a tenant's token may claim only for
 	// its own workers; "" (a spanning token) for any worker.
 	Tenant string
 	Worker string
-	// Max is the most jobs to take, 1 to RemoteConfig.MaxClaim.
+	// Max is the most jobs to take, 1 to Config.MaxClaim.
 	Max int
 	// Wait is how long to wait for a job when none is due: 0 answers at
-	// once, at most RemoteConfig.MaxWait.
+	// once, at most Config.MaxWait.
 	Wait time.Duration
 }
 
 // ClaimedJob is a job a remote worker claimed: its attempt is running
 // under Lease until LeaseExpiresAt (database clock) unless heartbeated.
 type ClaimedJob struct {
-	*Job
+	*job.Job
 	Lease          Lease
 	LeaseExpiresAt time.Time
 }
 
-// RemoteClaimResult is what a claim took.
-type RemoteClaimResult struct {
+// ClaimResult is what a claim took.
+type ClaimResult struct {
 	Jobs []ClaimedJob
 	// Draining: the worker was drained. It gets no more jobs; it should
 	// finish (or fail) those it runs, then stop (Leave). Its running jobs
@@ -62,19 +64,19 @@ type RemoteClaimResult struct {
 // queue resumed, a drain order) and looking again every PollInterval;
 // it returns early, empty, when ctx ends or EndWaits is called. Jobs
 // claimed after ctx ended are released, not returned. Errors:
-// *ValidationError, ErrUnknownWorker, ErrWorkerGone.
-func (r *RemoteWorkers) Claim(ctx context.Context, c RemoteClaim) (RemoteClaimResult, error) {
+// *job.ValidationError, ErrUnknownWorker, ErrWorkerGone.
+func (r *Workers) Claim(ctx context.Context, c Claim) (ClaimResult, error) {
 	switch {
 	case c.Max < 1 || c.Max > r.cfg.MaxClaim:
-		return RemoteClaimResult{}, &ValidationError{Field: "max", Message: fmt.Sprintf("must be between 1 and %d, got %d", r.cfg.MaxClaim, c.Max)}
+		return ClaimResult{}, &job.ValidationError{Field: "max", Message: fmt.Sprintf("must be between 1 and %d, got %d", r.cfg.MaxClaim, c.Max)}
 	case c.Wait < 0 || c.Wait > r.cfg.MaxWait:
-		return RemoteClaimResult{}, &ValidationError{Field: "wait", Message: fmt.Sprintf("must be between 0 and %s, got %s", r.cfg.MaxWait, c.Wait)}
+		return ClaimResult{}, &job.ValidationError{Field: "wait", Message: fmt.Sprintf("must be between 0 and %s, got %s", r.cfg.MaxWait, c.Wait)}
 	}
 	w, err := r.worker(ctx, c.Tenant, c.Worker)
 	if err != nil || w.Draining {
-		return RemoteClaimResult{Draining: w.Draining}, err
+		return ClaimResult{Draining: w.Draining}, err
 	}
-	deadline := time.Now().Add(c.Wait)
+	deadline := r.clock.Now().Add(c.Wait)
 	var wt *waiter
 	if c.Wait > 0 {
 		// Subscribed before the first look, so that a job inserted between
@@ -85,44 +87,44 @@ func (r *RemoteWorkers) Claim(ctx context.Context, c RemoteClaim) (RemoteClaimRe
 	for {
 		jobs, err := r.claimOnce(c.Worker, w, c.Max)
 		if err != nil {
-			return RemoteClaimResult{}, err
+			return ClaimResult{}, err
 		}
 		if len(jobs) > 0 {
 			if ctx.Err() != nil {
 				// The caller went away while the claim ran: nobody will work
 				// these jobs, so give them back now rather than at lease expiry.
 				r.release(jobs, "released: remote worker "+c.Worker+" went away while claiming")
-				return RemoteClaimResult{}, ctx.Err()
+				return ClaimResult{}, ctx.Err()
 			}
-			return RemoteClaimResult{Jobs: jobs}, nil
+			return ClaimResult{Jobs: jobs}, nil
 		}
-		left := time.Until(deadline)
+		left := deadline.Sub(r.clock.Now())
 		if wt == nil || left <= 0 {
-			return RemoteClaimResult{}, nil
+			return ClaimResult{}, nil
 		}
-		poll := time.NewTimer(min(left, jitter(r.cfg.PollInterval, 0.1)))
+		poll := r.clock.NewTimer(min(left, jitter(r.cfg.PollInterval, 0.1)))
 		select {
 		case <-ctx.Done():
 			poll.Stop()
-			return RemoteClaimResult{}, nil
+			return ClaimResult{}, nil
 		case <-r.ending:
 			poll.Stop()
-			return RemoteClaimResult{}, nil
+			return ClaimResult{}, nil
 		case <-wt.wake:
 		case <-wt.control:
 			// A drain (or undrain) order for this worker: read it again.
 			if w, err = r.worker(ctx, c.Tenant, c.Worker); err != nil || w.Draining {
 				poll.Stop()
-				return RemoteClaimResult{Draining: w.Draining}, err
+				return ClaimResult{Draining: w.Draining}, err
 			}
-		case <-poll.C:
+		case <-poll.C():
 		}
 		poll.Stop()
 	}
 }
 
 // worker reads remote worker id for a claim, recording the call.
-func (r *RemoteWorkers) worker(ctx context.Context, tenant, id string) (store.RemoteWorkerRow, error) {
+func (r *Workers) worker(ctx context.Context, tenant, id string) (store.RemoteWorkerRow, error) {
 	w, err := r.store.TouchRemoteWorker(ctx, id, tenant)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -145,7 +147,7 @@ func (r *RemoteWorkers) worker(ctx context.Context, tenant, id string) (store.Re
 // statements do not follow the caller's context: a claim the server
 // commits after pgx gave up on it would leave jobs running for a worker
 // that never heard of them. They are bounded by the lease TTL instead.
-func (r *RemoteWorkers) claimOnce(worker string, w store.RemoteWorkerRow, limit int) ([]ClaimedJob, error) {
+func (r *Workers) claimOnce(worker string, w store.RemoteWorkerRow, limit int) ([]ClaimedJob, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.LeaseTTL)
 	defer cancel()
 	token := rand.Int64()
@@ -161,7 +163,7 @@ func (r *RemoteWorkers) claimOnce(worker string, w store.RemoteWorkerRow, limit 
 		params := store.ClaimParams{Queue: q, Limit: n, Token: token, LeaseTTL: r.cfg.LeaseTTL, Node: worker,
 			Remote: true, Tenant: w.Tenant, Kinds: w.Kinds}
 		cur.mu.Lock()
-		cur.Prepare(&params, time.Now(), r.cfg.CursorReset)
+		cur.Prepare(&params, r.clock.Now(), r.cfg.CursorReset)
 		cur.mu.Unlock()
 		got, err := r.store.Claim(ctx, params)
 		if err != nil {
@@ -171,13 +173,13 @@ func (r *RemoteWorkers) claimOnce(worker string, w store.RemoteWorkerRow, limit 
 			return nil, err
 		}
 		cur.mu.Lock()
-		cur.Advance(got, n, time.Now())
+		cur.Advance(got, n, r.clock.Now())
 		cur.mu.Unlock()
 		rows := got.Jobs
 		for _, row := range rows {
-			j := fromRow(row)
+			j := job.FromRow(row)
 			if j.AttemptedAt != nil {
-				r.metrics.forKind(j.Queue, j.Kind).queueWait.Observe(max(0, j.AttemptedAt.Sub(j.RunAt).Seconds()))
+				r.metrics.ObserveQueueWait(j.Queue, j.Kind, max(0, j.AttemptedAt.Sub(j.RunAt)))
 			}
 			cj := ClaimedJob{Job: j, Lease: Lease{JobID: row.ID, Attempt: row.Attempt, Token: row.LeaseToken}}
 			if row.LeaseExpiresAt != nil {
@@ -190,12 +192,12 @@ func (r *RemoteWorkers) claimOnce(worker string, w store.RemoteWorkerRow, limit 
 }
 
 // release gives claimed jobs back without using up their attempts.
-func (r *RemoteWorkers) release(jobs []ClaimedJob, reason string) {
+func (r *Workers) release(jobs []ClaimedJob, reason string) {
 	leases := make([]store.Lease, len(jobs))
 	for i, j := range jobs {
 		leases[i] = j.Lease.store()
 	}
-	err := retryWrite(func(ctx context.Context) error {
+	err := r.retryWrite(func(ctx context.Context) error {
 		_, err := r.store.ReleaseJobs(ctx, leases, reason)
 		return err
 	})
@@ -205,13 +207,37 @@ func (r *RemoteWorkers) release(jobs []ClaimedJob, reason string) {
 	}
 }
 
+// retryWrite runs fn with a fresh timeout, retrying with backoff for up to
+// about half a minute, as job's worker does for its outcomes: a release
+// must be written even while the node stops, so fn's context does not
+// derive from any caller's.
+func (r *Workers) retryWrite(fn func(ctx context.Context) error) error {
+	delay := 50 * time.Millisecond
+	var err error
+	for attempt := 0; attempt < 8; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = fn(ctx)
+		cancel()
+		if err == nil || err == store.ErrStale || err == store.ErrNotFound {
+			return err
+		}
+		clock.Sleep(context.Background(), r.clock, delay)
+		delay = min(delay*2, 5*time.Second)
+	}
+	return err
+}
+
+func jitter(d time.Duration, frac float64) time.Duration {
+	return d + time.Duration((rand.Float64()*2-1)*frac*float64(d))
+}
+
 // waiter is one claim waiting for work.
 type waiter struct {
 	wake    chan struct{} // a job may be due in one of its queues
 	control chan struct{} // an order for its worker (drain, undrain)
 }
 
-func (r *RemoteWorkers) subscribe(worker string, queues []string) *waiter {
+func (r *Workers) subscribe(worker string, queues []string) *waiter {
 	w := &waiter{wake: make(chan struct{}, 1), control: make(chan struct{}, 1)}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -228,7 +254,7 @@ func (r *RemoteWorkers) subscribe(worker string, queues []string) *waiter {
 	return w
 }
 
-func (r *RemoteWorkers) unsubscribe(w *waiter, worker string, queues []string) {
+func (r *Workers) unsubscribe(w *waiter, worker string, queues []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, q := range queues {
@@ -251,7 +277,7 @@ func signal(ch chan struct{}) {
 }
 
 // WakeQueue wakes the claims waiting on queue.
-func (r *RemoteWorkers) WakeQueue(queue string) {
+func (r *Workers) WakeQueue(queue string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for w := range r.byQueue[queue] {
@@ -259,7 +285,7 @@ func (r *RemoteWorkers) WakeQueue(queue string) {
 	}
 }
 
-func (r *RemoteWorkers) wakeWorker(worker string) {
+func (r *Workers) wakeWorker(worker string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for w := range r.byWorker[worker] {
@@ -269,7 +295,7 @@ func (r *RemoteWorkers) wakeWorker(worker string) {
 
 // WakeAll wakes every waiting claim, e.g. after notifications may have
 // been missed (the listener reconnected).
-func (r *RemoteWorkers) WakeAll() {
+func (r *Workers) WakeAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, ws := range r.byQueue {
@@ -280,7 +306,7 @@ func (r *RemoteWorkers) WakeAll() {
 }
 
 // Waiting returns how many claims wait for work on this node.
-func (r *RemoteWorkers) Waiting() int {
+func (r *Workers) Waiting() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
@@ -293,7 +319,7 @@ func (r *RemoteWorkers) Waiting() int {
 // EndWaits makes every waiting claim, and every later one, return at once
 // with what it has: for a node that is shutting down, so that its remote
 // workers claim from another node. Idempotent.
-func (r *RemoteWorkers) EndWaits() {
+func (r *Workers) EndWaits() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.ended {
@@ -302,8 +328,8 @@ func (r *RemoteWorkers) EndWaits() {
 	}
 }
 
-// remoteControl is a control notification as remote workers read it.
-type remoteControl struct {
+// controlMessage is a control notification as remote workers read it.
+type controlMessage struct {
 	Op    string `json:"op"`
 	Node  string `json:"node"`
 	Queue string `json:"queue"`
@@ -313,12 +339,12 @@ type remoteControl struct {
 // queue's due job (store.ChannelJobs) wakes the claims on that queue; a
 // queue resumed, or a drain or undrain order for a worker
 // (store.ChannelControl), wakes the claims concerned. It does not block.
-func (r *RemoteWorkers) HandleNotification(channel, payload string) {
+func (r *Workers) HandleNotification(channel, payload string) {
 	switch channel {
 	case store.ChannelJobs:
 		r.WakeQueue(payload)
 	case store.ChannelControl:
-		var m remoteControl
+		var m controlMessage
 		if json.Unmarshal([]byte(payload), &m) != nil {
 			return
 		}
@@ -334,17 +360,17 @@ func (r *RemoteWorkers) HandleNotification(channel, payload string) {
 // cursorKey names a remote worker's claims of one queue.
 type cursorKey struct{ worker, queue string }
 
-// maxRemoteCursors bounds the claim cursors a node keeps for remote
+// maxCursorKeys bounds the claim cursors a node keeps for remote
 // workers; beyond it they start afresh (a cursor only saves work).
-const maxRemoteCursors = 10000
+const maxCursorKeys = 10000
 
-func (r *RemoteWorkers) cursor(worker, queue string) *claimCursor {
+func (r *Workers) cursor(worker, queue string) *claimCursor {
 	k := cursorKey{worker, queue}
 	r.cursorMu.Lock()
 	defer r.cursorMu.Unlock()
 	c := r.cursors[k]
 	if c == nil {
-		if len(r.cursors) >= maxRemoteCursors {
+		if len(r.cursors) >= maxCursorKeys {
 			clear(r.cursors)
 		}
 		c = &claimCursor{}

@@ -1,4 +1,4 @@
-package job
+package maintenance
 
 import (
 	"context"
@@ -11,22 +11,28 @@ import (
 
 	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/service"
+	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
 )
 
 // QueueMonitorConfig configures a QueueMonitor.
 type QueueMonitorConfig struct {
 	Pool    *pgxpool.Pool // required
-	Metrics *Metrics      // required: the gauges it sets
+	Metrics QueueGauges   // required: the gauges it sets
 	Logger  hclog.Logger
-	// Fence guards the throughput sample it writes. Default Unfenced.
+	// Fence guards the throughput sample it writes. Default job.Unfenced.
 	Fence Fence
 	// Interval between refreshes. Default 10s.
 	Interval time.Duration
 }
 
-// maxLimitLabels bounds the limits the limit gauges name.
-const maxLimitLabels = 100
+// QueueGauges are the gauges a QueueMonitor sets: *job.Metrics, which
+// owns them and bounds their label values.
+type QueueGauges interface {
+	// SetQueueGauges replaces the queue and limit gauges with what
+	// queues and limits (as read now, cluster-wide) say.
+	SetQueueGauges(queues []store.Queue, limits []store.LimitUsage)
+}
 
 // QueueMonitor refreshes the queue depth and oldest-due-age gauges from
 // PostgreSQL and records a throughput sample for the dashboard (in all and
@@ -55,7 +61,7 @@ func NewQueueMonitor(cfg QueueMonitorConfig) (*QueueMonitor, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	if cfg.Fence == nil {
-		cfg.Fence = Unfenced{Pool: cfg.Pool}
+		cfg.Fence = job.Unfenced{Pool: cfg.Pool}
 	}
 	return &QueueMonitor{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("queue_monitor"), clock: clock.Real}, nil
 }
@@ -75,54 +81,15 @@ func (q *QueueMonitor) RunOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m := q.cfg.Metrics
 	// A leader-only write: a deposed leader, paused past its term, must
 	// not add a sample beside its successor's.
 	if err := q.cfg.Fence.Do(ctx, func(db pgx.Tx) error { return q.store.SampleThroughput(ctx, db) }); err != nil {
 		return err
 	}
-	// Queues no node works are summed under OtherLabel (their oldest job
-	// is the oldest of them): tenants name queues, and each name would be
-	// a series.
-	type gauges struct {
-		pending, retrying, running int64
-		oldest                     time.Duration
-	}
-	byLabel := map[string]*gauges{}
-	for _, x := range queues {
-		l := m.queueLabel(x.Name)
-		g := byLabel[l]
-		if g == nil {
-			g = &gauges{}
-			byLabel[l] = g
-		}
-		g.pending += x.Pending
-		g.retrying += x.Retrying
-		g.running += x.Running
-		g.oldest = max(g.oldest, x.OldestDueAge)
-	}
-	// Limits are the operator's, named by the operator: a bounded set of
-	// label values (the first maxLimitLabels by name).
-	limits, err := q.store.LimitUsages(ctx, 1, DueCap)
+	limits, err := q.store.LimitUsages(ctx, 1, job.DueCap)
 	if err != nil {
 		return err
 	}
-	m.limitUsed.Reset()
-	m.limitDue.Reset()
-	for i, l := range limits {
-		if i == maxLimitLabels {
-			break
-		}
-		m.limitUsed.WithLabelValues(l.Name).Set(float64(l.Busiest))
-		m.limitDue.WithLabelValues(l.Name).Set(float64(l.Due))
-	}
-	m.depth.Reset()
-	m.oldestDue.Reset()
-	for l, g := range byLabel {
-		m.depth.WithLabelValues(l, string(Pending)).Set(float64(g.pending))
-		m.depth.WithLabelValues(l, string(Retrying)).Set(float64(g.retrying))
-		m.depth.WithLabelValues(l, string(Running)).Set(float64(g.running))
-		m.oldestDue.WithLabelValues(l).Set(g.oldest.Seconds())
-	}
+	q.cfg.Metrics.SetQueueGauges(queues, limits)
 	return nil
 }
