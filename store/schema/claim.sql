@@ -99,7 +99,7 @@ $fn$;
 
 -- claim_take locks and returns the candidates of the units u_* (in
 -- rotation order) for a claim of take jobs, of the kinds ks (NULL: any),
--- each with its claim order: unit is its unit's place, k its place in the
+-- in claim order: unit is a candidate's unit's place, k its place in the
 -- unit, rank (k-1)/weight. Each unit gives its first due jobs by
 -- (priority, run_at, id) past its cursor: first its share of take by
 -- weight (at least one), then, if units fell short of their shares, the
@@ -153,9 +153,12 @@ BEGIN
             LIMIT room.r
             FOR UPDATE SKIP LOCKED) x
     )
-    SELECT p1.id, p1.tenant, p1.fkey, p1.kind, p1.unit, p1.k, (p1.k - 1) / p1.weight::double precision FROM p1
-    UNION ALL
-    SELECT p2.id, p2.tenant, p2.fkey, p2.kind, p2.unit, p2.k, (p2.k - 1) / p2.weight::double precision FROM p2;
+    SELECT c.* FROM (
+        SELECT p1.id, p1.tenant, p1.fkey, p1.kind, p1.unit, p1.k, (p1.k - 1) / p1.weight::double precision AS rank FROM p1
+        UNION ALL
+        SELECT p2.id, p2.tenant, p2.fkey, p2.kind, p2.unit, p2.k, (p2.k - 1) / p2.weight::double precision FROM p2
+    ) c
+    ORDER BY c.rank, c.unit, c.k;
 END
 $fn$;
 
@@ -272,9 +275,8 @@ BEGIN
         END IF;
 
         IF u_tenant IS NOT NULL THEN
-            SELECT array_agg(p.id ORDER BY p.rank, p.unit, p.k), array_agg(p.tenant ORDER BY p.rank, p.unit, p.k),
-                   array_agg(p.kind ORDER BY p.rank, p.unit, p.k), array_agg(p.fairness_key ORDER BY p.rank, p.unit, p.k),
-                   array_agg(p.unit ORDER BY p.rank, p.unit, p.k), array_agg(p.k ORDER BY p.rank, p.unit, p.k)
+            -- (In the order claim_take returns them: claim order.)
+            SELECT array_agg(p.id), array_agg(p.tenant), array_agg(p.kind), array_agg(p.fairness_key), array_agg(p.unit), array_agg(p.k)
             INTO cand_id, cand_tenant, cand_kind, cand_fkey, cand_unit, cand_k
             FROM gaffer.claim_take(q, take, ks, u_tenant, u_fkey, c_tenant, c_fkey, c_prio, c_run_at, c_id) p;
         ELSE
