@@ -289,3 +289,29 @@ func TestPoisonedLimitKeysStopNothing(t *testing.T) {
 		t.Errorf("the http job counts under host %q, want 127.0.0.1 (the host Go dials)", keys["http-per-host"])
 	}
 }
+
+// Hole 1, within a unit: a job no limit refuses, behind more of its
+// unit's jobs than a claim takes that a saturated limit refuses, is not
+// starved by them — the claim looks deeper into the unit, past them (up
+// to 4,096 candidates a claim). Red with the claim looking at each unit's
+// first candidates only.
+func TestJobBehindRefusedJobsOfItsUnitRuns(t *testing.T) {
+	t.Parallel()
+	st := pgtest.NewStore(t)
+	setLimit(t, st, store.LimitRow{Name: "per-host", Queue: "q", KeyFrom: "args.host", Concurrency: 1})
+	h1 := json.RawMessage(`{"host":"h1"}`)
+	insertJobs(t, st, store.InsertParams{Tenant: "a", Kind: "k", Queue: "q", Args: h1})
+	if got := claim(t, st, store.ClaimParams{Queue: "q", Limit: 1}); len(got.Jobs) != 1 {
+		t.Fatalf("claimed %d, want h1's first job", len(got.Jobs))
+	}
+	var refused []store.InsertParams
+	for range 20 {
+		refused = append(refused, store.InsertParams{Tenant: "a", Kind: "k", Queue: "q", Args: h1})
+	}
+	insertJobs(t, st, refused...)
+	want := insertJobs(t, st, store.InsertParams{Tenant: "a", Kind: "k", Queue: "q", Args: json.RawMessage(`{"host":"h2"}`)})
+	got := claim(t, st, store.ClaimParams{Queue: "q", Limit: 5})
+	if len(got.Jobs) != 1 || got.Jobs[0].ID != want[0] {
+		t.Fatalf("claimed %v, want h2's job %d behind 20 of h1's the limit refuses", ids(got.Jobs), want[0])
+	}
+}

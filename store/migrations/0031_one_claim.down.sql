@@ -9,7 +9,7 @@ DROP FUNCTION gaffer.claim(text, integer, text, boolean, text, text[], text[], t
 DROP FUNCTION gaffer.claim_promote(text);
 DROP FUNCTION gaffer.claim_take(text, integer, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[]);
 DROP FUNCTION gaffer.claim_units(text, text, text, text, text, text, integer);
-DROP FUNCTION gaffer.limit_admit(text, bigint[], text[], text[], text[], integer);
+DROP FUNCTION gaffer.limit_admit(text, bigint[], text[], text[], text[], integer, text[], text[], integer[]);
 DROP FUNCTION gaffer.limit_bucket_key(text);
 DROP FUNCTION gaffer.limits_changing();
 DROP FUNCTION gaffer.limits_lock_id();

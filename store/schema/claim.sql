@@ -97,20 +97,42 @@ BEGIN
 END
 $fn$;
 
--- claim_take locks and returns the candidates of the units u_* (in
--- rotation order) for a claim of take jobs, of the kinds ks (NULL: any),
--- in claim order: unit is a candidate's unit's place, k its place in the
--- unit, rank (k-1)/weight. Each unit gives its first due jobs by
--- (priority, run_at, id) past its cursor: first its share of take by
--- weight (at least one), then, if units fell short of their shares, the
--- units that filled theirs give up to what is left, past their share.
--- There may be more candidates than take (each unit gives at least one).
+-- claim_take locks the candidates of the units u_* (in rotation order)
+-- for a claim of take jobs, of the kinds ks (NULL: any), and returns them
+-- in claim order, one array per column: cand_unit is a candidate's
+-- unit's place, cand_k its place in the unit; it ranks (k-1)/weight. Each
+-- unit gives its first due jobs by (priority, run_at, id) past its cursor
+-- (c_*): first its share of take by weight (at least one), then, if units
+-- fell short of their shares, the units that filled theirs give up to
+-- what is left, past their share. There may be more candidates than take
+-- (each unit gives at least one). A claim of one unit (the usual case)
+-- takes its jobs in one scan, and returns their ids and kinds only (the
+-- rest is the unit's, in order: the caller fills it in if it needs it).
 CREATE FUNCTION gaffer.claim_take(q text, take integer, ks text[], u_tenant text[], u_fkey text[],
-    c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[])
-RETURNS TABLE (id bigint, tenant text, fairness_key text, kind text, unit integer, k integer, rank double precision)
+    c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[],
+    OUT cand_id bigint[], OUT cand_kind text[], OUT cand_tenant text[], OUT cand_fkey text[],
+    OUT cand_unit integer[], OUT cand_k integer[])
 LANGUAGE plpgsql AS $fn$
+DECLARE
+    cp smallint;
+    cr timestamptz;
+    ci bigint;
 BEGIN
-    RETURN QUERY
+    IF cardinality(u_tenant) = 1 THEN
+        SELECT c.prio, c.run_at, c.id INTO cp, cr, ci
+        FROM unnest(c_tenant, c_fkey, c_prio, c_run_at, c_id) AS c(tenant, fkey, prio, run_at, id)
+        WHERE c.tenant = u_tenant[1] AND c.fkey = u_fkey[1];
+        SELECT array_agg(x.id), array_agg(x.kind) INTO cand_id, cand_kind
+        FROM (SELECT j.id, j.kind FROM gaffer.jobs j
+              WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q
+                AND j.tenant COLLATE "C" = u_tenant[1] AND j.fairness_key COLLATE "C" = u_fkey[1] AND j.run_at <= now()
+                AND (j.priority, j.run_at, j.id) > (coalesce(cp, -1::smallint), coalesce(cr, '-infinity'::timestamptz), coalesce(ci, 0::bigint))
+                AND (ks IS NULL OR j.kind = ANY (ks))
+              ORDER BY j.priority, j.run_at, j.id
+              LIMIT take
+              FOR UPDATE SKIP LOCKED) x;
+        RETURN;
+    END IF;
     WITH units AS (
         SELECT u.ord::integer AS unit, u.tenant, u.fkey, coalesce(tw.weight, 1) AS weight,
                greatest(1, ceil(take * coalesce(tw.weight, 1)::double precision
@@ -136,12 +158,11 @@ BEGIN
         SELECT greatest(take - (SELECT count(*) FROM p1), 0)::integer AS r
     ), full_units AS (
         -- A unit that filled its share, and where its share ended.
-        SELECT DISTINCT ON (p.unit) p.unit, p.tenant, p.fkey, p.weight, p.share, p.priority, p.run_at, p.id
+        SELECT p.unit, p.tenant, p.fkey, p.weight, p.share, p.priority, p.run_at, p.id
         FROM p1 p
         WHERE p.k = p.share AND (SELECT r FROM room) > 0
-        ORDER BY p.unit
     ), p2 AS (
-        SELECT x.id, x.kind, f.unit, f.tenant, f.fkey, f.weight,
+        SELECT x.id, x.kind, x.priority, x.run_at, f.unit, f.tenant, f.fkey, f.weight,
                (f.share + row_number() OVER (PARTITION BY f.unit ORDER BY x.priority, x.run_at, x.id))::integer AS k
         FROM full_units f CROSS JOIN room CROSS JOIN LATERAL (
             SELECT j.id, j.kind, j.priority, j.run_at FROM gaffer.jobs j
@@ -153,12 +174,12 @@ BEGIN
             LIMIT room.r
             FOR UPDATE SKIP LOCKED) x
     )
-    SELECT c.* FROM (
-        SELECT p1.id, p1.tenant, p1.fkey, p1.kind, p1.unit, p1.k, (p1.k - 1) / p1.weight::double precision AS rank FROM p1
-        UNION ALL
-        SELECT p2.id, p2.tenant, p2.fkey, p2.kind, p2.unit, p2.k, (p2.k - 1) / p2.weight::double precision FROM p2
-    ) c
-    ORDER BY c.rank, c.unit, c.k;
+    SELECT array_agg(c.id), array_agg(c.kind), array_agg(c.tenant), array_agg(c.fkey), array_agg(c.unit), array_agg(c.k)
+    INTO cand_id, cand_kind, cand_tenant, cand_fkey, cand_unit, cand_k
+    FROM (SELECT * FROM (SELECT p1.id, p1.tenant, p1.fkey, p1.kind, p1.unit, p1.k, (p1.k - 1) / p1.weight::double precision AS rank FROM p1
+                         UNION ALL
+                         SELECT p2.id, p2.tenant, p2.fkey, p2.kind, p2.unit, p2.k, (p2.k - 1) / p2.weight::double precision FROM p2) u
+          ORDER BY u.rank, u.unit, u.k) c;
 END
 $fn$;
 
@@ -173,6 +194,11 @@ $fn$;
 --   s_*       a side claim's units (NULL: a claim of the whole queue)
 --   c_*       the caller's cursors; after_* where its last claim stopped
 --             (NULL: at the top); k_*, grace_ms the side claims' grace
+-- Each round takes candidates from the units to look deeper into (d_*:
+-- units whose candidates a limit refused, past those) and from the next
+-- units found; the rounds end when the claim is full, every unit had its
+-- turn, or the claim looked at max_units units or weighed max_weighed
+-- candidates.
 -- The work is PL/pgSQL so that its plans are cached per connection, like
 -- a prepared statement's.
 CREATE FUNCTION gaffer.claim(q text, n integer, claimer text, worker boolean, t text, ks text[],
@@ -182,9 +208,10 @@ CREATE FUNCTION gaffer.claim(q text, n integer, claimer text, worker boolean, t 
     OUT ids bigint[], OUT next_tenant text, OUT next_fkey text, OUT started_at timestamptz, OUT busy boolean)
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    -- One claim looks at this many units at most; the next goes on from
-    -- where it stopped.
+    -- One claim looks at this many units, and weighs this many
+    -- candidates, at most; the next claim goes on from where it stopped.
     max_units constant integer := 1024;
+    max_weighed constant integer := 4096;
     side boolean := s_tenant IS NOT NULL;
     lo text := coalesce(t, '');
     top text := CASE WHEN t IS NULL THEN chr(1114111) ELSE t || chr(1) END;
@@ -192,22 +219,38 @@ DECLARE
     below_k text := CASE WHEN after_tenant IS NULL THEN '' ELSE after_fkey END;
     stop_t text := lo;
     stop_k text := '';
-    from_t text;
-    from_k text;
     wrapped boolean := after_tenant IS NULL;
-    exhausted boolean;
+    finding boolean := NOT side;
     take integer;
     m integer;
     nfound integer;
     visited integer := 0;
+    weighed_all integer := 0;
+    f_tenant text[];
+    f_fkey text[];
     u_tenant text[];
     u_fkey text[];
+    d_tenant text[] := '{}';
+    d_fkey text[] := '{}';
+    d_prio smallint[] := '{}';
+    d_run_at timestamptz[] := '{}';
+    d_id bigint[] := '{}';
+    r_tenant text[];
+    r_fkey text[];
+    r_prio smallint[];
+    r_run_at timestamptz[];
+    r_id bigint[];
     cand_id bigint[];
     cand_tenant text[];
     cand_kind text[];
     cand_fkey text[];
     cand_unit integer[];
     cand_k integer[];
+    admitted bigint[];
+    -- h_*: what this claim admitted so far, per limit bucket
+    h_name text[] := '{}';
+    h_key text[] := '{}';
+    h_got integer[] := '{}';
     adm record;
     weighed integer;
     turnless integer;
@@ -236,31 +279,45 @@ BEGIN
         RETURN;
     END IF;
     IF side THEN
+        -- A side claim reads its units from their start.
         c_tenant := '{}';
     END IF;
 
     LOOP
         take := n - coalesce(cardinality(ids), 0);
         m := greatest(take, 32);
-        IF side THEN
+        u_tenant := d_tenant;
+        u_fkey := d_fkey;
+        IF side AND visited = 0 THEN
             u_tenant := s_tenant;
             u_fkey := s_fkey;
-        ELSE
-            from_t := below_t;
-            from_k := below_k;
-            SELECT array_agg(u.tenant), array_agg(u.fairness_key) INTO u_tenant, u_fkey
+            visited := cardinality(s_tenant);
+        ELSIF finding THEN
+            SELECT array_agg(u.tenant), array_agg(u.fairness_key) INTO f_tenant, f_fkey
             FROM gaffer.claim_units(q, lo, below_t, below_k, stop_t, stop_k, m) u;
-            nfound := coalesce(cardinality(u_tenant), 0);
-            exhausted := nfound < m;
+            nfound := coalesce(cardinality(f_tenant), 0);
             IF nfound > 0 THEN
-                below_t := u_tenant[nfound];
-                below_k := u_fkey[nfound];
+                below_t := f_tenant[nfound];
+                below_k := f_fkey[nfound];
+            END IF;
+            IF nfound < m THEN
+                -- This pass is over: around to the top, and down to where
+                -- this claim began; or every unit was found.
+                IF wrapped THEN
+                    finding := false;
+                ELSE
+                    wrapped := true;
+                    below_t := top;
+                    below_k := '';
+                    stop_t := after_tenant;
+                    stop_k := after_fkey;
+                END IF;
             END IF;
             IF visited = 0 AND grace_ms > 0 AND nfound > 1 AND EXISTS (
-                SELECT 1 FROM unnest(u_tenant, u_fkey) AS u(t, k) JOIN unnest(k_tenant, k_fkey) AS kn(t, k) ON kn.t = u.t AND kn.k = u.k) THEN
+                SELECT 1 FROM unnest(f_tenant, f_fkey) AS u(t, k) JOIN unnest(k_tenant, k_fkey) AS kn(t, k) ON kn.t = u.t AND kn.k = u.k) THEN
                 -- The grace: a unit the last claim served is among those found.
-                SELECT array_agg(u.t ORDER BY u.ord), array_agg(u.k ORDER BY u.ord) INTO u_tenant, u_fkey
-                FROM unnest(u_tenant, u_fkey) WITH ORDINALITY AS u(t, k, ord)
+                SELECT array_agg(u.t ORDER BY u.ord), array_agg(u.k ORDER BY u.ord) INTO f_tenant, f_fkey
+                FROM unnest(f_tenant, f_fkey) WITH ORDINALITY AS u(t, k, ord)
                 -- (CASE: a served unit is never probed. A scalar probe
                 -- ordered as the claim index is, not EXISTS: the generic
                 -- plan of an EXISTS may scan the table instead.)
@@ -272,72 +329,116 @@ BEGIN
                                  ORDER BY j.priority, j.run_at, j.id LIMIT 1) IS NOT NULL END;
             END IF;
             visited := visited + nfound;
+            u_tenant := u_tenant || f_tenant;
+            u_fkey := u_fkey || f_fkey;
+        END IF;
+        IF coalesce(cardinality(u_tenant), 0) = 0 THEN
+            CONTINUE WHEN finding; -- found none on this pass: the next
+            EXIT;
         END IF;
 
-        IF u_tenant IS NOT NULL THEN
-            -- (In the order claim_take returns them: claim order.)
-            SELECT array_agg(p.id), array_agg(p.tenant), array_agg(p.kind), array_agg(p.fairness_key), array_agg(p.unit), array_agg(p.k)
-            INTO cand_id, cand_tenant, cand_kind, cand_fkey, cand_unit, cand_k
-            FROM gaffer.claim_take(q, take, ks, u_tenant, u_fkey, c_tenant, c_fkey, c_prio, c_run_at, c_id) p;
+        -- This round's cursors: the deeper units' own, the caller's for
+        -- the others.
+        IF cardinality(d_tenant) = 0 THEN
+            r_tenant := c_tenant;
+            r_fkey := c_fkey;
+            r_prio := c_prio;
+            r_run_at := c_run_at;
+            r_id := c_id;
         ELSE
-            cand_id := NULL;
+            SELECT array_agg(x.t), array_agg(x.k), array_agg(x.p), array_agg(x.r), array_agg(x.i) INTO r_tenant, r_fkey, r_prio, r_run_at, r_id
+            FROM (SELECT * FROM unnest(d_tenant, d_fkey, d_prio, d_run_at, d_id) AS d(t, k, p, r, i)
+                  UNION ALL
+                  SELECT * FROM unnest(c_tenant, c_fkey, c_prio, c_run_at, c_id) AS c(t, k, p, r, i)
+                  WHERE NOT EXISTS (SELECT 1 FROM unnest(d_tenant, d_fkey) AS d(t, k) WHERE d.t = c.t AND d.k = c.k)) x;
         END IF;
+        SELECT * INTO cand_id, cand_kind, cand_tenant, cand_fkey, cand_unit, cand_k
+        FROM gaffer.claim_take(q, take, ks, u_tenant, u_fkey, r_tenant, r_fkey, r_prio, r_run_at, r_id) p;
         weighed := 0;
+        admitted := NULL;
+        d_tenant := '{}';
         IF cand_id IS NOT NULL THEN
             -- Do the limits apply? Decided on the kinds and tenants taken:
             -- the default http-per-host limit costs a queue of other kinds
             -- nothing.
             IF EXISTS (SELECT 1 FROM gaffer.limits l
-                       WHERE (l.queue IS NULL OR l.queue = q) AND (l.tenant IS NULL OR l.tenant = ANY (cand_tenant))
+                       WHERE (l.queue IS NULL OR l.queue = q) AND (l.tenant IS NULL OR l.tenant = ANY (coalesce(cand_tenant, u_tenant)))
                          AND (l.kind IS NULL OR l.kind = ANY (cand_kind))) THEN
-                SELECT * INTO adm FROM gaffer.limit_admit(q, cand_id, cand_tenant, cand_kind, cand_fkey, take) a;
-                ids := ids || adm.admitted;
+                IF cand_tenant IS NULL THEN
+                    -- One unit's candidates: its tenant and key, in order.
+                    cand_tenant := array_fill(u_tenant[1], ARRAY[cardinality(cand_id)]);
+                    cand_fkey := array_fill(u_fkey[1], ARRAY[cardinality(cand_id)]);
+                    cand_unit := array_fill(1, ARRAY[cardinality(cand_id)]);
+                    cand_k := ARRAY(SELECT generate_series(1, cardinality(cand_id)));
+                END IF;
+                SELECT * INTO adm FROM gaffer.limit_admit(q, cand_id, cand_tenant, cand_kind, cand_fkey, take, h_name, h_key, h_got) a;
+                admitted := adm.admitted;
                 weighed := adm.considered;
                 started_at := adm.admitted_at;
+                IF adm.b_name IS NOT NULL THEN
+                    SELECT array_agg(x.name), array_agg(x.key), array_agg(x.got) INTO h_name, h_key, h_got
+                    FROM (SELECT y.name, y.key, sum(y.got)::integer AS got
+                          FROM (SELECT * FROM unnest(h_name, h_key, h_got) UNION ALL SELECT * FROM unnest(adm.b_name, adm.b_key, adm.b_got)) y(name, key, got)
+                          GROUP BY y.name, y.key) x;
+                END IF;
+                -- The units whose weighed candidates a limit refused, all of
+                -- whose candidates were weighed, are looked into deeper,
+                -- past their last candidate: a job a limit would not refuse
+                -- may wait behind those it did.
+                SELECT coalesce(array_agg(x.tenant ORDER BY x.unit), '{}'), coalesce(array_agg(x.fkey ORDER BY x.unit), '{}'),
+                       coalesce(array_agg(x.prio ORDER BY x.unit), '{}'), coalesce(array_agg(x.run_at ORDER BY x.unit), '{}'),
+                       coalesce(array_agg(x.id ORDER BY x.unit), '{}')
+                INTO d_tenant, d_fkey, d_prio, d_run_at, d_id
+                FROM (SELECT DISTINCT ON (c.unit) c.unit, c.tenant, c.fkey, j.priority AS prio, j.run_at, c.id
+                      FROM unnest(cand_id, cand_tenant, cand_fkey, cand_unit, cand_k) AS c(id, tenant, fkey, unit, k)
+                      JOIN gaffer.jobs j ON j.id = c.id
+                      WHERE c.unit IN (SELECT r.unit FROM unnest(cand_id, cand_unit) WITH ORDINALITY AS r(id, unit, i)
+                                       GROUP BY r.unit
+                                       HAVING max(r.i) <= weighed AND bool_or(r.id <> ALL (coalesce(admitted, '{}'))))
+                      ORDER BY c.unit, c.k DESC) x;
             ELSE
-                ids := ids || cand_id[1:take];
+                admitted := cand_id[1:take];
                 weighed := least(cardinality(cand_id), take);
             END IF;
+            ids := ids || admitted;
         END IF;
-        EXIT WHEN side;
+        weighed_all := weighed_all + weighed;
 
         IF coalesce(cardinality(ids), 0) >= n THEN
             -- Full. A unit whose first candidate was not weighed did not
             -- have its turn: the next claim starts with the first such.
-            SELECT cand_unit[i] INTO turnless FROM generate_subscripts(cand_id, 1) i
-            WHERE i > weighed AND cand_k[i] = 1 ORDER BY i LIMIT 1;
-            IF turnless > 1 THEN
+            turnless := NULL;
+            IF weighed < cardinality(cand_id) THEN
+                SELECT cand_unit[i] INTO turnless FROM generate_series(weighed + 1, cardinality(cand_id)) i
+                WHERE cand_k[i] = 1 ORDER BY i LIMIT 1;
+            END IF;
+            IF side THEN
+                NULL;
+            ELSIF turnless IS NOT NULL THEN
                 next_tenant := u_tenant[turnless - 1];
                 next_fkey := u_fkey[turnless - 1];
-            ELSIF turnless = 1 THEN
-                next_tenant := CASE WHEN from_t = top THEN NULL ELSE from_t END;
-                next_fkey := from_k;
-            ELSIF exhausted AND wrapped THEN
-                next_tenant := NULL; -- every unit had its turn
-                next_fkey := NULL;
-            ELSE
+            ELSIF finding THEN
                 next_tenant := below_t;
                 next_fkey := below_k;
+            ELSE
+                next_tenant := NULL; -- every unit had its turn
+                next_fkey := NULL;
             END IF;
             EXIT;
         END IF;
-        IF visited >= max_units THEN
-            next_tenant := below_t;
-            next_fkey := below_k;
+        IF visited >= max_units OR weighed_all >= max_weighed THEN
+            IF NOT side THEN
+                next_tenant := CASE WHEN finding THEN below_t END;
+                next_fkey := CASE WHEN finding THEN below_k END;
+            END IF;
             EXIT;
         END IF;
-        IF exhausted AND wrapped THEN
-            next_tenant := NULL; -- every unit had its turn
-            next_fkey := NULL;
+        IF NOT finding AND cardinality(d_tenant) = 0 THEN
+            IF NOT side THEN
+                next_tenant := NULL; -- every unit had its turn
+                next_fkey := NULL;
+            END IF;
             EXIT;
-        END IF;
-        IF exhausted THEN
-            -- Around to the top, and down to where this claim began.
-            wrapped := true;
-            below_t := top;
-            below_k := '';
-            stop_t := after_tenant;
-            stop_k := after_fkey;
         END IF;
     END LOOP;
     -- Scheduled jobs whose time has come become due for the claims after

@@ -105,8 +105,10 @@ $$;
 -- claim order, a candidate starts when each bucket it falls in has a slot
 -- (running attempts below concurrency) and a whole token (rate) left, and
 -- then uses them. considered is how many candidates, from the first, were
--- weighed: those after it were not (the cap was reached). The caller holds
--- the limits lock (gaffer.claim).
+-- weighed: those after it were not (the cap was reached); b_* is how many
+-- it admitted per bucket. h_* is what the calling claim admitted in its
+-- earlier rounds per bucket (b_* summed): jobs not yet running, counted
+-- as if they were. The caller holds the limits lock (gaffer.claim).
 --
 -- The buckets are created if new and locked in (name, key) order, in a
 -- statement of their own; the figures are read after it in a new
@@ -118,7 +120,9 @@ $$;
 -- backwards for a bucket, so no window of one period sees more than rate
 -- plus burst starts.
 CREATE FUNCTION gaffer.limit_admit(q text, c_id bigint[], c_tenant text[], c_kind text[], c_fkey text[], cap integer,
-    OUT admitted bigint[], OUT considered integer, OUT admitted_at timestamptz)
+    h_name text[], h_key text[], h_got integer[],
+    OUT admitted bigint[], OUT considered integer, OUT admitted_at timestamptz,
+    OUT b_name text[], OUT b_key text[], OUT b_got integer[])
 LANGUAGE plpgsql AS $fn$
 DECLARE
     nc integer := coalesce(cardinality(c_id), 0);
@@ -128,14 +132,11 @@ DECLARE
     c_args json[];
     p_cand integer[];
     p_bucket integer[];
-    b_name text[];
-    b_key text[];
     b_want integer[];
     b_free integer[];
     b_running integer[];
     b_counted boolean[];
     b_tokens double precision[];
-    b_got integer[];
     ok boolean;
     pi integer := 1;
     first integer;
@@ -218,6 +219,9 @@ BEGIN
                           WHERE r.state = 'running' AND (l.queue IS NULL OR r.queue = l.queue)
                             AND (l.kind IS NULL OR r.kind = l.kind) AND (l.tenant IS NULL OR r.tenant = l.tenant)
                             AND gaffer.limit_key_of(l.key_from, r.tenant, r.kind, r.queue, r.limit_key, r.fairness_key, r.args) = b.key)::integer
+                         -- and what the calling claim admitted in its earlier rounds, not yet running
+                         + coalesce((SELECT sum(h.got) FROM unnest(h_name, h_key, h_got) AS h(name, key, got)
+                                     WHERE h.name = b.name AND h.key = b.key), 0)::integer
                END AS running
         FROM unnest(b_name, b_key, b_want) WITH ORDINALITY AS b(name, key, want, b)
         LEFT JOIN gaffer.limits l ON l.name = b.name
