@@ -678,7 +678,7 @@ func (m *model) runningByBucket(s dbSnap) map[bucket]int {
 //   - fairness (G10): with no more units with eligible jobs than n, and
 //     no limit on them, each gets a job and none more than its weighted
 //     share while another with jobs left got less than its own.
-func (m *model) checkQuiescentClaim(sc claimScope, n int, v claimView, pre, post dbSnap, settle time.Duration) {
+func (m *model) checkQuiescentClaim(sc claimScope, n int, v claimView, pre, post dbSnap) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	// eligible reads the jobs as they were before the claim: the claimed
@@ -731,7 +731,7 @@ func (m *model) checkQuiescentClaim(sc claimScope, n int, v claimView, pre, post
 	}
 
 	// Fairness.
-	if grace || m.unsettled(sc.queue, pre.t1, settle) {
+	if grace || m.cameDue(sc.queue, pre.t1, post.t1, claimed) {
 		return
 	}
 	units := map[store.Unit]int{} // eligible jobs per unit
@@ -754,10 +754,18 @@ func (m *model) checkQuiescentClaim(sc claimScope, n int, v claimView, pre, post
 		weights += m.weight(u.Tenant)
 	}
 	var over, under []string
-	for u, have := range units {
+	sorted := make([]store.Unit, 0, len(units))
+	for u := range units {
+		sorted = append(sorted, u)
+	}
+	sort.Slice(sorted, func(i, k int) bool {
+		return sorted[i].Tenant < sorted[k].Tenant || (sorted[i].Tenant == sorted[k].Tenant && sorted[i].FairnessKey < sorted[k].FairnessKey)
+	})
+	for _, u := range sorted {
+		have := units[u]
 		if got[u] == 0 {
-			m.failf("unfair claim: %s asked for %d with %d units holding eligible jobs, and unit %s/%q (%d eligible) got none (claimed: %s)",
-				sc, n, len(units), u.Tenant, u.FairnessKey, have, describeRows(v.rows))
+			m.failf("unfair claim: %s asked for %d with %d units holding eligible jobs, and unit %s/%q (%d eligible) got none (claimed: %s)\n%s",
+				sc, n, len(units), u.Tenant, u.FairnessKey, have, describeRows(v.rows), m.explain(sc, v, pre.t1))
 			return
 		}
 		share := int(math.Ceil(float64(n*m.weight(u.Tenant)) / float64(weights)))
@@ -771,7 +779,7 @@ func (m *model) checkQuiescentClaim(sc claimScope, n int, v claimView, pre, post
 	if len(over) > 0 && len(under) > 0 {
 		sort.Strings(over)
 		sort.Strings(under)
-		m.failf("unfair claim: %s asked for %d: %s while %s", sc, n, strings.Join(over, ", "), strings.Join(under, ", "))
+		m.failf("unfair claim: %s asked for %d: %s while %s\n%s", sc, n, strings.Join(over, ", "), strings.Join(under, ", "), m.explain(sc, v, pre.t1))
 	}
 }
 
@@ -834,12 +842,13 @@ func (m *model) explain(sc claimScope, v claimView, now time.Time) string {
 	return b.String()
 }
 
-// unsettled reports whether a waiting job of queue comes due within
-// settle of now, or came due so recently that a claim may see it
-// differently from the model (it would be a unit of its own).
-func (m *model) unsettled(queue string, now time.Time, settle time.Duration) bool {
+// cameDue reports whether a job of queue (waiting, or claimed by the
+// claim judged) came due between the snapshots before and after the
+// claim: the claim may have seen it, and its unit, where the model did
+// not.
+func (m *model) cameDue(queue string, before, after time.Time, claimed map[int64]bool) bool {
 	for _, j := range m.jobs {
-		if j.state == waiting && j.queue == queue && j.runAt.After(now.Add(-claimGrace)) && !j.runAt.After(now.Add(settle)) {
+		if (j.state == waiting || claimed[j.id]) && j.queue == queue && j.runAt.After(before) && !j.runAt.After(after) {
 			return true
 		}
 	}

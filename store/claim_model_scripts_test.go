@@ -138,6 +138,46 @@ func scriptFence(r *run) {
 	}
 }
 
+// scriptNewBucketOfDeletedLimit: a limit is deleted while a claim makes
+// its first bucket for a key. Limit X (keyed by kind) has a bucket for
+// kind k1, which a slow claim holds, so that X's delete waits on it with
+// X's row locked; a side claim of a k2 job lists X's bucket for k2 and
+// inserts it, its foreign key check waiting on X's row; the slow claim
+// ends, the delete commits. The claim must not fail.
+func scriptNewBucketOfDeletedLimit(r *run) {
+	rng := r.subSeed("new-bucket-of-deleted-limit")
+	q := "s6q"
+	tn := r.tenants[rng.IntN(len(r.tenants))]
+	k1, k2 := r.kinds[0], r.kinds[1+rng.IntN(2)]
+	x := limitCfg{name: "x-" + q, queue: q, key: "kind", conc: 100}
+	r.applyLimit(x, false)
+	ua, ub := store.Unit{Tenant: tn, FairnessKey: "a"}, store.Unit{Tenant: tn, FairnessKey: "b"}
+	r.enqueueScripted(rng, q, tn, ua.FairnessKey, 2, func(int) string { return k1 })
+	r.enqueueScripted(rng, q, tn, ub.FairnessKey, 2, func(int) string { return k2 })
+	side := func(u store.Unit, n int) (claimScope, func() (claimView, error)) {
+		return claimScope{path: "side claim of n-script", queue: q, units: unitSet([]store.Unit{u})},
+			func() (claimView, error) { return claimSide(r.ctx, r.st, "n-script", q, []store.Unit{u}, n) }
+	}
+	r.primeBuckets(side(ua, 1))
+	if r.broken() {
+		return
+	}
+	slow := r.lockBuckets(x.name)
+	if slow == nil {
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); r.applyLimit(x, true) }()
+	r.waitLockWaiters(1)
+	go func() { defer wg.Done(); r.claimChecked(side(ub, 1)) }()
+	r.waitLockWaiters(2)
+	if err := slow.Commit(r.ctx); err != nil {
+		r.fail("slow claim: %v", err)
+	}
+	wg.Wait()
+}
+
 // enqueueScripted enqueues n due jobs of one unit for a script.
 func (r *run) enqueueScripted(rng *rand.Rand, q, tn, fkey string, n int, kind func(int) string) {
 	reqs := make([]job.Request, n)
