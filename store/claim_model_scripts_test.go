@@ -178,6 +178,60 @@ func scriptNewBucketOfDeletedLimit(r *run) {
 	wg.Wait()
 }
 
+// scriptKindsStarve: hole 1 for a remote worker. Tenant zzz (the units
+// claims find first) has jobs of a kind the worker does not handle in
+// more units than the worker asks for jobs; another tenant has one it
+// handles. The worker's claims, judged alone, must take that one.
+func scriptKindsStarve(r *run) {
+	rng := r.subSeed("kinds-starve")
+	q := "s7q"
+	handled, other := r.kinds[0], r.kinds[2]
+	w, err := newRemoteClaimer(r.ctx, r.st, "w-kinds", store.AllTenants, []string{q}, []string{handled})
+	if err != nil {
+		r.fail("register remote worker: %v", err)
+		return
+	}
+	n := 1 + rng.IntN(2)
+	for u := range n + 1 + rng.IntN(3) {
+		r.enqueueScripted(rng, q, "zzz", fmt.Sprintf("z%02d", u), 1, func(int) string { return other })
+	}
+	tn := r.tenants[rng.IntN(len(r.tenants)-1)]
+	r.enqueueScripted(rng, q, tn, "", 1, func(int) string { return handled })
+	sc := claimScope{path: "remote w-kinds", queue: q, kinds: kindSet(w.kinds)}
+	for range 3 {
+		r.quiescentClaim(sc, n, func() (claimView, error) { return claimRemote(r.ctx, r.st, w, q, n) })
+		r.settle()
+	}
+}
+
+// scriptLimitHeld: hole 1 behind a saturated limit. A limit holds tenant
+// zzz to one running job, which runs; zzz has due jobs in more units than
+// a node asks for; another tenant has one due job no limit holds back.
+// The node's claims, judged alone, must take that one.
+func scriptLimitHeld(r *run) {
+	rng := r.subSeed("limit-held")
+	q := "s8q"
+	r.applyLimit(limitCfg{name: "held-" + q, queue: q, tenant: "zzz", conc: 1}, false)
+	n := 1 + rng.IntN(2)
+	units := n + 1 + rng.IntN(3)
+	for u := range units {
+		r.enqueueScripted(rng, q, "zzz", fmt.Sprintf("z%02d", u), 2, func(int) string { return r.kinds[rng.IntN(3)] })
+	}
+	// zzz's one slot taken.
+	first := store.Unit{Tenant: "zzz", FairnessKey: "z00"}
+	r.quiescentClaim(claimScope{path: "side claim of n-script", queue: q, units: unitSet([]store.Unit{first})}, 1,
+		func() (claimView, error) { return claimSide(r.ctx, r.st, "n-script", q, []store.Unit{first}, 1) })
+	r.settle()
+	tn := r.tenants[rng.IntN(len(r.tenants)-1)]
+	r.enqueueScripted(rng, q, tn, "", 1, func(int) string { return r.kinds[rng.IntN(3)] })
+	nc := &nodeClaimer{node: "n-script", queue: q}
+	sc := claimScope{path: "node n-script", queue: q}
+	for range 3 {
+		r.quiescentClaim(sc, n, func() (claimView, error) { return claimNode(r.ctx, r.st, nc, n) })
+		r.settle()
+	}
+}
+
 // enqueueScripted enqueues n due jobs of one unit for a script.
 func (r *run) enqueueScripted(rng *rand.Rand, q, tn, fkey string, n int, kind func(int) string) {
 	reqs := make([]job.Request, n)

@@ -88,6 +88,10 @@ var scenarios = []scenario{
 	// 1: a due job waits behind other units' jobs that are not yet due
 	// (and kinds a remote worker does not handle).
 	{name: "hole1_future_units", seed: 1, prof: profile{manyKeys: 0.8, future: 0.5, remote: true}},
+	// 1, the same way: units with only jobs of kinds a remote worker does
+	// not handle, units a saturated limit holds back (scripted).
+	{name: "hole1_remote_kinds", seed: 11, prof: profile{script: scriptKindsStarve, warmup: 5, maxSteps: 20, dueOnly: true, noLimits: true}},
+	{name: "hole1_limit_held", seed: 12, prof: profile{script: scriptLimitHeld, warmup: 5, maxSteps: 20, dueOnly: true, noLimits: true}},
 	// 2: a limit deleted or re-keyed while a claim waits on its bucket
 	// switches the next limit off for that claim.
 	{name: "hole2_limit_deleted_under_claim", seed: 2, prof: profile{script: scriptDeleteUnderClaim, warmup: 10, maxSteps: 40}},
