@@ -74,7 +74,7 @@ func (r *run) concurrentPhase(perClaimer int) {
 			default:
 			}
 			if rng.IntN(3) == 0 {
-				r.changeLimit(rng, "")
+				r.changeLimit(rng)
 			}
 		}
 	}()

@@ -224,6 +224,12 @@ func scriptLimitHeld(r *run) {
 	r.settle()
 	tn := r.tenants[rng.IntN(len(r.tenants)-1)]
 	r.enqueueScripted(rng, q, tn, "", 1, func(int) string { return r.kinds[rng.IntN(3)] })
+	// Past the side claims' grace, which would leave it to a side claim
+	// for 25 ms.
+	if _, err := r.pool.Exec(r.ctx, `UPDATE gaffer.jobs SET run_at = now() - interval '1 second' WHERE queue = $1 AND tenant = $2`, q, tn); err != nil {
+		r.fail("age the job: %v", err)
+	}
+	r.settle()
 	nc := &nodeClaimer{node: "n-script", queue: q}
 	sc := claimScope{path: "node n-script", queue: q}
 	for range 3 {

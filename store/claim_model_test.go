@@ -367,7 +367,7 @@ func (r *run) quiescentStep() {
 		r.warp()
 	case x < 96:
 		if r.prof.limits {
-			r.changeLimit(r.rng, "")
+			r.changeLimit(r.rng)
 		}
 	default:
 		tn := r.tenants[r.rng.IntN(len(r.tenants))]

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -62,6 +61,9 @@ func (r *run) genJob() (job.Request, *mJob) {
 	j := &mJob{tenant: tn, fkey: r.keys[tn][r.rng.IntN(len(r.keys[tn]))], kind: r.kinds[r.rng.IntN(len(r.kinds))],
 		queue: r.queues[r.rng.IntN(len(r.queues))], priority: r.rng.IntN(10), maxAttempts: 1 + r.rng.IntN(maxAttempts)}
 	j.args = map[string]any{"acct": fmt.Sprintf("a%d", r.rng.IntN(4))}
+	if r.rng.IntN(2) == 0 {
+		j.args["dest"] = map[string]any{"region": fmt.Sprintf("r%d", r.rng.IntN(3))}
+	}
 	if j.kind == "http" {
 		// Never called: the model only claims. Hosts differ in case.
 		j.args["url"] = []string{"http://127.0.0.1:1/a", "http://H1.test/b", "http://h1.TEST:8080/c", "https://u:p@h2.test/d"}[r.rng.IntN(4)]
@@ -259,15 +261,14 @@ func (r *run) warp() {
 
 var limitNames = []string{"la", "lb", "lc", "ld", "le"}
 
-var limitKeys = []string{"", "tenant", "kind", "fairness_key", "limit_key", "args.acct", "host(args.url)"}
+// limitKeys are the keys limits are generated with: every form of the
+// grammar job.Limit.Key documents.
+var limitKeys = []string{"", "tenant", "kind", "queue", "fairness_key", "limit_key", "args.acct", "args.dest.region", "host(args.url)"}
 
-// genLimit generates a limit: a scope, a key (key when not empty), a
-// concurrency, a rate, or both.
-func (r *run) genLimit(rng *rand.Rand, name, key string) limitCfg {
-	l := limitCfg{name: name, key: key}
-	if key == "" {
-		l.key = limitKeys[rng.IntN(len(limitKeys))]
-	}
+// genLimit generates a limit: a scope, a key, a concurrency, a rate, or
+// both.
+func (r *run) genLimit(rng *rand.Rand, name string) limitCfg {
+	l := limitCfg{name: name, key: limitKeys[rng.IntN(len(limitKeys))]}
 	if rng.IntN(2) == 0 {
 		l.queue = r.queues[rng.IntN(len(r.queues))]
 	}
@@ -289,12 +290,10 @@ func (r *run) genLimit(rng *rand.Rand, name, key string) limitCfg {
 }
 
 // changeLimit makes, changes (its concurrency, key or rate, or all of
-// it) or deletes a limit, through the public client. name "" picks one.
-func (r *run) changeLimit(rng *rand.Rand, key string) {
+// it) or deletes one of the limits named limitNames, through the public
+// client.
+func (r *run) changeLimit(rng *rand.Rand) {
 	name := limitNames[rng.IntN(len(limitNames))]
-	if key != "" {
-		name = "lz-" + strings.ReplaceAll(key, ".", "-")
-	}
 	r.m.mu.Lock()
 	var cur *limitCfg
 	if l := r.m.limits[name]; l != nil {
@@ -305,14 +304,14 @@ func (r *run) changeLimit(rng *rand.Rand, key string) {
 	del := false
 	switch x := rng.IntN(10); {
 	case cur == nil:
-		next = r.genLimit(rng, name, key)
+		next = r.genLimit(rng, name)
 	case x < 3:
 		del = true
 		next = *cur
 	case x < 5:
 		next = *cur
 		next.conc = 1 + rng.IntN(6)
-	case x < 7 && key == "":
+	case x < 7:
 		next = *cur
 		next.key = limitKeys[rng.IntN(len(limitKeys))]
 	case x < 8 && cur.rate > 0:
@@ -320,7 +319,7 @@ func (r *run) changeLimit(rng *rand.Rand, key string) {
 		next.rate = 2 + rng.IntN(8)
 		next.burst = 1 + rng.IntN(next.rate+2)
 	default:
-		next = r.genLimit(rng, name, key)
+		next = r.genLimit(rng, name)
 	}
 	r.applyLimit(next, del)
 }
