@@ -1,7 +1,7 @@
 # Gaffer's everyday commands. The README's quick start needs none of them.
 GO ?= go
 
-.PHONY: build test race vet fmt ci dev bench chaos openapi migration clean
+.PHONY: build test race vet fmt ci dev bench chaos claim-model openapi migration clean
 
 build:            ## build bin/gaffer
 	$(GO) build -o bin/gaffer ./cmd/gaffer
@@ -32,6 +32,9 @@ migration:        ## write the routine migration from store/schema: NAME=snake_n
 
 chaos:            ## the 30-minute chaos profile (CHAOS_SEED=n replays a schedule)
 	CHAOS_PROFILE=long CHAOS_REPORT=chaos-report.json $(GO) test -run 'TestChaos$$' -v -timeout 60m ./chaos
+
+claim-model:      ## the claim's model test on its long budget (CLAIM_MODEL_SEED=n replays a seed)
+	CLAIM_MODEL_STEPS=20000 CLAIM_MODEL_SEEDS=4 $(GO) test -run 'TestClaimModel' -v -timeout 4h ./store
 
 bench:            ## work off a 100,000-job backlog (throwaway database)
 	$(GO) run ./cmd/gaffer bench backlog --jobs 100000
