@@ -4,9 +4,14 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
-var sqlClaim = query("claim_jobs")
+var (
+	sqlClaimPromote = query("claim_promote")
+	sqlClaim        = query("claim_jobs")
+)
 
 // ClaimParams says what to claim and how long the lease lasts. One claim
 // serves every claim path: a node's claim of a queue, its side claim of
@@ -147,9 +152,20 @@ func (s *Store) claimOnce(ctx context.Context, p ClaimParams) (Claimed, error) {
 		sTenants, sKey = unitArrays(p.Units)
 	}
 	kTenants, kKeys := unitArrays(p.Served)
-	rows, err := s.pool.Query(ctx, sqlClaim, p.Queue, p.Limit, p.Token, p.LeaseTTL.Milliseconds(), p.Node,
+	// One round trip, one transaction: the queue's scheduled jobs whose
+	// time has come are made due, then claimed with the rest. (The claim
+	// statement itself cannot take jobs a statement within it made due.)
+	var b pgx.Batch
+	b.Queue(sqlClaimPromote, p.Queue)
+	b.Queue(sqlClaim, p.Queue, p.Limit, p.Token, p.LeaseTTL.Milliseconds(), p.Node,
 		p.Remote, tenant, kinds, sTenants, sKey, cTenants, cKeys, cPrios, cRunAts, cIDs,
 		afterTenant, afterKey, kTenants, kKeys, p.Grace.Milliseconds())
+	br := s.pool.SendBatch(ctx, &b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return Claimed{}, fmt.Errorf("claim jobs: promote: %w", err)
+	}
+	rows, err := br.Query()
 	if err != nil {
 		return Claimed{}, fmt.Errorf("claim jobs: %w", err)
 	}

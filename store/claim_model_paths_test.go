@@ -24,7 +24,7 @@ const modelLeaseTTL = time.Hour
 const claimGrace = 25 * time.Millisecond
 
 // cursorReset is how long a claimer keeps its unit cursors
-// (WorkerConfig.CursorReset and RemoteConfig.CursorReset, default 1 s).
+// (WorkerConfig.CursorReset and remote.Config.CursorReset, default 1 s).
 const cursorReset = time.Second
 
 // claimView is what one claim took, and what it could not see by design:
@@ -45,90 +45,42 @@ type claimView struct {
 
 var leaseTokens atomic.Int64
 
-// unitCursors is a claimer's record of where its claims of one queue
-// stopped, as job/claim_cursor.go (producer.advanceCursors) and
-// job/remote_claim.go (claimCursor) keep it.
-type unitCursors struct {
-	cursors map[store.Unit]store.ClaimPosition
-	since   time.Time
-	below   *store.Unit
+// prepared is what a claimer's store.ClaimCursor sent with a claim: the
+// cursors, as the model reads them, and the unit it started below.
+func prepared(p store.ClaimParams) (map[store.Unit]store.ClaimPosition, *store.Unit) {
+	seen := make(map[store.Unit]store.ClaimPosition, len(p.Cursors))
+	for _, c := range p.Cursors {
+		seen[c.Unit] = c.ClaimPosition
+	}
+	return seen, p.After
 }
 
-// params returns the cursors and rotation for the next claim, dropping
-// cursors kept longer than cursorReset.
-func (c *unitCursors) params() ([]store.UnitCursor, *store.Unit, map[store.Unit]store.ClaimPosition) {
-	if len(c.cursors) > 0 && time.Since(c.since) > cursorReset {
-		clear(c.cursors)
-	}
-	out := make([]store.UnitCursor, 0, len(c.cursors))
-	seen := make(map[store.Unit]store.ClaimPosition, len(c.cursors))
-	for u, pos := range c.cursors {
-		out = append(out, store.UnitCursor{Unit: u, ClaimPosition: pos})
-		seen[u] = pos
-	}
-	return out, c.below, seen
-}
-
-// advance is advanceCursors: a short claim starts the next one over; a
-// full one continues each unit past what it took, and one that took a
-// job per unit rotates below the last unit it served.
-func (c *unitCursors) advance(rows []store.Job, asked int) {
-	c.below = nil
-	if len(rows) < asked {
-		clear(c.cursors)
-		return
-	}
-	if len(c.cursors) == 0 {
-		c.since = time.Now()
-	}
-	if c.cursors == nil {
-		c.cursors = map[store.Unit]store.ClaimPosition{}
-	}
-	var lowest *store.Unit
-	units := map[store.Unit]bool{}
-	for _, r := range rows {
-		u := store.Unit{Tenant: r.Tenant, FairnessKey: r.FairnessKey}
-		units[u] = true
-		pos := store.ClaimPosition{Priority: r.Priority, RunAt: r.RunAt, ID: r.ID}
-		if last, ok := c.cursors[u]; !ok || last.Less(pos) {
-			c.cursors[u] = pos
-		}
-		if lowest == nil || u.Tenant < lowest.Tenant || (u.Tenant == lowest.Tenant && u.FairnessKey < lowest.FairnessKey) {
-			lowest = &u
-		}
-	}
-	if len(c.cursors) > 1000 {
-		clear(c.cursors)
-	}
-	if len(units) == len(rows) {
-		c.below = lowest
-	}
-}
-
-// nodeClaimer is one node's producer for one queue: its cursors, and the
+// nodeClaimer is one node's producer for one queue: its cursor, and the
 // units its last claim that took jobs served.
 type nodeClaimer struct {
 	node, queue string
-	cur         unitCursors
+	cur         store.ClaimCursor
 	served      []store.Unit
 }
 
 // claimNode is the node's claim of its queue (producer.claim with no
 // units), up to n jobs.
 func claimNode(ctx context.Context, st *store.Store, nc *nodeClaimer, n int) (claimView, error) {
-	cursors, below, seen := nc.cur.params()
-	v := claimView{cursors: seen, served: append([]store.Unit(nil), nc.served...), grace: claimGrace, below: below}
-	rows, err := st.ClaimJobs(ctx, store.ClaimParams{Queue: nc.queue, Limit: n, Token: leaseTokens.Add(1), LeaseTTL: modelLeaseTTL,
-		Node: nc.node, Cursors: cursors, Below: below, Served: v.served, Grace: claimGrace})
+	p := store.ClaimParams{Queue: nc.queue, Limit: n, Token: leaseTokens.Add(1), LeaseTTL: modelLeaseTTL,
+		Node: nc.node, Served: append([]store.Unit(nil), nc.served...), Grace: claimGrace}
+	nc.cur.Prepare(&p, time.Now(), cursorReset)
+	v := claimView{served: p.Served, grace: claimGrace}
+	v.cursors, v.below = prepared(p)
+	got, err := st.Claim(ctx, p)
 	if err != nil {
 		return v, err
 	}
-	v.rows = rows
-	nc.cur.advance(rows, n)
-	if len(rows) > 0 {
+	v.rows = got.Jobs
+	nc.cur.Advance(got, n, time.Now())
+	if len(got.Jobs) > 0 {
 		nc.served = nc.served[:0]
 		seenUnit := map[store.Unit]bool{}
-		for _, r := range rows {
+		for _, r := range got.Jobs {
 			u := store.Unit{Tenant: r.Tenant, FairnessKey: r.FairnessKey}
 			if !seenUnit[u] {
 				seenUnit[u] = true
@@ -148,37 +100,38 @@ func claimSide(ctx context.Context, st *store.Store, node, queue string, units [
 }
 
 // remoteClaimer is a registered remote worker: its tenant ("*" for
-// all), the kinds it handles (none: all) and its cursors per queue.
+// all), the kinds it handles (none: all) and its cursor per queue.
 type remoteClaimer struct {
 	id, tenant string
 	kinds      []string
-	cur        map[string]*unitCursors
+	cur        map[string]*store.ClaimCursor
 }
 
 // newRemoteClaimer registers a remote worker for queues.
 func newRemoteClaimer(ctx context.Context, st *store.Store, id, tenant string, queues, kinds []string) (*remoteClaimer, error) {
 	err := st.RegisterRemoteWorker(ctx, store.RemoteWorkerParams{ID: id, Name: id, Version: "model", Tenant: tenant,
 		Queues: queues, Kinds: kinds, MaxPerTenant: 100})
-	return &remoteClaimer{id: id, tenant: tenant, kinds: kinds, cur: map[string]*unitCursors{}}, err
+	return &remoteClaimer{id: id, tenant: tenant, kinds: kinds, cur: map[string]*store.ClaimCursor{}}, err
 }
 
-// claimRemote is the worker's claim of queue (RemoteWorkers.claimOnce
+// claimRemote is the worker's claim of queue (remote.Workers.claimOnce
 // for one queue), up to n jobs.
 func claimRemote(ctx context.Context, st *store.Store, rc *remoteClaimer, queue string, n int) (claimView, error) {
 	cur := rc.cur[queue]
 	if cur == nil {
-		cur = &unitCursors{}
+		cur = &store.ClaimCursor{}
 		rc.cur[queue] = cur
 	}
-	cursors, below, seen := cur.params()
-	rows, err := st.ClaimJobsRemote(ctx, store.RemoteClaimParams{
-		ClaimParams: store.ClaimParams{Queue: queue, Limit: n, Token: leaseTokens.Add(1), LeaseTTL: modelLeaseTTL,
-			Node: rc.id, Cursors: cursors, Below: below},
-		Tenant: rc.tenant, Kinds: rc.kinds,
-	})
+	p := store.ClaimParams{Queue: queue, Limit: n, Token: leaseTokens.Add(1), LeaseTTL: modelLeaseTTL,
+		Node: rc.id, Remote: true, Tenant: rc.tenant, Kinds: rc.kinds}
+	cur.Prepare(&p, time.Now(), cursorReset)
+	var v claimView
+	v.cursors, v.below = prepared(p)
+	got, err := st.Claim(ctx, p)
 	if err != nil {
-		return claimView{cursors: seen, below: below}, err
+		return v, err
 	}
-	cur.advance(rows, n)
-	return claimView{rows: rows, cursors: seen, below: below}, nil
+	cur.Advance(got, n, time.Now())
+	v.rows = got.Jobs
+	return v, nil
 }

@@ -58,11 +58,13 @@ func scriptDeleteUnderClaim(r *run) {
 	wg.Add(2)
 	go func() { defer wg.Done(); r.applyLimit(change, del) }()
 	r.waitLockWaiters(1)
+	claimed := make(chan struct{})
 	go func() {
 		defer wg.Done()
+		defer close(claimed)
 		r.claimChecked(claimScope{path: "node n-script", queue: q}, func() (claimView, error) { return claimNode(r.ctx, r.st, nc, n) })
 	}()
-	r.waitLockWaiters(2)
+	r.waitLockWaitersOr(2, claimed)
 	if err := slow.Commit(r.ctx); err != nil {
 		r.fail("slow claim: %v", err)
 	}
@@ -122,8 +124,9 @@ func scriptFence(r *run) {
 		}
 		var inFlight sync.WaitGroup
 		inFlight.Add(1)
-		go func() { defer inFlight.Done(); r.claimChecked(side(ua, c+2)) }()
-		r.waitLockWaiters(2)
+		claimed := make(chan struct{})
+		go func() { defer inFlight.Done(); defer close(claimed); r.claimChecked(side(ua, c+2)) }()
+		r.waitLockWaitersOr(2, claimed)
 		if err := s1.Commit(r.ctx); err != nil {
 			r.fail("slow claim: %v", err)
 		}
@@ -170,8 +173,9 @@ func scriptNewBucketOfDeletedLimit(r *run) {
 	wg.Add(2)
 	go func() { defer wg.Done(); r.applyLimit(x, true) }()
 	r.waitLockWaiters(1)
-	go func() { defer wg.Done(); r.claimChecked(side(ub, 1)) }()
-	r.waitLockWaiters(2)
+	claimed := make(chan struct{})
+	go func() { defer wg.Done(); defer close(claimed); r.claimChecked(side(ub, 1)) }()
+	r.waitLockWaitersOr(2, claimed)
 	if err := slow.Commit(r.ctx); err != nil {
 		r.fail("slow claim: %v", err)
 	}
@@ -301,7 +305,13 @@ func (r *run) lockBuckets(name string) pgx.Tx {
 
 // waitLockWaiters waits until n sessions of the run's database wait on a
 // lock (the orders the scripts force), polling PostgreSQL.
-func (r *run) waitLockWaiters(n int) {
+func (r *run) waitLockWaiters(n int) { r.waitLockWaitersOr(n, nil) }
+
+// waitLockWaitersOr is waitLockWaiters that also returns when done is
+// closed: a claim the script meant to wait behind a limit's change may
+// instead return at once (a claim made while a limit changes takes
+// nothing and says it was busy), which is an order of its own.
+func (r *run) waitLockWaitersOr(n int, done <-chan struct{}) {
 	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
 	defer cancel()
 	for {
@@ -309,6 +319,11 @@ func (r *run) waitLockWaiters(n int) {
 		err := r.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&got)
 		if err == nil && got >= n {
 			return
+		}
+		select {
+		case <-done:
+			return
+		default:
 		}
 		if ctx.Err() != nil {
 			r.fail("script: %d sessions wait on a lock, want %d: %v", got, n, err)

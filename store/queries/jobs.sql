@@ -55,6 +55,12 @@ ON CONFLICT (tenant, unique_key) WHERE unique_key IS NOT NULL AND state IN ('pen
 DO NOTHING
 RETURNING id, tenant, unique_key;
 
+-- name: claim_promote
+-- Before a claim, in its transaction: the queue's scheduled jobs whose
+-- run_at has come become due, for the claim to take
+-- (gaffer.claim_promote, store/schema/claim.sql).
+SELECT gaffer.claim_promote($1);
+
 -- name: claim_jobs
 -- The claim, for every claim path: gaffer.claim (store/schema/claim.sql)
 -- picks and locks the jobs, fairly among the queue's units and within the

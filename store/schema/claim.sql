@@ -300,18 +300,24 @@ BEGIN
                 below_t := f_tenant[nfound];
                 below_k := f_fkey[nfound];
             END IF;
-            IF nfound < m THEN
+            IF nfound < m AND NOT wrapped THEN
                 -- This pass is over: around to the top, and down to where
-                -- this claim began; or every unit was found.
-                IF wrapped THEN
-                    finding := false;
-                ELSE
-                    wrapped := true;
-                    below_t := top;
-                    below_k := '';
-                    stop_t := after_tenant;
-                    stop_k := after_fkey;
+                -- this claim began, in the same round.
+                wrapped := true;
+                below_t := top;
+                below_k := '';
+                stop_t := after_tenant;
+                stop_k := after_fkey;
+                SELECT f_tenant || array_agg(u.tenant), f_fkey || array_agg(u.fairness_key) INTO f_tenant, f_fkey
+                FROM gaffer.claim_units(q, lo, below_t, below_k, stop_t, stop_k, m - nfound) u;
+                IF coalesce(cardinality(f_tenant), 0) > nfound THEN
+                    below_t := f_tenant[cardinality(f_tenant)];
+                    below_k := f_fkey[cardinality(f_fkey)];
                 END IF;
+                nfound := coalesce(cardinality(f_tenant), 0);
+            END IF;
+            IF nfound < m THEN
+                finding := false; -- every unit was found
             END IF;
             IF visited = 0 AND grace_ms > 0 AND nfound > 1 AND EXISTS (
                 SELECT 1 FROM unnest(f_tenant, f_fkey) AS u(t, k) JOIN unnest(k_tenant, k_fkey) AS kn(t, k) ON kn.t = u.t AND kn.k = u.k) THEN
@@ -333,8 +339,8 @@ BEGIN
             u_fkey := u_fkey || f_fkey;
         END IF;
         IF coalesce(cardinality(u_tenant), 0) = 0 THEN
-            CONTINUE WHEN finding; -- found none on this pass: the next
-            EXIT;
+            EXIT WHEN NOT finding;
+            CONTINUE;
         END IF;
 
         -- This round's cursors: the deeper units' own, the caller's for

@@ -137,6 +137,9 @@ DECLARE
     b_running integer[];
     b_counted boolean[];
     b_tokens double precision[];
+    b_held boolean[];
+    last_name text;
+    last_key text;
     ok boolean;
     pi integer := 1;
     first integer;
@@ -190,15 +193,31 @@ BEGIN
         RETURN;
     END IF;
 
-    -- Created if new, then locked, in one order.
+    -- Created if new, then locked, in one order. The calling claim holds
+    -- the buckets of its earlier rounds (h_*): one that sorts before the
+    -- last of those is not waited for — taken if no other claim holds it,
+    -- else its candidates wait for the next claim — so that no two claims
+    -- wait for each other's buckets.
+    SELECT h.name, h.key INTO last_name, last_key FROM unnest(h_name, h_key) AS h(name, key) ORDER BY 1 DESC, 2 DESC LIMIT 1;
     INSERT INTO gaffer.limit_buckets (limit_name, key, tokens, refilled_at)
     SELECT b.name, b.key, coalesce(l.burst, 0), clock_timestamp()
     FROM unnest(b_name, b_key) AS b(name, key) JOIN gaffer.limits l ON l.name = b.name
+    WHERE last_name IS NULL OR (b.name, b.key) > (last_name, last_key)
     ON CONFLICT (limit_name, key) DO NOTHING;
     PERFORM 1 FROM gaffer.limit_buckets lb
-    WHERE (lb.limit_name, lb.key) IN (SELECT b.name, b.key FROM unnest(b_name, b_key) AS b(name, key))
+    WHERE (lb.limit_name, lb.key) IN (SELECT b.name, b.key FROM unnest(b_name, b_key) AS b(name, key)
+                                      WHERE last_name IS NULL OR (b.name, b.key) > (last_name, last_key))
     ORDER BY lb.limit_name, lb.key
     FOR UPDATE OF lb;
+    b_held := array_fill(true, ARRAY[cardinality(b_name)]);
+    IF last_name IS NOT NULL THEN
+        SELECT array_agg(lk.k IS NOT NULL OR (b.name, b.key) > (last_name, last_key) ORDER BY b.ord) INTO b_held
+        FROM unnest(b_name, b_key) WITH ORDINALITY AS b(name, key, ord)
+        LEFT JOIN (SELECT lb.limit_name, lb.key, true AS k FROM gaffer.limit_buckets lb
+                   WHERE (lb.limit_name, lb.key) IN (SELECT e.name, e.key FROM unnest(b_name, b_key) AS e(name, key)
+                                                     WHERE (e.name, e.key) <= (last_name, last_key))
+                   FOR UPDATE OF lb SKIP LOCKED) lk ON lk.limit_name = b.name AND lk.key = b.key;
+    END IF;
     admitted_at := clock_timestamp();
 
     -- A new statement, so a new snapshot. Per bucket, in b order: the
@@ -207,8 +226,9 @@ BEGIN
     -- refilled, and its free slots. A bucket whose limit is gone limits
     -- nothing.
     SELECT array_agg(f.running ORDER BY f.b), array_agg(f.counted ORDER BY f.b), array_agg(f.tokens ORDER BY f.b),
-           array_agg(least(CASE WHEN f.concurrency IS NULL THEN 2147483647 ELSE greatest(f.concurrency - f.running, 0) END,
-                           CASE WHEN f.tokens IS NULL THEN 2147483647 ELSE floor(f.tokens)::integer END) ORDER BY f.b)
+           array_agg(CASE WHEN NOT b_held[f.b] THEN 0
+                          ELSE least(CASE WHEN f.concurrency IS NULL THEN 2147483647 ELSE greatest(f.concurrency - f.running, 0) END,
+                                     CASE WHEN f.tokens IS NULL THEN 2147483647 ELSE floor(f.tokens)::integer END) END ORDER BY f.b)
     INTO b_running, b_counted, b_tokens, b_free
     FROM (
         SELECT b.b, l.concurrency, t.tokens,
@@ -270,8 +290,8 @@ BEGIN
                              WHEN lb.running_bound IS NOT NULL THEN lb.running_bound + b.got END,
         tokens = CASE WHEN b.tokens IS NULL THEN lb.tokens ELSE b.tokens - b.got END,
         refilled_at = CASE WHEN b.tokens IS NULL THEN lb.refilled_at ELSE greatest(lb.refilled_at, admitted_at) END
-    FROM unnest(b_name, b_key, b_running, b_counted, b_tokens, b_got) AS b(name, key, running, counted, tokens, got)
-    WHERE lb.limit_name = b.name AND lb.key = b.key AND (b.got > 0 OR b.counted);
+    FROM unnest(b_name, b_key, b_running, b_counted, b_tokens, b_got) WITH ORDINALITY AS b(name, key, running, counted, tokens, got, b)
+    WHERE lb.limit_name = b.name AND lb.key = b.key AND (b.got > 0 OR b.counted) AND b_held[b.b];
 END
 $fn$;
 
