@@ -259,8 +259,8 @@ func (m *model) checkQuiescentClaim(sc claimScope, n int, v claimView, pre, post
 		default:
 			j.strikes++
 			if j.strikes >= 2 {
-				m.failf("due job left behind: %s asked for %d and got %d, the second short claim in a row that left %s due since %s; no limit holds it back (claimed: %s)\n%s",
-					sc, n, len(v.rows), j, pre.t1.Sub(j.runAt).Round(time.Millisecond), describeRows(v.rows), m.explain(sc, v, pre.t1))
+				m.failf("due job left behind: %s asked for %d and got %d, the second short claim in a row that left %s due since %s; no limit holds it back (claimed: %s)\n%s%s",
+					sc, n, len(v.rows), j, pre.t1.Sub(j.runAt).Round(time.Millisecond), describeRows(v.rows), m.explain(sc, v, pre.t1), m.dbView(j.id))
 			}
 		}
 	}
@@ -418,4 +418,12 @@ func describeRows(rows []store.Job) string {
 		parts[i] = fmt.Sprintf("%s×%d", k, per[k])
 	}
 	return strings.Join(parts, " ")
+}
+
+// dbView is what the database holds of the jobs, for a report.
+func (m *model) dbView(ids ...int64) string {
+	if m.inspect == nil {
+		return ""
+	}
+	return "\n  in the database: " + m.inspect(ids...)
 }

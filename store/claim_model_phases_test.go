@@ -197,6 +197,12 @@ func (r *run) holdBuckets(ctx context.Context, rng *rand.Rand, locked chan<- str
 		return
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
+	// As a claim does, it holds the limits lock while it holds buckets.
+	// (A claim that starts while a limit's change waits takes nothing.)
+	var held bool
+	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock_shared(gaffer.limits_lock_id())`).Scan(&held); err != nil || !held {
+		return
+	}
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM gaffer.limit_buckets WHERE limit_name = $1 ORDER BY key FOR UPDATE`, name); err != nil {
 		return
 	}

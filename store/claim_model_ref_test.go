@@ -221,6 +221,9 @@ type model struct {
 	step     int
 	brokenAt string
 	stats    modelStats
+	// inspect, when set, tells what the database holds of jobs, for a
+	// report (the model never decides by it).
+	inspect func(ids ...int64) string
 }
 
 // modelStats counts what the checks judged, so that a run that checked

@@ -295,6 +295,18 @@ func (r *run) lockBuckets(name string) pgx.Tx {
 		return nil
 	}
 	var n int
+	// As a claim does, it holds the limits lock while it holds buckets; a
+	// claim that starts while a limit's change waits takes nothing, and
+	// holds nothing: the script goes on with an idle transaction.
+	var held bool
+	if err := tx.QueryRow(r.ctx, `SELECT pg_try_advisory_xact_lock_shared(gaffer.limits_lock_id())`).Scan(&held); err != nil {
+		tx.Rollback(r.ctx)
+		r.fail("slow claim: %v", err)
+		return nil
+	}
+	if !held {
+		return tx
+	}
 	if err := tx.QueryRow(r.ctx, `SELECT count(*) FROM (SELECT 1 FROM gaffer.limit_buckets WHERE limit_name = $1 ORDER BY key FOR UPDATE) b`, name).Scan(&n); err != nil || n == 0 {
 		tx.Rollback(r.ctx)
 		r.fail("slow claim: limit %s has %d buckets to hold: %v", name, n, err)

@@ -215,6 +215,25 @@ func runModel(t *testing.T, cfg modelConfig, name string, seed uint64, prof prof
 	ctx := context.Background()
 	r := &run{t: t, ctx: ctx, st: st, pool: st.Pool(), client: job.NewClient(st.Pool(), nil), m: newModel(),
 		rng: rand.New(rand.NewPCG(seed, 0x6c61696d)), seed: seed, name: name, prof: prof, steps: cfg.steps}
+	r.m.inspect = func(ids ...int64) string {
+		var out string
+		err := r.pool.QueryRow(ctx, `SELECT string_agg(format('job %s %s due=%s run_at=%s (now %s) attempt %s node %s locked=%s buckets %s',
+			j.id, j.state, j.due, j.run_at, now(), j.attempt, j.node,
+			EXISTS (SELECT 1 FROM pg_locks pl WHERE pl.locktype = 'transactionid' AND pl.granted AND NOT pl.pid = pg_backend_pid() AND false),
+			(SELECT string_agg(format('%s/%s: %s running of %s', l.name, k.key,
+			        (SELECT count(*) FROM gaffer.jobs r WHERE r.state = 'running' AND (l.queue IS NULL OR r.queue = l.queue)
+			           AND (l.kind IS NULL OR r.kind = l.kind) AND (l.tenant IS NULL OR r.tenant = l.tenant)
+			           AND gaffer.limit_key_of(l.key_from, r.tenant, r.kind, r.queue, r.limit_key, r.fairness_key, r.args) = k.key),
+			        l.concurrency), ', ')
+			 FROM gaffer.limits l
+			 CROSS JOIN LATERAL (SELECT gaffer.limit_key_of(l.key_from, j.tenant, j.kind, j.queue, j.limit_key, j.fairness_key, j.args) AS key) k
+			 WHERE (l.queue IS NULL OR l.queue = j.queue) AND (l.kind IS NULL OR l.kind = j.kind) AND (l.tenant IS NULL OR l.tenant = j.tenant))),
+			'; ') FROM gaffer.jobs j WHERE j.id = ANY($1)`, ids).Scan(&out)
+		if err != nil {
+			return err.Error()
+		}
+		return out
+	}
 	if err := r.setUp(); err != nil {
 		t.Fatalf("seed %d: set up: %v", seed, err)
 	}

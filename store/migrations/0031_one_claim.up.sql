@@ -85,6 +85,7 @@ DECLARE
     cand_unit integer[];
     cand_k integer[];
     admitted bigint[];
+    unit_more boolean[];
     -- h_*: what this claim admitted so far, per limit bucket
     h_name text[] := '{}';
     h_key text[] := '{}';
@@ -196,11 +197,15 @@ BEGIN
                   SELECT * FROM unnest(c_tenant, c_fkey, c_prio, c_run_at, c_id) AS c(t, k, p, r, i)
                   WHERE NOT EXISTS (SELECT 1 FROM unnest(d_tenant, d_fkey) AS d(t, k) WHERE d.t = c.t AND d.k = c.k)) x;
         END IF;
-        SELECT * INTO cand_id, cand_kind, cand_tenant, cand_fkey, cand_unit, cand_k
+        SELECT * INTO cand_id, cand_kind, cand_tenant, cand_fkey, cand_unit, cand_k, unit_more
         FROM gaffer.claim_take(q, take, ks, u_tenant, u_fkey, r_tenant, r_fkey, r_prio, r_run_at, r_id) p;
         weighed := 0;
         admitted := NULL;
         d_tenant := '{}';
+        d_fkey := '{}';
+        d_prio := '{}';
+        d_run_at := '{}';
+        d_id := '{}';
         IF cand_id IS NOT NULL THEN
             -- Do the limits apply? Decided on the kinds and tenants taken:
             -- the default http-per-host limit costs a queue of other kinds
@@ -225,10 +230,21 @@ BEGIN
                           FROM (SELECT * FROM unnest(h_name, h_key, h_got) UNION ALL SELECT * FROM unnest(adm.b_name, adm.b_key, adm.b_got)) y(name, key, got)
                           GROUP BY y.name, y.key) x;
                 END IF;
-                -- The units whose weighed candidates a limit refused, all of
-                -- whose candidates were weighed, are looked into deeper,
-                -- past their last candidate: a job a limit would not refuse
-                -- may wait behind those it did.
+            ELSE
+                admitted := cand_id[1:take];
+                weighed := least(cardinality(cand_id), take);
+            END IF;
+            ids := ids || admitted;
+            IF coalesce(cardinality(ids), 0) < n AND true = ANY (unit_more) THEN
+                -- Not full: the units that may have more, all of whose
+                -- candidates were weighed, are looked into deeper, past
+                -- their last candidate — past those a limit refused, too.
+                IF cand_tenant IS NULL THEN
+                    cand_tenant := array_fill(u_tenant[1], ARRAY[cardinality(cand_id)]);
+                    cand_fkey := array_fill(u_fkey[1], ARRAY[cardinality(cand_id)]);
+                    cand_unit := array_fill(1, ARRAY[cardinality(cand_id)]);
+                    cand_k := ARRAY(SELECT generate_series(1, cardinality(cand_id)));
+                END IF;
                 SELECT coalesce(array_agg(x.tenant ORDER BY x.unit), '{}'), coalesce(array_agg(x.fkey ORDER BY x.unit), '{}'),
                        coalesce(array_agg(x.prio ORDER BY x.unit), '{}'), coalesce(array_agg(x.run_at ORDER BY x.unit), '{}'),
                        coalesce(array_agg(x.id ORDER BY x.unit), '{}')
@@ -236,15 +252,10 @@ BEGIN
                 FROM (SELECT DISTINCT ON (c.unit) c.unit, c.tenant, c.fkey, j.priority AS prio, j.run_at, c.id
                       FROM unnest(cand_id, cand_tenant, cand_fkey, cand_unit, cand_k) AS c(id, tenant, fkey, unit, k)
                       JOIN gaffer.jobs j ON j.id = c.id
-                      WHERE c.unit IN (SELECT r.unit FROM unnest(cand_id, cand_unit) WITH ORDINALITY AS r(id, unit, i)
-                                       GROUP BY r.unit
-                                       HAVING max(r.i) <= weighed AND bool_or(r.id <> ALL (coalesce(admitted, '{}'))))
+                      WHERE unit_more[c.unit]
+                        AND c.unit NOT IN (SELECT r.unit FROM unnest(cand_unit) WITH ORDINALITY AS r(unit, i) WHERE r.i > weighed)
                       ORDER BY c.unit, c.k DESC) x;
-            ELSE
-                admitted := cand_id[1:take];
-                weighed := least(cardinality(cand_id), take);
             END IF;
-            ids := ids || admitted;
         END IF;
         weighed_all := weighed_all + weighed;
 
@@ -351,7 +362,7 @@ END
 $function$;
 
 -- new: gaffer.claim_take(text, integer, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[]), as store/schema/claim.sql has it
-CREATE OR REPLACE FUNCTION gaffer.claim_take(q text, take integer, ks text[], u_tenant text[], u_fkey text[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], OUT cand_id bigint[], OUT cand_kind text[], OUT cand_tenant text[], OUT cand_fkey text[], OUT cand_unit integer[], OUT cand_k integer[])
+CREATE OR REPLACE FUNCTION gaffer.claim_take(q text, take integer, ks text[], u_tenant text[], u_fkey text[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], OUT cand_id bigint[], OUT cand_kind text[], OUT cand_tenant text[], OUT cand_fkey text[], OUT cand_unit integer[], OUT cand_k integer[], OUT unit_more boolean[])
  RETURNS record
  LANGUAGE plpgsql
 AS $function$
@@ -373,6 +384,7 @@ BEGIN
               ORDER BY j.priority, j.run_at, j.id
               LIMIT take
               FOR UPDATE SKIP LOCKED) x;
+        unit_more := ARRAY[coalesce(cardinality(cand_id), 0) >= take];
         RETURN;
     END IF;
     WITH units AS (
@@ -416,8 +428,13 @@ BEGIN
             LIMIT room.r
             FOR UPDATE SKIP LOCKED) x
     )
-    SELECT array_agg(c.id), array_agg(c.kind), array_agg(c.tenant), array_agg(c.fkey), array_agg(c.unit), array_agg(c.k)
-    INTO cand_id, cand_kind, cand_tenant, cand_fkey, cand_unit, cand_k
+    SELECT array_agg(c.id), array_agg(c.kind), array_agg(c.tenant), array_agg(c.fkey), array_agg(c.unit), array_agg(c.k),
+           -- A unit may have more when it gave all it was asked for.
+           (SELECT array_agg(coalesce(a.n, 0) >= un.share AND (rm.r = 0 OR coalesce(b.n, 0) >= rm.r) ORDER BY un.unit)
+            FROM units un CROSS JOIN room rm
+            LEFT JOIN (SELECT p1.unit, count(*) AS n FROM p1 GROUP BY p1.unit) a ON a.unit = un.unit
+            LEFT JOIN (SELECT p2.unit, count(*) AS n FROM p2 GROUP BY p2.unit) b ON b.unit = un.unit)
+    INTO cand_id, cand_kind, cand_tenant, cand_fkey, cand_unit, cand_k, unit_more
     FROM (SELECT * FROM (SELECT p1.id, p1.tenant, p1.fkey, p1.kind, p1.unit, p1.k, (p1.k - 1) / p1.weight::double precision AS rank FROM p1
                          UNION ALL
                          SELECT p2.id, p2.tenant, p2.fkey, p2.kind, p2.unit, p2.k, (p2.k - 1) / p2.weight::double precision FROM p2) u
@@ -531,16 +548,16 @@ BEGIN
     -- else its candidates wait for the next claim — so that no two claims
     -- wait for each other's buckets.
     SELECT h.name, h.key INTO last_name, last_key FROM unnest(h_name, h_key) AS h(name, key) ORDER BY 1 DESC, 2 DESC LIMIT 1;
-    INSERT INTO gaffer.limit_buckets (limit_name, key, tokens, refilled_at)
+    -- One statement creates each bucket or locks it, one bucket after
+    -- another in that order (an existing one is locked, not updated:
+    -- WHERE false), so that a new bucket, held by its insert, is never
+    -- held before one that sorts before it.
+    INSERT INTO gaffer.limit_buckets AS lb (limit_name, key, tokens, refilled_at)
     SELECT b.name, b.key, coalesce(l.burst, 0), clock_timestamp()
     FROM unnest(b_name, b_key) AS b(name, key) JOIN gaffer.limits l ON l.name = b.name
     WHERE last_name IS NULL OR (b.name, b.key) > (last_name, last_key)
-    ON CONFLICT (limit_name, key) DO NOTHING;
-    PERFORM 1 FROM gaffer.limit_buckets lb
-    WHERE (lb.limit_name, lb.key) IN (SELECT b.name, b.key FROM unnest(b_name, b_key) AS b(name, key)
-                                      WHERE last_name IS NULL OR (b.name, b.key) > (last_name, last_key))
-    ORDER BY lb.limit_name, lb.key
-    FOR UPDATE OF lb;
+    ORDER BY b.name, b.key
+    ON CONFLICT (limit_name, key) DO UPDATE SET tokens = lb.tokens WHERE false;
     b_held := array_fill(true, ARRAY[cardinality(b_name)]);
     IF last_name IS NOT NULL THEN
         SELECT array_agg(lk.k IS NOT NULL OR (b.name, b.key) > (last_name, last_key) ORDER BY b.ord) INTO b_held

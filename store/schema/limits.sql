@@ -199,16 +199,16 @@ BEGIN
     -- else its candidates wait for the next claim — so that no two claims
     -- wait for each other's buckets.
     SELECT h.name, h.key INTO last_name, last_key FROM unnest(h_name, h_key) AS h(name, key) ORDER BY 1 DESC, 2 DESC LIMIT 1;
-    INSERT INTO gaffer.limit_buckets (limit_name, key, tokens, refilled_at)
+    -- One statement creates each bucket or locks it, one bucket after
+    -- another in that order (an existing one is locked, not updated:
+    -- WHERE false), so that a new bucket, held by its insert, is never
+    -- held before one that sorts before it.
+    INSERT INTO gaffer.limit_buckets AS lb (limit_name, key, tokens, refilled_at)
     SELECT b.name, b.key, coalesce(l.burst, 0), clock_timestamp()
     FROM unnest(b_name, b_key) AS b(name, key) JOIN gaffer.limits l ON l.name = b.name
     WHERE last_name IS NULL OR (b.name, b.key) > (last_name, last_key)
-    ON CONFLICT (limit_name, key) DO NOTHING;
-    PERFORM 1 FROM gaffer.limit_buckets lb
-    WHERE (lb.limit_name, lb.key) IN (SELECT b.name, b.key FROM unnest(b_name, b_key) AS b(name, key)
-                                      WHERE last_name IS NULL OR (b.name, b.key) > (last_name, last_key))
-    ORDER BY lb.limit_name, lb.key
-    FOR UPDATE OF lb;
+    ORDER BY b.name, b.key
+    ON CONFLICT (limit_name, key) DO UPDATE SET tokens = lb.tokens WHERE false;
     b_held := array_fill(true, ARRAY[cardinality(b_name)]);
     IF last_name IS NOT NULL THEN
         SELECT array_agg(lk.k IS NOT NULL OR (b.name, b.key) > (last_name, last_key) ORDER BY b.ord) INTO b_held
