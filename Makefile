@@ -30,8 +30,9 @@ openapi:          ## regenerate api/openapi.json from the Go routes and types
 migration:        ## write the routine migration from store/schema: NAME=snake_name [EXPAND=1]
 	$(GO) run ./store/internal/migrategen -name "$(NAME)" $(if $(EXPAND),-expand)
 
-chaos:            ## the 30-minute chaos profile (CHAOS_SEED=n replays a schedule)
+chaos:            ## the 30-minute chaos profile (CHAOS_SEED=n replays a schedule), then the claim model's long budget
 	CHAOS_PROFILE=long CHAOS_REPORT=chaos-report.json $(GO) test -run 'TestChaos$$' -v -timeout 60m ./chaos
+	$(MAKE) claim-model
 
 claim-model:      ## the claim's model test on its long budget (CLAIM_MODEL_SEED=n replays a seed)
 	CLAIM_MODEL_STEPS=20000 CLAIM_MODEL_SEEDS=4 $(GO) test -run 'TestClaimModel' -v -timeout 4h ./store

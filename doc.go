@@ -36,7 +36,9 @@
 //     Standard Webhooks signatures.
 //   - auth: API tokens, scopes and principals, dashboard sessions.
 //   - api: the HTTP API; ui: the dashboard.
-//   - store: all SQL, migrations, the LISTEN connection.
+//   - store: all SQL — the schema's one current text (store/schema, the
+//     claim among it), its migrations and queries — the claim every
+//     claimer makes, and the LISTEN connection.
 //
 // Under internal/ sit what users never import: maintenance (the lease
 // rescuer, the retention cleaner, the queue monitor and the label

@@ -48,8 +48,8 @@ func summarize(t *testing.T, r Report) {
 		r.ScriptedRuns, r.StepReplays, r.ReplaysBeforeDependent, r.StepCancels, r.CancelledStepsResumed, r.InputsChecked)
 	t.Logf("SIGTERM: %d of %d landed on a claim in flight, %d jobs claimed while stopping given back; node killed with etcd down: its jobs ran again after %v s",
 		r.SigtermsAimed, r.Faults[FaultSigterm], r.ClaimsReleased, r.EtcdOutageRerun)
-	t.Logf("limit %s (%d per key): %d limited claims audited, %d at the limit; most running at once per key %v",
-		limitName, keyLimit, r.LimitClaims, r.LimitFull, r.LimitPeak)
+	t.Logf("limit %s (%d per key): %d limited claims audited, %d at the limit; most running at once per key %v; %d changes of limit %s meanwhile",
+		limitName, keyLimit, r.LimitClaims, r.LimitFull, r.LimitPeak, r.LimitChanges, churnLimit)
 	if out := os.Getenv("CHAOS_REPORT"); out != "" {
 		b, _ := json.MarshalIndent(r, "", "  ")
 		os.WriteFile(out, b, 0o644)

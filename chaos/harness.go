@@ -43,7 +43,15 @@ type Profile struct {
 	// LimitedShare is the share of the job load that runs under a
 	// cluster-wide concurrency limit per key (limits.go).
 	LimitedShare float64
-	Settle       time.Duration // how long the healed cluster gets to finish
+	// ScheduledShare is the share of the job load enqueued to run later
+	// (a delay up to 2 s); FairnessKeys, how many fairness keys the rest
+	// of the unlimited load is spread over (0: none); with LimitChurn a
+	// second limit on the load is created, changed and deleted all along
+	// (limits.go), while claims run under the audited one.
+	ScheduledShare float64
+	FairnessKeys   int
+	LimitChurn     bool
+	Settle         time.Duration // how long the healed cluster gets to finish
 }
 
 // Profiles by name.
@@ -51,13 +59,14 @@ var Profiles = map[string]Profile{
 	"ci": {Name: "ci", Duration: 100 * time.Second, FaultGap: [2]time.Duration{2 * time.Second, 5 * time.Second},
 		JobsPerSec: 40, FailShare: 0.1, JobMS: [2]int{10, 300}, CronEntries: 2, WorkflowEvery: 4 * time.Second,
 		ScriptedEvery: 4 * time.Second, Faults: AllFaults, Ensure: []string{FaultSigterm, FaultKillInEtcdOutage},
-		LimitedShare: 0.3, Settle: 2 * time.Minute},
+		LimitedShare: 0.3, ScheduledShare: 0.1, FairnessKeys: 8, LimitChurn: true, Settle: 2 * time.Minute},
 	// long runs PostgreSQL as a Patroni primary and synchronous standby
 	// (failover.go), so that it can fail over too.
 	"long": {Name: "long", Duration: 30 * time.Minute, FaultGap: [2]time.Duration{2 * time.Second, 8 * time.Second},
 		JobsPerSec: 60, FailShare: 0.1, JobMS: [2]int{10, 500}, CronEntries: 3, WorkflowEvery: 3 * time.Second,
 		ScriptedEvery: 2 * time.Second, Faults: append(slices.Clip(AllFaults), FaultPGFailover),
-		Ensure: []string{FaultSigterm, FaultKillInEtcdOutage}, LimitedShare: 0.3, Settle: 3 * time.Minute},
+		Ensure: []string{FaultSigterm, FaultKillInEtcdOutage}, LimitedShare: 0.3, ScheduledShare: 0.1, FairnessKeys: 8,
+		LimitChurn: true, Settle: 3 * time.Minute},
 	// mutation: stale workers galore, for the run whose nodes lack the
 	// lease check. The load stays below what two nodes can work (12/s of
 	// ~0.9 s jobs on 16 slots), so a paused node's jobs are taken over at
@@ -134,6 +143,9 @@ type Report struct {
 	LimitClaims int            `json:"limited_claims"`
 	LimitFull   int            `json:"limited_claims_at_the_limit"`
 	LimitPeak   map[string]int `json:"limit_peak_running"`
+	// LimitChanges counts the changes the limit churn made (created,
+	// changed, deleted) while claims ran.
+	LimitChanges int `json:"limit_changes"`
 }
 
 type slot struct {
@@ -167,6 +179,7 @@ type harness struct {
 	reruns                   []float64
 	violations               []string // found while the faults went on
 	stepReplays, stepCancels int
+	limitChanges             int // made by limitChurn
 	faults                   map[string]int
 	faultLog                 []string
 	cronNames                []string
@@ -203,7 +216,7 @@ func Run(t *testing.T, o Options) Report {
 	h.setUp()
 	ctx, stopLoad := context.WithCancel(context.Background())
 	var load sync.WaitGroup
-	for _, fn := range []func(context.Context){h.jobLoad, h.replayLoad, h.workflowLoad, h.scriptedLoad} {
+	for _, fn := range []func(context.Context){h.jobLoad, h.replayLoad, h.workflowLoad, h.scriptedLoad, h.limitChurn} {
 		load.Add(1)
 		go func() { defer load.Done(); fn(ctx) }()
 	}

@@ -2,7 +2,10 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
 	"github.com/gafferhq/gaffer/job"
 )
@@ -84,6 +87,9 @@ func (h *harness) checkLimit(ctx context.Context, r *Report, v func(string, ...a
 	}
 	defer rows.Close()
 	r.LimitPeak = map[string]int{}
+	h.mu.Lock()
+	r.LimitChanges = h.limitChanges
+	h.mu.Unlock()
 	for rows.Next() {
 		var key string
 		var claims, peak, full, over int
@@ -105,5 +111,50 @@ func (h *harness) checkLimit(ctx context.Context, r *Report, v func(string, ...a
 	}
 	if h.o.Profile.LimitedShare > 0 && r.LimitFull == 0 && len(r.Violations) == violations {
 		v("limit %s never bound (%d limited claims, none with %d of a key running): the limit invariant proved nothing", limitName, r.LimitClaims, keyLimit)
+	}
+}
+
+// churnLimit is the limit limitChurn creates, changes and deletes.
+const churnLimit = "chaos-churn"
+
+// limitChurn creates, changes and deletes a second limit on the load
+// every second or so while claims run, when the profile asks: by
+// fairness key, its concurrency or rate changed, or its key (which
+// deletes its buckets), or the limit deleted and made again. It is wide
+// enough not to slow the load; what it tests is that changes of one
+// limit, serialised with the claims in flight, never switch another off
+// (the limit invariant on the audited limit) nor make a claim fail.
+func (h *harness) limitChurn(ctx context.Context) {
+	if !h.o.Profile.LimitChurn {
+		return
+	}
+	rng := rand.New(rand.NewPCG(uint64(h.o.Seed), 3))
+	client := job.NewClient(h.pool, nil)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(500+rng.IntN(1000)) * time.Millisecond):
+		}
+		var err error
+		switch rng.IntN(4) {
+		case 0:
+			err = client.DeleteLimit(ctx, churnLimit)
+			if errors.Is(err, job.ErrLimitNotFound) {
+				err = nil
+			}
+		case 1:
+			_, err = client.SetLimit(ctx, job.Limit{Name: churnLimit, Kind: "chaos.work", Key: "fairness_key", Concurrency: 50 + rng.IntN(100)})
+		case 2:
+			_, err = client.SetLimit(ctx, job.Limit{Name: churnLimit, Kind: "chaos.work", Key: "tenant", Concurrency: 200 + rng.IntN(100)})
+		default:
+			_, err = client.SetLimit(ctx, job.Limit{Name: churnLimit, Kind: "chaos.work", Key: "fairness_key",
+				Rate: 500 + rng.IntN(500), Period: time.Second, Burst: 500})
+		}
+		if err == nil {
+			h.mu.Lock()
+			h.limitChanges++
+			h.mu.Unlock()
+		}
 	}
 }

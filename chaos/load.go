@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -27,8 +28,16 @@ func (h *harness) jobLoad(ctx context.Context) {
 			ms := h.o.Profile.JobMS[0] + rng.IntN(h.o.Profile.JobMS[1]-h.o.Profile.JobMS[0]+1)
 			args, _ := json.Marshal(map[string]any{"ms": ms, "fail": rng.Float64() < h.o.Profile.FailShare})
 			reqs[i] = job.Request{Kind: "chaos.work", Args: json.RawMessage(args), MaxAttempts: 100}
-			if rng.Float64() < h.o.Profile.LimitedShare {
+			switch {
+			case rng.Float64() < h.o.Profile.LimitedShare:
 				reqs[i] = limitedRequest(reqs[i], rng.IntN(limitKeys))
+			case h.o.Profile.FairnessKeys > 0:
+				reqs[i].FairnessKey = fmt.Sprintf("fk-%d", rng.IntN(h.o.Profile.FairnessKeys))
+			}
+			if rng.Float64() < h.o.Profile.ScheduledShare {
+				// Due later: it waits in the scheduled index until a claim
+				// makes it due.
+				reqs[i].Delay = time.Duration(100+rng.IntN(1900)) * time.Millisecond
 			}
 		}
 		ids, err := client.EnqueueMany(ctx, reqs)

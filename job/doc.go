@@ -36,6 +36,23 @@
 //	cancelled: from pending or retrying at once; from running when the
 //	handler, its context cancelled, returns (or its lost lease is rescued).
 //
+// A pending or retrying job whose run_at is still ahead waits in the
+// scheduled index (jobs.due false); the first claim of its queue after
+// run_at makes it due and takes it (store/schema/claim.sql).
+//
+// # Claims
+//
+// Each queue a Worker serves has a claim loop (producer.go): it claims
+// up to its free slots, at most ClaimBatch at once, when woken by an
+// insert's notification, a finished job or its poll, through one
+// statement (store.Claim), keeping its place among the queue's units in
+// a store.ClaimCursor. While that loop claims, an insert of a due job of
+// a unit its last claim did not serve asks for a side claim of that unit
+// alone (side_claim.go), made at once beside the claim in flight; the
+// claims of the queue leave such fresh jobs (under 25 ms) to it, unless
+// a notification since their last claim asked for no side claim (the
+// loop was idle), for then none would come.
+//
 // Every write made for a running attempt — complete, fail, snooze, cancel,
 // heartbeat, release — is a compare-and-set on (id, attempt, lease_token,
 // state = 'running'). A worker that was paused, partitioned or too slow

@@ -13,8 +13,6 @@ package store_test
 //	CLAIM_MODEL_STEPS=n         steps per run (default 300, a third under -race;
 //	                            the chaos long profile: CLAIM_MODEL_STEPS=20000)
 //	CLAIM_MODEL_SEEDS=n         random seeds per run (default 3)
-//	CLAIM_MODEL_EXPECT_HOLES=1  report broken invariants with t.Log instead of
-//	                            failing (temporary: the claim has known holes)
 //
 // A seed replays its steps exactly up to the first concurrent phase
 // (unless a claim's answer depends on timing: the side claims' 25 ms
@@ -140,14 +138,13 @@ func TestClaimModel(t *testing.T) {
 }
 
 type modelConfig struct {
-	seed        uint64
-	steps       int
-	seeds       int
-	expectHoles bool
+	seed  uint64
+	steps int
+	seeds int
 }
 
 func modelConfigFromEnv(t *testing.T) modelConfig {
-	c := modelConfig{steps: 300, seeds: 3, expectHoles: os.Getenv("CLAIM_MODEL_EXPECT_HOLES") == "1"}
+	c := modelConfig{steps: 300, seeds: 3}
 	if raceEnabled {
 		c.steps = 100
 	}
@@ -271,10 +268,6 @@ func runModel(t *testing.T, cfg modelConfig, name string, seed uint64, prof prof
 	}
 	report := fmt.Sprintf("claim model %s, seed %d, %s: %s\nreplay: CLAIM_MODEL_SEED=%d go test ./store -run 'TestClaimModel/%s$'",
 		name, seed, where, msg, seed, name)
-	if cfg.expectHoles {
-		t.Logf("broken invariant (CLAIM_MODEL_EXPECT_HOLES=1, not failing): %s", report)
-		return
-	}
 	t.Fatal(report)
 }
 

@@ -88,24 +88,38 @@
 // of its own (ListenerConfig.URL), and proves with a probe notification
 // sent through the pool that it hears what the pool says.
 //
+// # The claim
+//
+// Every claim path — a node's claim of a queue, its side claim of a few
+// units, a remote worker's claim — is one statement (queries/jobs.sql's
+// claim_jobs, through Claim) around one routine, gaffer.claim in
+// schema/claim.sql: its glossary names every variable prefix. Claim
+// returns the jobs and where the caller's next claim starts among the
+// queue's units; ClaimCursor keeps that, and each unit's cursor, for a
+// claimer (a node's producer, or a remote worker on the node its claims
+// come to). Limits are weighed by gaffer.limit_admit (schema/limits.sql),
+// under the limits lock that keeps gaffer.limits as a claim read it until
+// it commits. store/TestClaimModel checks every path against a plain Go
+// model of what the claim promises.
+//
 // # The hot path
 //
 // A job is touched three times: inserted (COPY for batches), claimed
-// (one UPDATE … FROM (SELECT … FOR UPDATE SKIP LOCKED) per batch) and
-// finished (one UPDATE … FROM unnest(…) per batch of completions). Each
-// write for a running attempt is compare-and-set on (id, attempt,
-// lease_token, running).
+// (one statement per batch: gaffer.claim picks and locks with FOR UPDATE
+// SKIP LOCKED, claim_jobs starts them) and finished (one UPDATE … FROM
+// unnest(…) per batch of completions). Each write for a running attempt
+// is compare-and-set on (id, attempt, lease_token, running).
 //
 // Two measured hazards shape the statements:
 //
-//   - Every claim leaves dead entries at the front of jobs_claim_idx until
-//     vacuum removes them, and the next claim walks over them: with 500,000
-//     dead entries one claim of 1,000 took 130 ms. Claims therefore
-//     continue from where the previous full claim ended
-//     (claim_jobs_after: a row comparison the index uses as its start):
-//     0.7 ms for the same claim. The worker restarts from the queue's
-//     head after a short claim and at least every second, so nothing
-//     queued before the cursor waits longer than that.
+//   - Every claim leaves dead entries at the front of the claim index
+//     (jobs_due_idx) until vacuum removes them, and the next claim walks
+//     over them: with 500,000 dead entries one claim of 1,000 took 130 ms.
+//     Claims therefore continue each unit from where the previous full
+//     claim ended (ClaimCursor: a row comparison the index uses as its
+//     start): 0.7 ms for the same claim. The claimer drops its cursors
+//     after a short claim and at least every second, so nothing queued
+//     before a cursor waits longer than that.
 //   - Batch writes for running attempts join an unnest of the batch on
 //     the primary key. Written with "state = 'running'", the planner may,
 //     from statistics taken while few jobs ran, drive the update from
@@ -116,8 +130,10 @@
 //
 // # Keeping the jobs table small and unbloated
 //
-//   - Indexes are few and partial. jobs_claim_idx holds only claimable
-//     rows (pending, retrying) in claim order; jobs_running_idx only
+//   - Indexes are few and partial. jobs_due_idx holds only claimable
+//     rows (pending, retrying, due) in claim order, and jobs_scheduled_idx
+//     those waiting for their run_at, by time (a claim makes them due when
+//     it comes: gaffer.claim_promote); jobs_running_idx only
 //     running rows, keyed on the node (for dead-node rescue);
 //     jobs_unique_idx only unfinished rows with a unique key;
 //     jobs_finalized_idx only finished rows, for retention. A finished job

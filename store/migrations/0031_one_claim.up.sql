@@ -296,13 +296,6 @@ BEGIN
             EXIT;
         END IF;
     END LOOP;
-    -- Scheduled jobs whose time has come become due for the claims after
-    -- this one, which their notification wakes. (Not for this one: the
-    -- statement that starts its jobs may not update rows a statement
-    -- within it updated.)
-    IF gaffer.claim_promote(q) > 0 THEN
-        PERFORM pg_notify('gaffer_jobs', q);
-    END IF;
 END
 $function$;
 
@@ -317,29 +310,49 @@ $function$;
 -- changed: gaffer.claim_pick(text, integer, text, text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer), as store/schema/claim.sql has it
 CREATE OR REPLACE FUNCTION gaffer.claim_pick(q text, n integer, node_id text, c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], after_tenant text, after_fkey text, k_tenant text[], k_fkey text[], grace_ms integer)
  RETURNS bigint[]
- LANGUAGE sql
+ LANGUAGE plpgsql
 AS $function$
-    SELECT c.ids FROM gaffer.claim(q, n, node_id, false, NULL, NULL, NULL, NULL, c_tenant, c_fkey, c_prio, c_run_at, c_id,
-                                   after_tenant, after_fkey, k_tenant, k_fkey, grace_ms) c
+DECLARE
+    ids bigint[];
+BEGIN
+    SELECT c.ids INTO ids FROM gaffer.claim(q, n, node_id, false, NULL, NULL, NULL, NULL, c_tenant, c_fkey, c_prio, c_run_at, c_id,
+                                            after_tenant, after_fkey, k_tenant, k_fkey, grace_ms) c;
+    PERFORM gaffer.claim_promote(q);
+    RETURN ids;
+END
 $function$;
 
 -- changed: gaffer.claim_pick_remote(text, integer, text, text, text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text), as store/schema/claim.sql has it
 CREATE OR REPLACE FUNCTION gaffer.claim_pick_remote(q text, n integer, worker_id text, t text, ks text[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], after_tenant text, after_fkey text)
  RETURNS bigint[]
- LANGUAGE sql
+ LANGUAGE plpgsql
 AS $function$
-    SELECT c.ids FROM gaffer.claim(q, n, worker_id, true, t, ks, NULL, NULL, c_tenant, c_fkey, c_prio, c_run_at, c_id,
-                                   after_tenant, after_fkey, '{}', '{}', 0) c
+DECLARE
+    ids bigint[];
+BEGIN
+    SELECT c.ids INTO ids FROM gaffer.claim(q, n, worker_id, true, t, ks, NULL, NULL, c_tenant, c_fkey, c_prio, c_run_at, c_id,
+                                            after_tenant, after_fkey, '{}', '{}', 0) c;
+    PERFORM gaffer.claim_promote(q);
+    RETURN ids;
+END
 $function$;
 
 -- changed: gaffer.claim_pick_units(text, integer, text, text[], text[]), as store/schema/claim.sql has it
 CREATE OR REPLACE FUNCTION gaffer.claim_pick_units(q text, n integer, node_id text, u_tenant text[], u_fkey text[])
  RETURNS bigint[]
- LANGUAGE sql
+ LANGUAGE plpgsql
 AS $function$
-    SELECT c.ids FROM gaffer.claim(q, n, node_id, false, NULL, NULL, u_tenant, u_fkey, '{}', '{}', '{}', '{}', '{}',
-                                   NULL, NULL, '{}', '{}', 0) c
-    WHERE cardinality(u_tenant) > 0 AND cardinality(u_tenant) = cardinality(u_fkey)
+DECLARE
+    ids bigint[];
+BEGIN
+    IF coalesce(cardinality(u_tenant), 0) = 0 OR cardinality(u_tenant) <> coalesce(cardinality(u_fkey), 0) THEN
+        RETURN NULL;
+    END IF;
+    SELECT c.ids INTO ids FROM gaffer.claim(q, n, node_id, false, NULL, NULL, u_tenant, u_fkey, '{}', '{}', '{}', '{}', '{}',
+                                            NULL, NULL, '{}', '{}', 0) c;
+    PERFORM gaffer.claim_promote(q);
+    RETURN ids;
+END
 $function$;
 
 -- new: gaffer.claim_promote(text), as store/schema/claim.sql has it
@@ -357,6 +370,9 @@ BEGIN
                    LIMIT 1000
                    FOR UPDATE SKIP LOCKED);
     GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN
+        PERFORM pg_notify('gaffer_jobs', q);
+    END IF;
     RETURN n;
 END
 $function$;
@@ -445,11 +461,9 @@ $function$;
 -- new: gaffer.claim_units(text, text, text, text, text, text, integer), as store/schema/claim.sql has it
 CREATE OR REPLACE FUNCTION gaffer.claim_units(q text, lo text, below_t text, below_k text, stop_t text, stop_k text, m integer)
  RETURNS TABLE(tenant text, fairness_key text)
- LANGUAGE plpgsql
+ LANGUAGE sql
  STABLE
 AS $function$
-BEGIN
-    RETURN QUERY
     WITH RECURSIVE units AS (
         (SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
          WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q AND j.tenant COLLATE "C" >= lo
@@ -464,8 +478,7 @@ BEGIN
               AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") >= (stop_t, stop_k)
             ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1) nx
     )
-    SELECT u.tenant, u.fairness_key FROM units u LIMIT m;
-END
+    SELECT u.tenant, u.fairness_key FROM units u LIMIT m
 $function$;
 
 -- new: gaffer.limit_admit(text, bigint[], text[], text[], text[], integer, text[], text[], integer[]), as store/schema/limits.sql has it

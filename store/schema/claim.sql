@@ -14,9 +14,9 @@
 --      the limits admit what may start (limit_admit), and the claim goes
 --      on to further units until it has n jobs, has looked at every unit
 --      once, or has looked at max_units of them;
---   3. it returns the jobs and where the next claim starts (next_*);
---   4. promotion: scheduled jobs of the queue whose run_at has come are
---      made due (claim_promote), and the claims of the queue woken.
+--   3. it returns the jobs and where the next claim starts (next_*).
+-- Before it, in its transaction, the queue's scheduled jobs whose run_at
+-- has come are made due (claim_promote), so that it takes them too.
 --
 -- Glossary:
 --   unit       a (tenant, fairness key) pair of a queue: the claim shares
@@ -51,8 +51,11 @@
 --              worker of tenant t, every tenant otherwise.
 
 -- claim_promote makes up to 1,000 of queue q's scheduled jobs due, the
--- longest waiting first, and returns how many. Rows another transaction
--- holds are left to it.
+-- longest waiting first, wakes the queue's claims if it made any, and
+-- returns how many. Rows another transaction holds are left to it. A
+-- claim calls it first, in its own transaction (store.Claim): the
+-- statement that starts a claim's jobs may not update rows a statement
+-- within it updated, so the claim cannot promote for itself.
 CREATE FUNCTION gaffer.claim_promote(q text) RETURNS integer
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -65,6 +68,9 @@ BEGIN
                    LIMIT 1000
                    FOR UPDATE SKIP LOCKED);
     GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN
+        PERFORM pg_notify('gaffer_jobs', q);
+    END IF;
     RETURN n;
 END
 $fn$;
@@ -73,12 +79,11 @@ $fn$;
 -- descending (tenant, fairness key) order: those below (below_t,
 -- below_k) and at or above (stop_t, stop_k), of tenants from lo up. It
 -- skips through the claim index one unit at a time, from the end of each
--- unit's range, where its newest entries are, alive.
+-- unit's range, where its newest entries are, alive. (SQL, so that the
+-- planner inlines it into the claim's statement.)
 CREATE FUNCTION gaffer.claim_units(q text, lo text, below_t text, below_k text, stop_t text, stop_k text, m integer)
 RETURNS TABLE (tenant text, fairness_key text)
-LANGUAGE plpgsql STABLE AS $fn$
-BEGIN
-    RETURN QUERY
+LANGUAGE sql STABLE AS $fn$
     WITH RECURSIVE units AS (
         (SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
          WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q AND j.tenant COLLATE "C" >= lo
@@ -93,8 +98,7 @@ BEGIN
               AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") >= (stop_t, stop_k)
             ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1) nx
     )
-    SELECT u.tenant, u.fairness_key FROM units u LIMIT m;
-END
+    SELECT u.tenant, u.fairness_key FROM units u LIMIT m
 $fn$;
 
 -- claim_take locks the candidates of the units u_* (in rotation order)
@@ -465,25 +469,26 @@ BEGIN
             EXIT;
         END IF;
     END LOOP;
-    -- Scheduled jobs whose time has come become due for the claims after
-    -- this one, which their notification wakes. (Not for this one: the
-    -- statement that starts its jobs may not update rows a statement
-    -- within it updated.)
-    IF gaffer.claim_promote(q) > 0 THEN
-        PERFORM pg_notify('gaffer_jobs', q);
-    END IF;
 END
 $fn$;
 
 -- The signatures of earlier builds, for nodes of those builds during a
--- rolling upgrade: each is the claim above.
+-- rolling upgrade: each is the claim above, then the promotion of the
+-- queue's scheduled jobs whose time came, for the claims after it (their
+-- claim statement starts the jobs, so it cannot promote first).
 CREATE FUNCTION gaffer.claim_pick(q text, n integer, node_id text,
     c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[],
     after_tenant text, after_fkey text, k_tenant text[], k_fkey text[], grace_ms integer)
 RETURNS bigint[]
-LANGUAGE sql AS $fn$
-    SELECT c.ids FROM gaffer.claim(q, n, node_id, false, NULL, NULL, NULL, NULL, c_tenant, c_fkey, c_prio, c_run_at, c_id,
-                                   after_tenant, after_fkey, k_tenant, k_fkey, grace_ms) c
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    ids bigint[];
+BEGIN
+    SELECT c.ids INTO ids FROM gaffer.claim(q, n, node_id, false, NULL, NULL, NULL, NULL, c_tenant, c_fkey, c_prio, c_run_at, c_id,
+                                            after_tenant, after_fkey, k_tenant, k_fkey, grace_ms) c;
+    PERFORM gaffer.claim_promote(q);
+    RETURN ids;
+END
 $fn$;
 
 CREATE FUNCTION gaffer.claim_pick(q text, n integer, node_id text,
@@ -496,19 +501,33 @@ $fn$;
 
 CREATE FUNCTION gaffer.claim_pick_units(q text, n integer, node_id text, u_tenant text[], u_fkey text[])
 RETURNS bigint[]
-LANGUAGE sql AS $fn$
-    SELECT c.ids FROM gaffer.claim(q, n, node_id, false, NULL, NULL, u_tenant, u_fkey, '{}', '{}', '{}', '{}', '{}',
-                                   NULL, NULL, '{}', '{}', 0) c
-    WHERE cardinality(u_tenant) > 0 AND cardinality(u_tenant) = cardinality(u_fkey)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    ids bigint[];
+BEGIN
+    IF coalesce(cardinality(u_tenant), 0) = 0 OR cardinality(u_tenant) <> coalesce(cardinality(u_fkey), 0) THEN
+        RETURN NULL;
+    END IF;
+    SELECT c.ids INTO ids FROM gaffer.claim(q, n, node_id, false, NULL, NULL, u_tenant, u_fkey, '{}', '{}', '{}', '{}', '{}',
+                                            NULL, NULL, '{}', '{}', 0) c;
+    PERFORM gaffer.claim_promote(q);
+    RETURN ids;
+END
 $fn$;
 
 CREATE FUNCTION gaffer.claim_pick_remote(q text, n integer, worker_id text, t text, ks text[],
     c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[],
     after_tenant text, after_fkey text)
 RETURNS bigint[]
-LANGUAGE sql AS $fn$
-    SELECT c.ids FROM gaffer.claim(q, n, worker_id, true, t, ks, NULL, NULL, c_tenant, c_fkey, c_prio, c_run_at, c_id,
-                                   after_tenant, after_fkey, '{}', '{}', 0) c
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    ids bigint[];
+BEGIN
+    SELECT c.ids INTO ids FROM gaffer.claim(q, n, worker_id, true, t, ks, NULL, NULL, c_tenant, c_fkey, c_prio, c_run_at, c_id,
+                                            after_tenant, after_fkey, '{}', '{}', 0) c;
+    PERFORM gaffer.claim_promote(q);
+    RETURN ids;
+END
 $fn$;
 
 -- queue_units (the queue depths of earlier builds): up to n units of
