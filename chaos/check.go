@@ -112,12 +112,13 @@ func (h *harness) settleAndCheck() Report {
 	h.checkLimit(ctx, &r, v)
 	// SIGTERM: no attempt the stopped node held was lost.
 	h.checkSigterms(ctx, &r, v)
-	// No claims by a node between its drain order and its restart.
+	// No claims by a node between its drain order and its restart: none
+	// that began after the order (a claim reads the order as it begins).
 	h.mu.Lock()
 	drains := append([]window(nil), h.drains...)
 	h.mu.Unlock()
 	for _, w := range drains {
-		if n := count(`SELECT count(*) FROM test_claims WHERE node = $1 AND at > $2::timestamptz + interval '10 milliseconds' AND at < $3`, w.node, w.from, w.to); n != 0 {
+		if n := count(`SELECT count(*) FROM test_claims WHERE node = $1 AND began > $2::timestamptz + interval '10 milliseconds' AND began < $3`, w.node, w.from, w.to); n != 0 {
 			v("%s claimed %d jobs while draining", w.node, n)
 		}
 	}

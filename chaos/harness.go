@@ -287,10 +287,13 @@ func (h *harness) setUp() {
 	if _, err := h.pool.Exec(ctx, `
 		CREATE TABLE chaos_effects (job_id bigint, attempt int, node text, at timestamptz DEFAULT clock_timestamp());
 		CREATE TABLE chaos_tx_effects (job_id bigint, attempt int, node text);
-		CREATE TABLE test_claims (job_id bigint, node text, at timestamptz, attempt int);
+		-- at: the attempt's start (attempted_at: when the claim admitted it);
+		-- began: when the claim's transaction began, before it read whether
+		-- its node was draining.
+		CREATE TABLE test_claims (job_id bigint, node text, at timestamptz, attempt int, began timestamptz);
 		CREATE INDEX ON test_claims (node, at);
 		CREATE FUNCTION test_claim_audit() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN INSERT INTO test_claims VALUES (NEW.id, NEW.node, NEW.attempted_at, NEW.attempt); RETURN NEW; END $$;
+		BEGIN INSERT INTO test_claims VALUES (NEW.id, NEW.node, NEW.attempted_at, NEW.attempt, now()); RETURN NEW; END $$;
 		CREATE TRIGGER test_claim_audit AFTER UPDATE ON gaffer.jobs FOR EACH ROW
 			WHEN (NEW.state = 'running' AND OLD.state IS DISTINCT FROM 'running') EXECUTE FUNCTION test_claim_audit();`); err != nil {
 		t.Fatal(err)

@@ -101,41 +101,49 @@ LANGUAGE sql STABLE AS $fn$
     SELECT u.tenant, u.fairness_key FROM units u LIMIT m
 $fn$;
 
+-- claim_unit locks and returns up to lim due jobs of unit (t, k) of
+-- queue q, of the kinds ks (NULL: any), by (priority, run_at, id) past
+-- the position (cp, cr, ci): a unit's part of a claim. Rows another
+-- transaction holds are passed over.
+CREATE FUNCTION gaffer.claim_unit(q text, t text, k text, ks text[], cp smallint, cr timestamptz, ci bigint, lim integer)
+RETURNS TABLE (id bigint, kind text)
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    RETURN QUERY
+    SELECT j.id, j.kind FROM gaffer.jobs j
+    WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q
+      AND j.tenant COLLATE "C" = t AND j.fairness_key COLLATE "C" = k AND j.run_at <= now()
+      AND (j.priority, j.run_at, j.id) > (coalesce(cp, -1::smallint), coalesce(cr, '-infinity'::timestamptz), coalesce(ci, 0::bigint))
+      AND (ks IS NULL OR j.kind = ANY (ks))
+    ORDER BY j.priority, j.run_at, j.id
+    LIMIT lim
+    FOR UPDATE SKIP LOCKED;
+END
+$fn$;
+
 -- claim_take locks the candidates of the units u_* (in rotation order)
 -- for a claim of take jobs, of the kinds ks (NULL: any), and returns them
 -- in claim order, one array per column: cand_unit is a candidate's
 -- unit's place, cand_k its place in the unit; it ranks (k-1)/weight. Each
--- unit gives its first due jobs by (priority, run_at, id) past its cursor
--- (c_*): first its share of take by weight (at least one), then, if units
--- fell short of their shares, the units that filled theirs give up to
--- what is left, past their share. There may be more candidates than take
--- (each unit gives at least one). unit_more says, per unit, whether it
--- gave all it was asked for (it may have more). A claim of one unit (the usual case)
--- takes its jobs in one scan, and returns their ids and kinds only (the
--- rest is the unit's, in order: the caller fills it in if it needs it).
+-- unit gives its first due jobs past its cursor (c_*), up to its share of
+-- take by weight (at least one, so there may be more candidates than
+-- take). unit_more says, per unit, whether it gave its whole share (it
+-- may have more: the claim looks into it again if it is not full). A
+-- claim of one unit (the usual case) returns its jobs' ids and kinds
+-- only (the rest is the unit's, in order: the caller fills it in if it
+-- needs it).
 CREATE FUNCTION gaffer.claim_take(q text, take integer, ks text[], u_tenant text[], u_fkey text[],
     c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[],
     OUT cand_id bigint[], OUT cand_kind text[], OUT cand_tenant text[], OUT cand_fkey text[],
     OUT cand_unit integer[], OUT cand_k integer[], OUT unit_more boolean[])
 LANGUAGE plpgsql AS $fn$
-DECLARE
-    cp smallint;
-    cr timestamptz;
-    ci bigint;
 BEGIN
     IF cardinality(u_tenant) = 1 THEN
-        SELECT c.prio, c.run_at, c.id INTO cp, cr, ci
-        FROM unnest(c_tenant, c_fkey, c_prio, c_run_at, c_id) AS c(tenant, fkey, prio, run_at, id)
-        WHERE c.tenant = u_tenant[1] AND c.fkey = u_fkey[1];
         SELECT array_agg(x.id), array_agg(x.kind) INTO cand_id, cand_kind
-        FROM (SELECT j.id, j.kind FROM gaffer.jobs j
-              WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q
-                AND j.tenant COLLATE "C" = u_tenant[1] AND j.fairness_key COLLATE "C" = u_fkey[1] AND j.run_at <= now()
-                AND (j.priority, j.run_at, j.id) > (coalesce(cp, -1::smallint), coalesce(cr, '-infinity'::timestamptz), coalesce(ci, 0::bigint))
-                AND (ks IS NULL OR j.kind = ANY (ks))
-              ORDER BY j.priority, j.run_at, j.id
-              LIMIT take
-              FOR UPDATE SKIP LOCKED) x;
+        FROM (SELECT c.prio, c.run_at, c.id FROM unnest(c_tenant, c_fkey, c_prio, c_run_at, c_id) AS c(tenant, fkey, prio, run_at, id)
+              WHERE c.tenant = u_tenant[1] AND c.fkey = u_fkey[1]
+              UNION ALL SELECT NULL, NULL, NULL LIMIT 1) cur
+        CROSS JOIN LATERAL gaffer.claim_unit(q, u_tenant[1], u_fkey[1], ks, cur.prio, cur.run_at, cur.id, take) x;
         unit_more := ARRAY[coalesce(cardinality(cand_id), 0) >= take];
         RETURN;
     END IF;
@@ -143,54 +151,21 @@ BEGIN
         SELECT u.ord::integer AS unit, u.tenant, u.fkey, coalesce(tw.weight, 1) AS weight,
                greatest(1, ceil(take * coalesce(tw.weight, 1)::double precision
                                 / sum(coalesce(tw.weight, 1)) OVER ()))::integer AS share,
-               coalesce(c.prio, -1::smallint) AS cp, coalesce(c.run_at, '-infinity'::timestamptz) AS cr, coalesce(c.id, 0::bigint) AS ci
+               c.prio, c.run_at, c.id
         FROM unnest(u_tenant, u_fkey) WITH ORDINALITY AS u(tenant, fkey, ord)
         LEFT JOIN gaffer.tenant_weights tw ON tw.tenant = u.tenant
         LEFT JOIN unnest(c_tenant, c_fkey, c_prio, c_run_at, c_id) AS c(tenant, fkey, prio, run_at, id)
             ON c.tenant = u.tenant AND c.fkey = u.fkey
-    ), p1 AS (
-        SELECT x.id, x.kind, x.priority, x.run_at, un.unit, un.tenant, un.fkey, un.weight, un.share,
-               row_number() OVER (PARTITION BY un.unit ORDER BY x.priority, x.run_at, x.id)::integer AS k
-        FROM units un CROSS JOIN LATERAL (
-            SELECT j.id, j.kind, j.priority, j.run_at FROM gaffer.jobs j
-            WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q
-              AND j.tenant COLLATE "C" = un.tenant AND j.fairness_key COLLATE "C" = un.fkey
-              AND j.run_at <= now() AND (j.priority, j.run_at, j.id) > (un.cp, un.cr, un.ci)
-              AND (ks IS NULL OR j.kind = ANY (ks))
-            ORDER BY j.priority, j.run_at, j.id
-            LIMIT un.share
-            FOR UPDATE SKIP LOCKED) x
-    ), room AS (
-        SELECT greatest(take - (SELECT count(*) FROM p1), 0)::integer AS r
-    ), full_units AS (
-        -- A unit that filled its share, and where its share ended.
-        SELECT p.unit, p.tenant, p.fkey, p.weight, p.share, p.priority, p.run_at, p.id
-        FROM p1 p
-        WHERE p.k = p.share AND (SELECT r FROM room) > 0
-    ), p2 AS (
-        SELECT x.id, x.kind, x.priority, x.run_at, f.unit, f.tenant, f.fkey, f.weight,
-               (f.share + row_number() OVER (PARTITION BY f.unit ORDER BY x.priority, x.run_at, x.id))::integer AS k
-        FROM full_units f CROSS JOIN room CROSS JOIN LATERAL (
-            SELECT j.id, j.kind, j.priority, j.run_at FROM gaffer.jobs j
-            WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q
-              AND j.tenant COLLATE "C" = f.tenant AND j.fairness_key COLLATE "C" = f.fkey
-              AND j.run_at <= now() AND (j.priority, j.run_at, j.id) > (f.priority, f.run_at, f.id)
-              AND (ks IS NULL OR j.kind = ANY (ks))
-            ORDER BY j.priority, j.run_at, j.id
-            LIMIT room.r
-            FOR UPDATE SKIP LOCKED) x
+    ), cands AS (
+        SELECT x.id, x.kind, un.unit, un.tenant, un.fkey, un.weight, un.share, x.k::integer AS k
+        FROM units un
+        CROSS JOIN LATERAL gaffer.claim_unit(q, un.tenant, un.fkey, ks, un.prio, un.run_at, un.id, un.share) WITH ORDINALITY AS x(id, kind, k)
     )
     SELECT array_agg(c.id), array_agg(c.kind), array_agg(c.tenant), array_agg(c.fkey), array_agg(c.unit), array_agg(c.k),
-           -- A unit may have more when it gave all it was asked for.
-           (SELECT array_agg(coalesce(a.n, 0) >= un.share AND (rm.r = 0 OR coalesce(b.n, 0) >= rm.r) ORDER BY un.unit)
-            FROM units un CROSS JOIN room rm
-            LEFT JOIN (SELECT p1.unit, count(*) AS n FROM p1 GROUP BY p1.unit) a ON a.unit = un.unit
-            LEFT JOIN (SELECT p2.unit, count(*) AS n FROM p2 GROUP BY p2.unit) b ON b.unit = un.unit)
+           (SELECT array_agg(coalesce(g.n, 0) >= un.share ORDER BY un.unit)
+            FROM units un LEFT JOIN (SELECT cands.unit, count(*) AS n FROM cands GROUP BY cands.unit) g ON g.unit = un.unit)
     INTO cand_id, cand_kind, cand_tenant, cand_fkey, cand_unit, cand_k, unit_more
-    FROM (SELECT * FROM (SELECT p1.id, p1.tenant, p1.fkey, p1.kind, p1.unit, p1.k, (p1.k - 1) / p1.weight::double precision AS rank FROM p1
-                         UNION ALL
-                         SELECT p2.id, p2.tenant, p2.fkey, p2.kind, p2.unit, p2.k, (p2.k - 1) / p2.weight::double precision FROM p2) u
-          ORDER BY u.rank, u.unit, u.k) c;
+    FROM (SELECT * FROM cands ORDER BY (cands.k - 1) / cands.weight::double precision, cands.unit, cands.k) c;
 END
 $fn$;
 
