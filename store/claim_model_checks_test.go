@@ -244,6 +244,16 @@ func (m *model) checkQuiescentClaim(sc claimScope, n int, v claimView, pre, post
 		}
 	}
 
+	// A claim made while a limit was being changed takes nothing, by
+	// design, and says so: it is no claim round.
+	if v.busy {
+		if len(v.rows) > 0 {
+			m.failf("%s said it was busy (a limit being changed) but took %d jobs", sc, len(v.rows))
+		}
+		m.stats.busy++
+		return
+	}
+
 	// Liveness.
 	short := len(v.rows) < n
 	m.stats.claims++

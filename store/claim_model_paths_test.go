@@ -41,6 +41,9 @@ type claimView struct {
 	grace  time.Duration
 	// below is the unit the claim rotated below (nil: from the top).
 	below *store.Unit
+	// busy: the claim took nothing because a limit was being changed
+	// (by design: it is no claim round).
+	busy bool
 }
 
 var leaseTokens atomic.Int64
@@ -75,7 +78,7 @@ func claimNode(ctx context.Context, st *store.Store, nc *nodeClaimer, n int) (cl
 	if err != nil {
 		return v, err
 	}
-	v.rows = got.Jobs
+	v.rows, v.busy = got.Jobs, got.Busy
 	nc.cur.Advance(got, n, time.Now())
 	if len(got.Jobs) > 0 {
 		nc.served = nc.served[:0]
@@ -94,9 +97,9 @@ func claimNode(ctx context.Context, st *store.Store, nc *nodeClaimer, n int) (cl
 // claimSide is a node's side claim of the named units of queue, up to n
 // jobs, each unit from its start.
 func claimSide(ctx context.Context, st *store.Store, node, queue string, units []store.Unit, n int) (claimView, error) {
-	rows, err := st.ClaimJobs(ctx, store.ClaimParams{Queue: queue, Limit: n, Token: leaseTokens.Add(1), LeaseTTL: modelLeaseTTL,
+	got, err := st.Claim(ctx, store.ClaimParams{Queue: queue, Limit: n, Token: leaseTokens.Add(1), LeaseTTL: modelLeaseTTL,
 		Node: node, Units: units})
-	return claimView{rows: rows}, err
+	return claimView{rows: got.Jobs, busy: got.Busy}, err
 }
 
 // remoteClaimer is a registered remote worker: its tenant ("*" for
@@ -132,6 +135,6 @@ func claimRemote(ctx context.Context, st *store.Store, rc *remoteClaimer, queue 
 		return v, err
 	}
 	cur.Advance(got, n, time.Now())
-	v.rows = got.Jobs
+	v.rows, v.busy = got.Jobs, got.Busy
 	return v, nil
 }

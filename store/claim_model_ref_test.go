@@ -230,14 +230,17 @@ type model struct {
 // little shows it.
 type modelStats struct {
 	claims, short, fairness, buckets, rateStarts int
+	// busy counts claims that took nothing because a limit was being
+	// changed.
+	busy int
 	// changeDeadlocks counts limit changes PostgreSQL aborted as
 	// deadlocked with claims (and the model sent again).
 	changeDeadlocks int
 }
 
 func (s modelStats) String() string {
-	return fmt.Sprintf("%d claims judged (%d short), %d fairness checks, %d bucket checks, %d starts under rate limits, %d limit changes deadlocked with claims",
-		s.claims, s.short, s.fairness, s.buckets, s.rateStarts, s.changeDeadlocks)
+	return fmt.Sprintf("%d claims judged (%d short, %d busy), %d fairness checks, %d bucket checks, %d starts under rate limits, %d limit changes deadlocked with claims",
+		s.claims, s.short, s.busy, s.fairness, s.buckets, s.rateStarts, s.changeDeadlocks)
 }
 
 func newModel() *model {

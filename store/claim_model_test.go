@@ -214,9 +214,9 @@ func runModel(t *testing.T, cfg modelConfig, name string, seed uint64, prof prof
 		rng: rand.New(rand.NewPCG(seed, 0x6c61696d)), seed: seed, name: name, prof: prof, steps: cfg.steps}
 	r.m.inspect = func(ids ...int64) string {
 		var out string
-		err := r.pool.QueryRow(ctx, `SELECT string_agg(format('job %s %s due=%s run_at=%s (now %s) attempt %s node %s locked=%s buckets %s',
+		err := r.pool.QueryRow(ctx, `SELECT string_agg(format('job %s %s due=%s run_at=%s (now %s) attempt %s node %s; %s other sessions busy; buckets %s',
 			j.id, j.state, j.due, j.run_at, now(), j.attempt, j.node,
-			EXISTS (SELECT 1 FROM pg_locks pl WHERE pl.locktype = 'transactionid' AND pl.granted AND NOT pl.pid = pg_backend_pid() AND false),
+			(SELECT count(*) FROM pg_stat_activity a WHERE a.datname = current_database() AND a.state <> 'idle' AND a.pid <> pg_backend_pid()),
 			(SELECT string_agg(format('%s/%s: %s running of %s', l.name, k.key,
 			        (SELECT count(*) FROM gaffer.jobs r WHERE r.state = 'running' AND (l.queue IS NULL OR r.queue = l.queue)
 			           AND (l.kind IS NULL OR r.kind = l.kind) AND (l.tenant IS NULL OR r.tenant = l.tenant)

@@ -7,7 +7,7 @@ DROP TRIGGER limit_buckets_serialized ON gaffer.limit_buckets;
 DROP TRIGGER limits_serialized ON gaffer.limits;
 DROP FUNCTION gaffer.claim(text, integer, text, boolean, text, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer);
 DROP FUNCTION gaffer.claim_promote(text);
-DROP FUNCTION gaffer.claim_take(text, integer, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[]);
+DROP FUNCTION gaffer.claim_take(text, integer, text[], text[], text[], integer[], text[], text[], smallint[], timestamp with time zone[], bigint[]);
 DROP FUNCTION gaffer.claim_unit(text, text, text, text[], smallint, timestamp with time zone, bigint, integer);
 DROP FUNCTION gaffer.claim_units(text, text, text, text, text, text, integer);
 DROP FUNCTION gaffer.limit_admit(text, bigint[], text[], text[], text[], integer, text[], text[], integer[]);

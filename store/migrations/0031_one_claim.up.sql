@@ -16,7 +16,7 @@
 --   changed   function gaffer.claim_pick_remote(text, integer, text, text, text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text)
 --   changed   function gaffer.claim_pick_units(text, integer, text, text[], text[])
 --   new       function gaffer.claim_promote(text)
---   new       function gaffer.claim_take(text, integer, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[])
+--   new       function gaffer.claim_take(text, integer, text[], text[], text[], integer[], text[], text[], smallint[], timestamp with time zone[], bigint[])
 --   new       function gaffer.claim_unit(text, text, text, text[], smallint, timestamp with time zone, bigint, integer)
 --   new       function gaffer.claim_units(text, text, text, text, text, text, integer)
 --   new       function gaffer.limit_admit(text, bigint[], text[], text[], text[], integer, text[], text[], integer[])
@@ -74,6 +74,8 @@ DECLARE
     d_prio smallint[] := '{}';
     d_run_at timestamptz[] := '{}';
     d_id bigint[] := '{}';
+    d_k integer[] := '{}';
+    u_past integer[];
     r_tenant text[];
     r_fkey text[];
     r_prio smallint[];
@@ -128,6 +130,7 @@ BEGIN
         m := greatest(take, 32);
         u_tenant := d_tenant;
         u_fkey := d_fkey;
+        u_past := d_k;
         IF side AND visited = 0 THEN
             u_tenant := s_tenant;
             u_fkey := s_fkey;
@@ -177,6 +180,7 @@ BEGIN
             visited := visited + nfound;
             u_tenant := u_tenant || f_tenant;
             u_fkey := u_fkey || f_fkey;
+            u_past := u_past || array_fill(0, ARRAY[coalesce(cardinality(f_tenant), 0)]);
         END IF;
         IF coalesce(cardinality(u_tenant), 0) = 0 THEN
             EXIT WHEN NOT finding;
@@ -199,7 +203,7 @@ BEGIN
                   WHERE NOT EXISTS (SELECT 1 FROM unnest(d_tenant, d_fkey) AS d(t, k) WHERE d.t = c.t AND d.k = c.k)) x;
         END IF;
         SELECT * INTO cand_id, cand_kind, cand_tenant, cand_fkey, cand_unit, cand_k, unit_more
-        FROM gaffer.claim_take(q, take, ks, u_tenant, u_fkey, r_tenant, r_fkey, r_prio, r_run_at, r_id) p;
+        FROM gaffer.claim_take(q, take, ks, u_tenant, u_fkey, u_past, r_tenant, r_fkey, r_prio, r_run_at, r_id) p;
         weighed := 0;
         admitted := NULL;
         d_tenant := '{}';
@@ -207,6 +211,7 @@ BEGIN
         d_prio := '{}';
         d_run_at := '{}';
         d_id := '{}';
+        d_k := '{}';
         IF cand_id IS NOT NULL THEN
             -- Do the limits apply? Decided on the kinds and tenants taken:
             -- the default http-per-host limit costs a queue of other kinds
@@ -219,7 +224,7 @@ BEGIN
                     cand_tenant := array_fill(u_tenant[1], ARRAY[cardinality(cand_id)]);
                     cand_fkey := array_fill(u_fkey[1], ARRAY[cardinality(cand_id)]);
                     cand_unit := array_fill(1, ARRAY[cardinality(cand_id)]);
-                    cand_k := ARRAY(SELECT generate_series(1, cardinality(cand_id)));
+                    cand_k := ARRAY(SELECT coalesce(u_past[1], 0) + generate_series(1, cardinality(cand_id)));
                 END IF;
                 SELECT * INTO adm FROM gaffer.limit_admit(q, cand_id, cand_tenant, cand_kind, cand_fkey, take, h_name, h_key, h_got) a;
                 admitted := adm.admitted;
@@ -244,13 +249,13 @@ BEGIN
                     cand_tenant := array_fill(u_tenant[1], ARRAY[cardinality(cand_id)]);
                     cand_fkey := array_fill(u_fkey[1], ARRAY[cardinality(cand_id)]);
                     cand_unit := array_fill(1, ARRAY[cardinality(cand_id)]);
-                    cand_k := ARRAY(SELECT generate_series(1, cardinality(cand_id)));
+                    cand_k := ARRAY(SELECT coalesce(u_past[1], 0) + generate_series(1, cardinality(cand_id)));
                 END IF;
                 SELECT coalesce(array_agg(x.tenant ORDER BY x.unit), '{}'), coalesce(array_agg(x.fkey ORDER BY x.unit), '{}'),
                        coalesce(array_agg(x.prio ORDER BY x.unit), '{}'), coalesce(array_agg(x.run_at ORDER BY x.unit), '{}'),
-                       coalesce(array_agg(x.id ORDER BY x.unit), '{}')
-                INTO d_tenant, d_fkey, d_prio, d_run_at, d_id
-                FROM (SELECT DISTINCT ON (c.unit) c.unit, c.tenant, c.fkey, j.priority AS prio, j.run_at, c.id
+                       coalesce(array_agg(x.id ORDER BY x.unit), '{}'), coalesce(array_agg(x.k ORDER BY x.unit), '{}')
+                INTO d_tenant, d_fkey, d_prio, d_run_at, d_id, d_k
+                FROM (SELECT DISTINCT ON (c.unit) c.unit, c.tenant, c.fkey, j.priority AS prio, j.run_at, c.id, c.k
                       FROM unnest(cand_id, cand_tenant, cand_fkey, cand_unit, cand_k) AS c(id, tenant, fkey, unit, k)
                       JOIN gaffer.jobs j ON j.id = c.id
                       WHERE unit_more[c.unit]
@@ -378,8 +383,8 @@ BEGIN
 END
 $function$;
 
--- new: gaffer.claim_take(text, integer, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[]), as store/schema/claim.sql has it
-CREATE OR REPLACE FUNCTION gaffer.claim_take(q text, take integer, ks text[], u_tenant text[], u_fkey text[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], OUT cand_id bigint[], OUT cand_kind text[], OUT cand_tenant text[], OUT cand_fkey text[], OUT cand_unit integer[], OUT cand_k integer[], OUT unit_more boolean[])
+-- new: gaffer.claim_take(text, integer, text[], text[], text[], integer[], text[], text[], smallint[], timestamp with time zone[], bigint[]), as store/schema/claim.sql has it
+CREATE OR REPLACE FUNCTION gaffer.claim_take(q text, take integer, ks text[], u_tenant text[], u_fkey text[], u_past integer[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], OUT cand_id bigint[], OUT cand_kind text[], OUT cand_tenant text[], OUT cand_fkey text[], OUT cand_unit integer[], OUT cand_k integer[], OUT unit_more boolean[])
  RETURNS record
  LANGUAGE plpgsql
 AS $function$
@@ -394,16 +399,19 @@ BEGIN
         RETURN;
     END IF;
     WITH units AS (
-        SELECT u.ord::integer AS unit, u.tenant, u.fkey, coalesce(tw.weight, 1) AS weight,
-               greatest(1, ceil(take * coalesce(tw.weight, 1)::double precision
-                                / sum(coalesce(tw.weight, 1)) OVER ()))::integer AS share,
+        SELECT u.ord::integer AS unit, u.tenant, u.fkey, coalesce(u_past[u.ord], 0) AS past, coalesce(tw.weight, 1) AS weight,
+               -- Its share by weight of what the units will have given in
+               -- the claim, less what it gave already, and one at least
+               -- (claim order decides who goes first).
+               greatest(1, ceil((take + sum(coalesce(u_past[u.ord], 0)) OVER ()) * coalesce(tw.weight, 1)::double precision
+                                / sum(coalesce(tw.weight, 1)) OVER ()) - coalesce(u_past[u.ord], 0))::integer AS share,
                c.prio, c.run_at, c.id
         FROM unnest(u_tenant, u_fkey) WITH ORDINALITY AS u(tenant, fkey, ord)
         LEFT JOIN gaffer.tenant_weights tw ON tw.tenant = u.tenant
         LEFT JOIN unnest(c_tenant, c_fkey, c_prio, c_run_at, c_id) AS c(tenant, fkey, prio, run_at, id)
             ON c.tenant = u.tenant AND c.fkey = u.fkey
     ), cands AS (
-        SELECT x.id, x.kind, un.unit, un.tenant, un.fkey, un.weight, un.share, x.k::integer AS k
+        SELECT x.id, x.kind, un.unit, un.tenant, un.fkey, un.weight, un.share, (un.past + x.k)::integer AS k
         FROM units un
         CROSS JOIN LATERAL gaffer.claim_unit(q, un.tenant, un.fkey, ks, un.prio, un.run_at, un.id, un.share) WITH ORDINALITY AS x(id, kind, k)
     )
@@ -477,6 +485,7 @@ DECLARE
     b_held boolean[];
     last_name text;
     last_key text;
+    lock_wait text;
     ok boolean;
     pi integer := 1;
     first integer;
@@ -547,6 +556,28 @@ BEGIN
     ORDER BY b.name, b.key
     ON CONFLICT (limit_name, key) DO UPDATE SET tokens = lb.tokens WHERE false;
     b_held := array_fill(true, ARRAY[cardinality(b_name)]);
+    IF last_name IS NOT NULL AND EXISTS (
+        SELECT 1 FROM unnest(b_name, b_key) AS e(name, key)
+        WHERE (e.name, e.key) <= (last_name, last_key)
+          AND NOT EXISTS (SELECT 1 FROM gaffer.limit_buckets lb WHERE lb.limit_name = e.name AND lb.key = e.key)) THEN
+        -- Those not made yet are made here, unless another claim is making
+        -- one of them: an insert waits for another's insert of the same
+        -- bucket, and not for more than a moment here, or two claims
+        -- could wait for each other.
+        lock_wait := current_setting('lock_timeout');
+        BEGIN
+            PERFORM set_config('lock_timeout', '5ms', true);
+            INSERT INTO gaffer.limit_buckets (limit_name, key, tokens, refilled_at)
+            SELECT e.name, e.key, coalesce(l.burst, 0), clock_timestamp()
+            FROM unnest(b_name, b_key) AS e(name, key) JOIN gaffer.limits l ON l.name = e.name
+            WHERE (e.name, e.key) <= (last_name, last_key)
+            ORDER BY e.name, e.key
+            ON CONFLICT (limit_name, key) DO NOTHING;
+            PERFORM set_config('lock_timeout', lock_wait, true);
+        EXCEPTION WHEN lock_not_available THEN
+            NULL; -- their candidates wait for the next claim
+        END;
+    END IF;
     IF last_name IS NOT NULL THEN
         SELECT array_agg(lk.k IS NOT NULL OR (b.name, b.key) > (last_name, last_key) ORDER BY b.ord) INTO b_held
         FROM unnest(b_name, b_key) WITH ORDINALITY AS b(name, key, ord)

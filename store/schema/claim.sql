@@ -124,15 +124,16 @@ $fn$;
 -- claim_take locks the candidates of the units u_* (in rotation order)
 -- for a claim of take jobs, of the kinds ks (NULL: any), and returns them
 -- in claim order, one array per column: cand_unit is a candidate's
--- unit's place, cand_k its place in the unit; it ranks (k-1)/weight. Each
--- unit gives its first due jobs past its cursor (c_*), up to its share of
--- take by weight (at least one, so there may be more candidates than
--- take). unit_more says, per unit, whether it gave its whole share (it
+-- unit's place, cand_k its place in the unit over the whole claim (u_past
+-- are those the unit gave in the claim's earlier rounds); it ranks
+-- (k-1)/weight. Each unit gives its first due jobs past its cursor (c_*),
+-- up to its share by weight of all the units will have given, and one
+-- at least (so there may be more candidates than take). unit_more says, per unit, whether it gave its whole share (it
 -- may have more: the claim looks into it again if it is not full). A
 -- claim of one unit (the usual case) returns its jobs' ids and kinds
 -- only (the rest is the unit's, in order: the caller fills it in if it
 -- needs it).
-CREATE FUNCTION gaffer.claim_take(q text, take integer, ks text[], u_tenant text[], u_fkey text[],
+CREATE FUNCTION gaffer.claim_take(q text, take integer, ks text[], u_tenant text[], u_fkey text[], u_past integer[],
     c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[],
     OUT cand_id bigint[], OUT cand_kind text[], OUT cand_tenant text[], OUT cand_fkey text[],
     OUT cand_unit integer[], OUT cand_k integer[], OUT unit_more boolean[])
@@ -148,16 +149,19 @@ BEGIN
         RETURN;
     END IF;
     WITH units AS (
-        SELECT u.ord::integer AS unit, u.tenant, u.fkey, coalesce(tw.weight, 1) AS weight,
-               greatest(1, ceil(take * coalesce(tw.weight, 1)::double precision
-                                / sum(coalesce(tw.weight, 1)) OVER ()))::integer AS share,
+        SELECT u.ord::integer AS unit, u.tenant, u.fkey, coalesce(u_past[u.ord], 0) AS past, coalesce(tw.weight, 1) AS weight,
+               -- Its share by weight of what the units will have given in
+               -- the claim, less what it gave already, and one at least
+               -- (claim order decides who goes first).
+               greatest(1, ceil((take + sum(coalesce(u_past[u.ord], 0)) OVER ()) * coalesce(tw.weight, 1)::double precision
+                                / sum(coalesce(tw.weight, 1)) OVER ()) - coalesce(u_past[u.ord], 0))::integer AS share,
                c.prio, c.run_at, c.id
         FROM unnest(u_tenant, u_fkey) WITH ORDINALITY AS u(tenant, fkey, ord)
         LEFT JOIN gaffer.tenant_weights tw ON tw.tenant = u.tenant
         LEFT JOIN unnest(c_tenant, c_fkey, c_prio, c_run_at, c_id) AS c(tenant, fkey, prio, run_at, id)
             ON c.tenant = u.tenant AND c.fkey = u.fkey
     ), cands AS (
-        SELECT x.id, x.kind, un.unit, un.tenant, un.fkey, un.weight, un.share, x.k::integer AS k
+        SELECT x.id, x.kind, un.unit, un.tenant, un.fkey, un.weight, un.share, (un.past + x.k)::integer AS k
         FROM units un
         CROSS JOIN LATERAL gaffer.claim_unit(q, un.tenant, un.fkey, ks, un.prio, un.run_at, un.id, un.share) WITH ORDINALITY AS x(id, kind, k)
     )
@@ -221,6 +225,8 @@ DECLARE
     d_prio smallint[] := '{}';
     d_run_at timestamptz[] := '{}';
     d_id bigint[] := '{}';
+    d_k integer[] := '{}';
+    u_past integer[];
     r_tenant text[];
     r_fkey text[];
     r_prio smallint[];
@@ -275,6 +281,7 @@ BEGIN
         m := greatest(take, 32);
         u_tenant := d_tenant;
         u_fkey := d_fkey;
+        u_past := d_k;
         IF side AND visited = 0 THEN
             u_tenant := s_tenant;
             u_fkey := s_fkey;
@@ -324,6 +331,7 @@ BEGIN
             visited := visited + nfound;
             u_tenant := u_tenant || f_tenant;
             u_fkey := u_fkey || f_fkey;
+            u_past := u_past || array_fill(0, ARRAY[coalesce(cardinality(f_tenant), 0)]);
         END IF;
         IF coalesce(cardinality(u_tenant), 0) = 0 THEN
             EXIT WHEN NOT finding;
@@ -346,7 +354,7 @@ BEGIN
                   WHERE NOT EXISTS (SELECT 1 FROM unnest(d_tenant, d_fkey) AS d(t, k) WHERE d.t = c.t AND d.k = c.k)) x;
         END IF;
         SELECT * INTO cand_id, cand_kind, cand_tenant, cand_fkey, cand_unit, cand_k, unit_more
-        FROM gaffer.claim_take(q, take, ks, u_tenant, u_fkey, r_tenant, r_fkey, r_prio, r_run_at, r_id) p;
+        FROM gaffer.claim_take(q, take, ks, u_tenant, u_fkey, u_past, r_tenant, r_fkey, r_prio, r_run_at, r_id) p;
         weighed := 0;
         admitted := NULL;
         d_tenant := '{}';
@@ -354,6 +362,7 @@ BEGIN
         d_prio := '{}';
         d_run_at := '{}';
         d_id := '{}';
+        d_k := '{}';
         IF cand_id IS NOT NULL THEN
             -- Do the limits apply? Decided on the kinds and tenants taken:
             -- the default http-per-host limit costs a queue of other kinds
@@ -366,7 +375,7 @@ BEGIN
                     cand_tenant := array_fill(u_tenant[1], ARRAY[cardinality(cand_id)]);
                     cand_fkey := array_fill(u_fkey[1], ARRAY[cardinality(cand_id)]);
                     cand_unit := array_fill(1, ARRAY[cardinality(cand_id)]);
-                    cand_k := ARRAY(SELECT generate_series(1, cardinality(cand_id)));
+                    cand_k := ARRAY(SELECT coalesce(u_past[1], 0) + generate_series(1, cardinality(cand_id)));
                 END IF;
                 SELECT * INTO adm FROM gaffer.limit_admit(q, cand_id, cand_tenant, cand_kind, cand_fkey, take, h_name, h_key, h_got) a;
                 admitted := adm.admitted;
@@ -391,13 +400,13 @@ BEGIN
                     cand_tenant := array_fill(u_tenant[1], ARRAY[cardinality(cand_id)]);
                     cand_fkey := array_fill(u_fkey[1], ARRAY[cardinality(cand_id)]);
                     cand_unit := array_fill(1, ARRAY[cardinality(cand_id)]);
-                    cand_k := ARRAY(SELECT generate_series(1, cardinality(cand_id)));
+                    cand_k := ARRAY(SELECT coalesce(u_past[1], 0) + generate_series(1, cardinality(cand_id)));
                 END IF;
                 SELECT coalesce(array_agg(x.tenant ORDER BY x.unit), '{}'), coalesce(array_agg(x.fkey ORDER BY x.unit), '{}'),
                        coalesce(array_agg(x.prio ORDER BY x.unit), '{}'), coalesce(array_agg(x.run_at ORDER BY x.unit), '{}'),
-                       coalesce(array_agg(x.id ORDER BY x.unit), '{}')
-                INTO d_tenant, d_fkey, d_prio, d_run_at, d_id
-                FROM (SELECT DISTINCT ON (c.unit) c.unit, c.tenant, c.fkey, j.priority AS prio, j.run_at, c.id
+                       coalesce(array_agg(x.id ORDER BY x.unit), '{}'), coalesce(array_agg(x.k ORDER BY x.unit), '{}')
+                INTO d_tenant, d_fkey, d_prio, d_run_at, d_id, d_k
+                FROM (SELECT DISTINCT ON (c.unit) c.unit, c.tenant, c.fkey, j.priority AS prio, j.run_at, c.id, c.k
                       FROM unnest(cand_id, cand_tenant, cand_fkey, cand_unit, cand_k) AS c(id, tenant, fkey, unit, k)
                       JOIN gaffer.jobs j ON j.id = c.id
                       WHERE unit_more[c.unit]

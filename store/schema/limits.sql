@@ -140,6 +140,7 @@ DECLARE
     b_held boolean[];
     last_name text;
     last_key text;
+    lock_wait text;
     ok boolean;
     pi integer := 1;
     first integer;
@@ -210,6 +211,28 @@ BEGIN
     ORDER BY b.name, b.key
     ON CONFLICT (limit_name, key) DO UPDATE SET tokens = lb.tokens WHERE false;
     b_held := array_fill(true, ARRAY[cardinality(b_name)]);
+    IF last_name IS NOT NULL AND EXISTS (
+        SELECT 1 FROM unnest(b_name, b_key) AS e(name, key)
+        WHERE (e.name, e.key) <= (last_name, last_key)
+          AND NOT EXISTS (SELECT 1 FROM gaffer.limit_buckets lb WHERE lb.limit_name = e.name AND lb.key = e.key)) THEN
+        -- Those not made yet are made here, unless another claim is making
+        -- one of them: an insert waits for another's insert of the same
+        -- bucket, and not for more than a moment here, or two claims
+        -- could wait for each other.
+        lock_wait := current_setting('lock_timeout');
+        BEGIN
+            PERFORM set_config('lock_timeout', '5ms', true);
+            INSERT INTO gaffer.limit_buckets (limit_name, key, tokens, refilled_at)
+            SELECT e.name, e.key, coalesce(l.burst, 0), clock_timestamp()
+            FROM unnest(b_name, b_key) AS e(name, key) JOIN gaffer.limits l ON l.name = e.name
+            WHERE (e.name, e.key) <= (last_name, last_key)
+            ORDER BY e.name, e.key
+            ON CONFLICT (limit_name, key) DO NOTHING;
+            PERFORM set_config('lock_timeout', lock_wait, true);
+        EXCEPTION WHEN lock_not_available THEN
+            NULL; -- their candidates wait for the next claim
+        END;
+    END IF;
     IF last_name IS NOT NULL THEN
         SELECT array_agg(lk.k IS NOT NULL OR (b.name, b.key) > (last_name, last_key) ORDER BY b.ord) INTO b_held
         FROM unnest(b_name, b_key) WITH ORDINALITY AS b(name, key, ord)
