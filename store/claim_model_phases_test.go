@@ -200,7 +200,7 @@ func (r *run) holdBuckets(ctx context.Context, rng *rand.Rand, locked chan<- str
 	// As a claim does, it holds the limits lock while it holds buckets.
 	// (A claim that starts while a limit's change waits takes nothing.)
 	var held bool
-	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock_shared(gaffer.limits_lock_id())`).Scan(&held); err != nil || !held {
+	if err := tx.QueryRow(ctx, `SELECT gaffer.limits_hold()`).Scan(&held); err != nil || !held {
 		return
 	}
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM gaffer.limit_buckets WHERE limit_name = $1 ORDER BY key FOR UPDATE`, name); err != nil {

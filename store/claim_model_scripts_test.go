@@ -299,7 +299,7 @@ func (r *run) lockBuckets(name string) pgx.Tx {
 	// claim that starts while a limit's change waits takes nothing, and
 	// holds nothing: the script goes on with an idle transaction.
 	var held bool
-	if err := tx.QueryRow(r.ctx, `SELECT pg_try_advisory_xact_lock_shared(gaffer.limits_lock_id())`).Scan(&held); err != nil {
+	if err := tx.QueryRow(r.ctx, `SELECT gaffer.limits_hold()`).Scan(&held); err != nil {
 		tx.Rollback(r.ctx)
 		r.fail("slow claim: %v", err)
 		return nil

@@ -13,6 +13,7 @@ DROP FUNCTION gaffer.claim_units(text, text, text, text, text, text, integer);
 DROP FUNCTION gaffer.limit_admit(text, bigint[], text[], text[], text[], integer, text[], text[], integer[]);
 DROP FUNCTION gaffer.limit_bucket_key(text);
 DROP FUNCTION gaffer.limits_changing();
+DROP FUNCTION gaffer.limits_hold();
 DROP FUNCTION gaffer.limits_lock_id();
 DROP FUNCTION gaffer.url_host(text);
 

@@ -25,6 +25,7 @@
 --   changed   function gaffer.limit_key(text, gaffer.jobs)
 --   changed   function gaffer.limit_key_of(text, text, text, text, text, text, json)
 --   new       function gaffer.limits_changing()
+--   new       function gaffer.limits_hold()
 --   new       function gaffer.limits_lock_id()
 --   changed   function gaffer.queue_units(text, integer)
 --   new       function gaffer.url_host(text)
@@ -116,7 +117,7 @@ BEGIN
     -- The limits stay as this claim reads them until it commits. While
     -- one is being changed, claim nothing: the change waits for the
     -- claims in flight, and the caller claims again shortly.
-    IF NOT pg_try_advisory_xact_lock_shared(gaffer.limits_lock_id()) THEN
+    IF NOT gaffer.limits_hold() THEN
         busy := true;
         RETURN;
     END IF;
@@ -723,6 +724,12 @@ BEGIN
     RETURN NULL;
 END
 $function$;
+
+-- new: gaffer.limits_hold(), as store/schema/limits.sql has it
+CREATE OR REPLACE FUNCTION gaffer.limits_hold()
+ RETURNS boolean
+ LANGUAGE sql
+AS $function$ SELECT pg_try_advisory_xact_lock_shared(gaffer.limits_lock_id()) $function$;
 
 -- new: gaffer.limits_lock_id(), as store/schema/limits.sql has it
 CREATE OR REPLACE FUNCTION gaffer.limits_lock_id()

@@ -267,7 +267,7 @@ BEGIN
     -- The limits stay as this claim reads them until it commits. While
     -- one is being changed, claim nothing: the change waits for the
     -- claims in flight, and the caller claims again shortly.
-    IF NOT pg_try_advisory_xact_lock_shared(gaffer.limits_lock_id()) THEN
+    IF NOT gaffer.limits_hold() THEN
         busy := true;
         RETURN;
     END IF;

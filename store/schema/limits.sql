@@ -28,6 +28,11 @@
 CREATE FUNCTION gaffer.limits_lock_id() RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 7449347848622178306::bigint $$;
 
+-- limits_hold takes the limits lock shared for the calling claim, if no
+-- change of a limit holds or waits for it, and says whether it did.
+CREATE FUNCTION gaffer.limits_hold() RETURNS boolean
+LANGUAGE sql AS $$ SELECT pg_try_advisory_xact_lock_shared(gaffer.limits_lock_id()) $$;
+
 -- limits_changing takes the limits lock exclusively for a statement that
 -- changes gaffer.limits or deletes buckets: it waits for the claims in
 -- flight to commit, and claims that start meanwhile claim nothing until it
