@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/gafferhq/gaffer/store"
@@ -54,10 +53,16 @@ const (
 	MaxPeriod      = 24 * time.Hour
 )
 
-var limitKeyPattern = regexp.MustCompile(`^(|tenant|kind|queue|limit_key|fairness_key|args(\.[A-Za-z0-9_-]+)+|host\(args(\.[A-Za-z0-9_-]+)+\))$`)
+// badKey is the error for a key the limits_key_check constraint refuses:
+// the grammar of a limit's key has one text, that constraint's
+// (store/schema/tables.sql), which SetLimit reports through this.
+func badKey(key string) error {
+	return &ValidationError{Field: "key", Message: fmt.Sprintf(`must be "", "tenant", "kind", "queue", "limit_key", "fairness_key", "args.<field>…" or "host(args.<field>…)", got %q`, key)}
+}
 
 // Validate checks l and fills in defaults (Burst). Errors are
-// *ValidationError naming the field.
+// *ValidationError naming the field. The key's grammar is checked where
+// it is kept, by the database: SetLimit reports a key it refuses.
 func (l *Limit) Validate() error {
 	if err := ValidateName("name", l.Name); err != nil {
 		return err
@@ -77,8 +82,8 @@ func (l *Limit) Validate() error {
 			return err
 		}
 	}
-	if len(l.Key) > 128 || !limitKeyPattern.MatchString(l.Key) {
-		return &ValidationError{Field: "key", Message: fmt.Sprintf(`must be "", "tenant", "kind", "queue", "limit_key", "fairness_key", "args.<field>…" or "host(args.<field>…)", got %q`, l.Key)}
+	if len(l.Key) > 128 {
+		return badKey(l.Key)
 	}
 	switch {
 	case l.Concurrency < 0 || l.Concurrency > MaxConcurrency:
@@ -133,8 +138,12 @@ func (c *Client) SetLimit(ctx context.Context, l Limit) (bool, error) {
 	if err := l.Validate(); err != nil {
 		return false, err
 	}
-	return c.store.UpsertLimit(ctx, store.LimitRow{Name: l.Name, Queue: l.Queue, Kind: l.Kind, Tenant: l.Tenant, KeyFrom: l.Key,
+	created, err := c.store.UpsertLimit(ctx, store.LimitRow{Name: l.Name, Queue: l.Queue, Kind: l.Kind, Tenant: l.Tenant, KeyFrom: l.Key,
 		Concurrency: l.Concurrency, Rate: l.Rate, Period: l.Period, Burst: l.Burst})
+	if errors.Is(err, store.ErrBadLimitKey) {
+		return false, badKey(l.Key)
+	}
+	return created, err
 }
 
 // DeleteLimit deletes a limit. Errors: ErrLimitNotFound.

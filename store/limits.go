@@ -3,10 +3,12 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 var (
@@ -28,12 +30,21 @@ type LimitRow struct {
 	CreatedAt, UpdatedAt               time.Time
 }
 
+// ErrBadLimitKey: the key is not one a limit can count by (the grammar
+// is the limits_key_check constraint's, store/schema/tables.sql).
+var ErrBadLimitKey = errors.New("not a limit key")
+
 // UpsertLimit creates or replaces a limit and reports whether it was
-// created. A changed key or rate starts its buckets afresh.
+// created. A changed key or rate starts its buckets afresh. It waits for
+// the claims in flight (the limits lock). Errors: ErrBadLimitKey.
 func (s *Store) UpsertLimit(ctx context.Context, l LimitRow) (bool, error) {
 	var created bool
 	err := s.pool.QueryRow(ctx, sqlUpsertLimit, l.Name, nullString(l.Queue), nullString(l.Kind), nullString(l.Tenant), l.KeyFrom,
 		nullInt(l.Concurrency), nullInt(l.Rate), nullInt64(l.Period.Milliseconds()), nullInt(l.Burst)).Scan(&created)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23514" && pe.ConstraintName == "limits_key_check" {
+		return false, fmt.Errorf("set limit %q: %w: %q", l.Name, ErrBadLimitKey, l.KeyFrom)
+	}
 	if err != nil {
 		return false, fmt.Errorf("set limit %q: %w", l.Name, err)
 	}

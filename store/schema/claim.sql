@@ -1,28 +1,46 @@
 -- The claim: which due jobs a node or a remote worker starts next (G10,
 -- G12). One text for every claim path — a node's claim of a queue, its
 -- side claim of a few units, a remote worker's claim — in gaffer.claim;
--- the statements that start the picked jobs are store/queries' claim_jobs
--- and claim_jobs_remote. Limits are decided by gaffer.limit_admit
--- (limits.sql).
+-- the statement that starts the picked jobs is store/queries/jobs.sql's
+-- claim_jobs (store.Claim). Limits are decided by gaffer.limit_admit
+-- (limits.sql). The routines here, top down:
+--   claim          the claim: the gate, then rounds, then where the next
+--                  claim starts
+--   claim_units    the next units with due jobs, in rotation order
+--   claim_take     a round's candidates from its units, in claim order
+--   claim_unit     one unit's part: its first due jobs past a position
+--   claim_promote  scheduled jobs whose time came made due (run first,
+--                  in the claim's transaction)
+--   claim_pick, claim_pick_units, claim_pick_remote, queue_units: the
+--                  signatures of earlier builds, for a rolling upgrade
 --
 -- How a claim of n jobs goes:
 --   1. the gate: nothing for a paused queue, a draining node, or a remote
 --      worker that is draining, gone or unknown; nothing either while a
---      limit is being changed (the limits lock, limits.sql);
---   2. rounds: the next units with due jobs, in rotation order
---      (claim_units), give their candidates in fair order (claim_take),
---      the limits admit what may start (limit_admit), and the claim goes
---      on to further units until it has n jobs, has looked at every unit
---      once, or has looked at max_units of them;
---   3. it returns the jobs and where the next claim starts (next_*).
--- Before it, in its transaction, the queue's scheduled jobs whose run_at
--- has come are made due (claim_promote), so that it takes them too.
+--      limit is being changed (the limits lock, limits.sql: busy);
+--   2. rounds: each takes candidates from the units to look deeper into
+--      (d_*: units that may have more than they gave, past what they
+--      gave) and from the next units found in rotation order
+--      (claim_units); the limits admit them in claim order
+--      (limit_admit); the claim goes on until it has n jobs, every unit
+--      had its turn, or it looked at max_units units or weighed
+--      max_weighed candidates;
+--   3. it returns the jobs and where the caller's next claim starts.
+--
+-- Variables, by prefix: s_* a side claim's units; c_* the caller's
+-- cursors; after_* where the caller's last claim stopped; k_* the units
+-- the caller's last claim served (grace); f_* units found this round;
+-- u_* this round's units (u_past: what each gave in earlier rounds); r_*
+-- this round's cursors; d_* units to look deeper into; cand_* this
+-- round's candidates; h_* what the claim admitted so far, per limit
+-- bucket; next_* where the next claim starts; m how many units to find;
+-- take how many jobs the claim still wants.
 --
 -- Glossary:
 --   unit       a (tenant, fairness key) pair of a queue: the claim shares
 --              its slots among units by their tenants' weights.
 --   due        jobs.due: the job's run_at had come when it was last
---              written. Due jobs are in the claim index (jobs_claim_idx),
+--              written. Due jobs are in the claim index (jobs_due_idx),
 --              scheduled ones (not due) in jobs_scheduled_idx, so that
 --              jobs waiting for their time cost a claim nothing. A job
 --              marked due whose run_at is still ahead (written by a node
