@@ -121,3 +121,49 @@ func TestClaimInFlightAcrossANewLimitIsCounted(t *testing.T) {
 		t.Fatalf("%d running, want 10", n)
 	}
 }
+
+// A claim made while a limit is being changed claims nothing and says it
+// was busy; the worker claims again shortly after, rather than leaving
+// the job to its next poll (an hour here) or the next insert.
+func TestWorkerClaimsAgainAfterALimitChange(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	started := make(chan int64, 1)
+	e.reg.HandleFunc("k", func(ctx context.Context, j *job.Job) error {
+		started <- j.ID
+		return nil
+	})
+	e.startWorker(job.WorkerConfig{PollInterval: time.Hour})
+	time.Sleep(200 * time.Millisecond) // the initial poll has passed
+	// A limit's change in flight: it holds the limits lock exclusively.
+	tx, err := e.st.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(gaffer.limits_lock_id())`); err != nil {
+		t.Fatal(err)
+	}
+	id := e.enqueue(job.Request{Kind: "k"}).ID // its notification wakes a claim, which is busy
+	select {
+	case got := <-started:
+		t.Fatalf("job %d started while a limit was being changed", got)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	committed := time.Now()
+	select {
+	case got := <-started:
+		if got != id {
+			t.Fatalf("started %d, want %d", got, id)
+		}
+		if d := time.Since(committed); d > 2*time.Second {
+			t.Fatalf("the job started %v after the change committed", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job did not start after the limit's change committed: the busy claim was taken for an empty queue")
+	}
+}

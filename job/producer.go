@@ -37,6 +37,9 @@ type producer struct {
 	// side claim's) asked for and have not yet filled.
 	reserved atomic.Int64
 	side     sideClaims
+	// busyWait is how long the claim loop waits before claiming again
+	// after a claim a limit's change kept from claiming.
+	busyWait time.Duration
 }
 
 func (p *producer) wake() {
@@ -94,7 +97,12 @@ func (p *producer) fill(ctx context.Context) {
 			n = min(n, p.claimCap)
 		}
 		p.lastClaim = w.clock.Now()
+		busy := false
 		rows, ok := p.claimAndLaunch(ctx, n, nil, func(got store.Claimed) {
+			if got.Busy {
+				busy = true // a limit was being changed: it saw nothing
+				return
+			}
 			// A full claim may have left work behind; so may a short one
 			// that limits cut (a slot freeing here may let the next one
 			// in). Only an empty claim says the queue has nothing for this
@@ -113,6 +121,17 @@ func (p *producer) fill(ctx context.Context) {
 			}
 			return
 		}
+		if busy {
+			// The change waits for the claims in flight and commits at
+			// once: claim again shortly, a fresh claim, backing off up to
+			// the poll interval while one stays in the way.
+			p.busyWait = min(max(2*p.busyWait, 10*time.Millisecond), maxBusyWait, w.cfg.PollInterval)
+			if !clock.Sleep(ctx, w.clock, jitter(p.busyWait, 0.2)) {
+				return
+			}
+			continue
+		}
+		p.busyWait = 0
 		if rows < n {
 			return
 		}
@@ -227,6 +246,11 @@ func (p *producer) adaptCap(got, asked int) {
 
 // minClaim is the least a capped claim asks for.
 const minClaim = 16
+
+// maxBusyWait bounds the wait before claiming again after a claim a
+// limit's change kept from claiming (store.Claimed.Busy): a change
+// commits in milliseconds, so the next claim comes soon after it.
+const maxBusyWait = 100 * time.Millisecond
 
 // finished frees a slot; if the queue had more work, claim again.
 func (p *producer) finished() {

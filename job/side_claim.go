@@ -163,7 +163,14 @@ func (p *producer) sideLoop(ctx context.Context) {
 		if len(units) == 0 || !p.w.claiming.Load() {
 			continue
 		}
-		p.claimAndLaunch(ctx, n, units, nil)
+		p.claimAndLaunch(ctx, n, units, func(got store.Claimed) {
+			if got.Busy {
+				// A limit was being changed and the side claim saw
+				// nothing: the queue's next claim takes its units' jobs,
+				// leaving none to a side claim.
+				p.side.unrequested.Store(true)
+			}
+		})
 	}
 }
 

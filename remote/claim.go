@@ -84,8 +84,9 @@ func (r *Workers) Claim(ctx context.Context, c Claim) (ClaimResult, error) {
 		wt = r.subscribe(c.Worker, w.Queues)
 		defer r.unsubscribe(wt, c.Worker, w.Queues)
 	}
+	busyWait := time.Duration(0)
 	for {
-		jobs, err := r.claimOnce(c.Worker, w, c.Max)
+		jobs, busy, err := r.claimOnce(c.Worker, w, c.Max)
 		if err != nil {
 			return ClaimResult{}, err
 		}
@@ -102,7 +103,16 @@ func (r *Workers) Claim(ctx context.Context, c Claim) (ClaimResult, error) {
 		if wt == nil || left <= 0 {
 			return ClaimResult{}, nil
 		}
-		poll := r.clock.NewTimer(min(left, jitter(r.cfg.PollInterval, 0.1)))
+		next := jitter(r.cfg.PollInterval, 0.1)
+		if busy {
+			// A limit was being changed: it commits at once, so claim
+			// again shortly, backing off while it stays in the way.
+			busyWait = min(max(2*busyWait, 10*time.Millisecond), maxBusyWait, r.cfg.PollInterval)
+			next = busyWait
+		} else {
+			busyWait = 0
+		}
+		poll := r.clock.NewTimer(min(left, next))
 		select {
 		case <-ctx.Done():
 			poll.Stop()
@@ -147,12 +157,11 @@ func (r *Workers) worker(ctx context.Context, tenant, id string) (store.RemoteWo
 // statements do not follow the caller's context: a claim the server
 // commits after pgx gave up on it would leave jobs running for a worker
 // that never heard of them. They are bounded by the lease TTL instead.
-func (r *Workers) claimOnce(worker string, w store.RemoteWorkerRow, limit int) ([]ClaimedJob, error) {
+func (r *Workers) claimOnce(worker string, w store.RemoteWorkerRow, limit int) (out []ClaimedJob, busy bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.LeaseTTL)
 	defer cancel()
 	token := rand.Int64()
 	start := int(r.rotor.Add(1))
-	var out []ClaimedJob
 	for i := range w.Queues {
 		n := limit - len(out)
 		if n <= 0 {
@@ -170,7 +179,11 @@ func (r *Workers) claimOnce(worker string, w store.RemoteWorkerRow, limit int) (
 			if len(out) > 0 {
 				r.release(out, "released: the remote worker's claim failed part way")
 			}
-			return nil, err
+			return nil, false, err
+		}
+		if got.Busy {
+			busy = true // a limit was being changed: this queue saw nothing
+			continue
 		}
 		cur.mu.Lock()
 		cur.Advance(got, n, r.clock.Now())
@@ -188,7 +201,7 @@ func (r *Workers) claimOnce(worker string, w store.RemoteWorkerRow, limit int) (
 			out = append(out, cj)
 		}
 	}
-	return out, nil
+	return out, busy, nil
 }
 
 // release gives claimed jobs back without using up their attempts.
@@ -363,6 +376,11 @@ type cursorKey struct{ worker, queue string }
 // maxCursorKeys bounds the claim cursors a node keeps for remote
 // workers; beyond it they start afresh (a cursor only saves work).
 const maxCursorKeys = 10000
+
+// maxBusyWait bounds the wait before claiming again after a claim a
+// limit's change kept from claiming (store.Claimed.Busy): a change
+// commits in milliseconds, so the next claim comes soon after it.
+const maxBusyWait = 100 * time.Millisecond
 
 func (r *Workers) cursor(worker, queue string) *claimCursor {
 	k := cursorKey{worker, queue}

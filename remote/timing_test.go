@@ -150,3 +150,44 @@ func TestSweepRunsOnItsClock(t *testing.T) {
 		t.Fatalf("left reason %q, want drained", reason)
 	}
 }
+
+// A waiting claim that meets a limit's change in flight (Busy: it claimed
+// nothing) claims again shortly after, not at its next poll (an hour
+// here). Red with a busy claim waiting for its poll like an empty one.
+func TestWaitingClaimClaimsAgainAfterALimitChange(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.newWorkers(remote.Config{PollInterval: time.Hour, MaxWait: 2 * time.Hour})
+	w := e.register(r, remote.Registration{Tenant: "acme", Queues: []string{"default"}})
+	ctx := context.Background()
+	done := make(chan claimed, 1)
+	go func() {
+		res, err := r.Claim(ctx, remote.Claim{Tenant: "acme", Worker: w.ID, Max: 5, Wait: time.Hour})
+		done <- claimed{res.Jobs, err}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); r.Waiting() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the claim did not wait for work")
+		}
+	}
+	tx, err := e.st.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(gaffer.limits_lock_id())`); err != nil {
+		t.Fatal(err)
+	}
+	j := e.enqueue(job.Request{Kind: "k", Tenant: "acme"}) // wakes the claim, which is busy
+	select {
+	case got := <-done:
+		t.Fatalf("the claim answered %v %+v while a limit was being changed", got.err, got.jobs)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.result(done, "after the change committed"); got.err != nil || len(got.jobs) != 1 || got.jobs[0].ID != j.ID {
+		t.Fatalf("claim after the change: %v %+v", got.err, got.jobs)
+	}
+}

@@ -101,29 +101,14 @@ type Claimed struct {
 // highest priority first within each, skipping rows other claimers
 // hold, within the limits. Each claimed job's attempt is incremented and
 // its lease expires LeaseTTL after the database's now(). A paused queue
-// or a draining claimer gets nothing. A claim made while a limit is being
-// changed is made again a few times over up to about 400 ms, then
-// returns Busy.
+// or a draining claimer gets nothing; so does a claim made while a limit
+// is being changed, which says so (Busy): claim again in a few
+// milliseconds, with a fresh context (the change waits for the claims in
+// flight and commits at once).
 func (s *Store) Claim(ctx context.Context, p ClaimParams) (Claimed, error) {
 	if p.Limit < 1 {
 		return Claimed{}, nil
 	}
-	// A limit change waits for the claims in flight and commits at once:
-	// claim again shortly rather than wait for the caller's next round.
-	for wait := 5 * time.Millisecond; ; wait *= 2 {
-		c, err := s.claimOnce(ctx, p)
-		if err != nil || !c.Busy || wait > 200*time.Millisecond {
-			return c, err
-		}
-		select {
-		case <-ctx.Done():
-			return c, nil
-		case <-time.After(wait):
-		}
-	}
-}
-
-func (s *Store) claimOnce(ctx context.Context, p ClaimParams) (Claimed, error) {
 	n := len(p.Cursors)
 	var (
 		cTenants, cKeys       = make([]string, n), make([]string, n)
