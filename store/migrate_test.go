@@ -187,3 +187,77 @@ func TestMigrateDownCronStatusKeepsOneShotEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A migration keeps every routine the schema before it had: it may give
+// one a new body (CREATE OR REPLACE keeps the routine's identity) but not
+// drop it, nor drop and create it again. A node of the previous release
+// is inside a claim while its database is migrated (a rolling upgrade);
+// a statement of that claim that found a routine before the migration
+// committed and calls it after fails with "cache lookup failed for
+// function" if the routine was dropped. Routines no release calls any
+// more stay, giving nothing (store/schema/retired.sql), until the release
+// after. The migrations listed here broke the rule before it was checked;
+// they are applied history, not to be edited.
+func TestMigrationsKeepEveryRoutine(t *testing.T) {
+	t.Parallel()
+	broke := map[int]bool{}
+	for _, v := range migrationsDroppingRoutines(t, store.MigrationFiles()) {
+		broke[v] = true
+	}
+	before := map[int]bool{24: true}
+	for v := range broke {
+		if !before[v] {
+			t.Errorf("migration %04d drops a routine the schema before it had (or drops and creates it again); "+
+				"keep it (CREATE OR REPLACE, or a body that gives nothing in store/schema/retired.sql)", v)
+		}
+	}
+}
+
+// migrationsDroppingRoutines applies the migrations of fsys one at a time
+// and returns the versions after which a routine of the gaffer schema
+// that was there before is gone (by its oid).
+func migrationsDroppingRoutines(t *testing.T, fsys fs.FS) []int {
+	t.Helper()
+	ctx := context.Background()
+	pool := emptyPool(t)
+	routines := func() map[uint32]string {
+		rows, err := pool.Query(ctx, `SELECT p.oid::int8, p.oid::regprocedure::text FROM pg_proc p
+			WHERE p.pronamespace = 'gaffer'::regnamespace`)
+		if err != nil {
+			if strings.Contains(err.Error(), "gaffer") {
+				return nil // no schema yet
+			}
+			t.Fatal(err)
+		}
+		out := map[uint32]string{}
+		for rows.Next() {
+			var oid int64
+			var sig string
+			if err := rows.Scan(&oid, &sig); err != nil {
+				t.Fatal(err)
+			}
+			out[uint32(oid)] = sig
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	var out []int
+	last := routines()
+	for v := 1; v <= len(migrationNames(t, fsys)); v++ {
+		if _, err := migrator(t, pool, migrationsUpTo(t, fsys, v)).Up(ctx); err != nil {
+			t.Fatal(err)
+		}
+		now := routines()
+		for oid, sig := range last {
+			if _, ok := now[oid]; !ok {
+				t.Logf("migration %04d drops %s", v, sig)
+				out = append(out, v)
+				break
+			}
+		}
+		last = now
+	}
+	return out
+}

@@ -4,12 +4,6 @@
 -- written by `go run ./store/internal/migrategen`. Edit store/schema, not
 -- this file, and write it again (-replace) while no release carries it.
 --
---   dropped   function gaffer.fair_take(text, integer, text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[])
---   dropped   function gaffer.fair_take_kinds(text, integer, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[])
---   dropped   function gaffer.fair_units(text, integer, text, text, text)
---   dropped   function gaffer.limit_admit(text, bigint[], text[], text[], text[])
---   dropped   function gaffer.limit_admit(text, gaffer.jobs[])
---   dropped   function gaffer.tenant_units(text, text, integer, text)
 --   new       function gaffer.claim(text, integer, text, boolean, text, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer)
 --   changed   function gaffer.claim_pick(text, integer, text, text[], text[], smallint[], timestamp with time zone[], bigint[], text, text)
 --   changed   function gaffer.claim_pick(text, integer, text, text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer)
@@ -19,7 +13,12 @@
 --   new       function gaffer.claim_take(text, integer, text[], text[], text[], integer[], text[], text[], smallint[], timestamp with time zone[], bigint[])
 --   new       function gaffer.claim_unit(text, text, text, text[], smallint, timestamp with time zone, bigint, integer)
 --   new       function gaffer.claim_units(text, text, text, text, text, text, integer)
+--   changed   function gaffer.fair_take(text, integer, text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[])
+--   changed   function gaffer.fair_take_kinds(text, integer, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[])
+--   changed   function gaffer.fair_units(text, integer, text, text, text)
+--   changed   function gaffer.limit_admit(text, bigint[], text[], text[], text[])
 --   new       function gaffer.limit_admit(text, bigint[], text[], text[], text[], integer, text[], text[], integer[])
+--   changed   function gaffer.limit_admit(text, gaffer.jobs[])
 --   new       function gaffer.limit_bucket_key(text)
 --   changed   function gaffer.limit_changed()
 --   changed   function gaffer.limit_key(text, gaffer.jobs)
@@ -28,19 +27,13 @@
 --   new       function gaffer.limits_hold()
 --   new       function gaffer.limits_lock_id()
 --   changed   function gaffer.queue_units(text, integer)
+--   changed   function gaffer.tenant_units(text, text, integer, text)
 --   new       function gaffer.url_host(text)
 --   changed   function gaffer.workflow_start_ready(bigint)
 --   changed   function gaffer.workflow_step_replayed()
 --   new       trigger gaffer.limit_buckets.limit_buckets_serialized
 --   new       trigger gaffer.limits.limits_serialized
 SET LOCAL check_function_bodies = off;
-
-DROP FUNCTION gaffer.fair_take(text, integer, text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[]);
-DROP FUNCTION gaffer.fair_take_kinds(text, integer, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[]);
-DROP FUNCTION gaffer.fair_units(text, integer, text, text, text);
-DROP FUNCTION gaffer.limit_admit(text, bigint[], text[], text[], text[]);
-DROP FUNCTION gaffer.limit_admit(text, gaffer.jobs[]);
-DROP FUNCTION gaffer.tenant_units(text, text, integer, text);
 
 -- new: gaffer.claim(text, integer, text, boolean, text, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer), as store/schema/claim.sql has it
 CREATE OR REPLACE FUNCTION gaffer.claim(q text, n integer, claimer text, worker boolean, t text, ks text[], s_tenant text[], s_fkey text[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], after_tenant text, after_fkey text, k_tenant text[], k_fkey text[], grace_ms integer, OUT ids bigint[], OUT next_tenant text, OUT next_fkey text, OUT started_at timestamp with time zone, OUT busy boolean)
@@ -465,6 +458,38 @@ AS $function$
     SELECT u.tenant, u.fairness_key FROM units u LIMIT m
 $function$;
 
+-- changed: gaffer.fair_take(text, integer, text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[]), as store/schema/retired.sql has it
+CREATE OR REPLACE FUNCTION gaffer.fair_take(q text, take integer, u_tenant text[], u_fkey text[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[])
+ RETURNS TABLE(id bigint, kind text, tenant text)
+ LANGUAGE sql
+AS $function$
+    SELECT NULL::bigint, NULL::text, NULL::text WHERE false
+$function$;
+
+-- changed: gaffer.fair_take_kinds(text, integer, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[]), as store/schema/retired.sql has it
+CREATE OR REPLACE FUNCTION gaffer.fair_take_kinds(q text, take integer, ks text[], u_tenant text[], u_fkey text[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[])
+ RETURNS TABLE(id bigint, kind text, tenant text)
+ LANGUAGE sql
+AS $function$
+    SELECT NULL::bigint, NULL::text, NULL::text WHERE false
+$function$;
+
+-- changed: gaffer.fair_units(text, integer, text, text, text), as store/schema/retired.sql has it
+CREATE OR REPLACE FUNCTION gaffer.fair_units(q text, n integer, node_id text, after_tenant text, after_fkey text, OUT u_tenant text[], OUT u_fkey text[])
+ RETURNS record
+ LANGUAGE sql
+AS $function$
+    SELECT NULL::text[], NULL::text[]
+$function$;
+
+-- changed: gaffer.limit_admit(text, bigint[], text[], text[], text[]), as store/schema/retired.sql has it
+CREATE OR REPLACE FUNCTION gaffer.limit_admit(q text, c_id bigint[], c_tenant text[], c_kind text[], c_fkey text[])
+ RETURNS bigint[]
+ LANGUAGE sql
+AS $function$
+    SELECT '{}'::bigint[]
+$function$;
+
 -- new: gaffer.limit_admit(text, bigint[], text[], text[], text[], integer, text[], text[], integer[]), as store/schema/limits.sql has it
 CREATE OR REPLACE FUNCTION gaffer.limit_admit(q text, c_id bigint[], c_tenant text[], c_kind text[], c_fkey text[], cap integer, h_name text[], h_key text[], h_got integer[], OUT admitted bigint[], OUT considered integer, OUT admitted_at timestamp with time zone, OUT b_name text[], OUT b_key text[], OUT b_got integer[])
  RETURNS record
@@ -664,6 +689,14 @@ BEGIN
 END
 $function$;
 
+-- changed: gaffer.limit_admit(text, gaffer.jobs[]), as store/schema/retired.sql has it
+CREATE OR REPLACE FUNCTION gaffer.limit_admit(q text, cands gaffer.jobs[])
+ RETURNS bigint[]
+ LANGUAGE sql
+AS $function$
+    SELECT '{}'::bigint[]
+$function$;
+
 -- new: gaffer.limit_bucket_key(text), as store/schema/limits.sql has it
 CREATE OR REPLACE FUNCTION gaffer.limit_bucket_key(raw text)
  RETURNS text
@@ -745,6 +778,14 @@ CREATE OR REPLACE FUNCTION gaffer.queue_units(q text, n integer)
  STABLE
 AS $function$
     SELECT u.tenant, u.fairness_key FROM gaffer.claim_units(q, '', chr(1114111), '', '', '', n) u
+$function$;
+
+-- changed: gaffer.tenant_units(text, text, integer, text), as store/schema/retired.sql has it
+CREATE OR REPLACE FUNCTION gaffer.tenant_units(q text, t text, n integer, after_fkey text)
+ RETURNS text[]
+ LANGUAGE sql
+AS $function$
+    SELECT '{}'::text[]
 $function$;
 
 -- new: gaffer.url_host(text), as store/schema/limits.sql has it

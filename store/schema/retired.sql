@@ -1,0 +1,46 @@
+-- Retired routines. The claims of the release before the one claim
+-- (claim.sql) called these. A node of that release may be inside such a
+-- claim while its database is migrated (a rolling upgrade): had the
+-- migration dropped them, that claim would fail with "cache lookup failed
+-- for function", since it found them before the drop committed. So they
+-- stay, with their old names, arguments and results, and give nothing: a
+-- claim in flight across the migration comes back short or empty, and
+-- the node's next claim is the one claim (claim_pick and
+-- claim_pick_remote call it). Nothing calls them after that. The first
+-- release after the one that brings the one claim drops them.
+
+CREATE FUNCTION gaffer.fair_take(q text, take integer, u_tenant text[], u_fkey text[],
+    c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[])
+RETURNS TABLE (id bigint, kind text, tenant text)
+LANGUAGE sql AS $fn$
+    SELECT NULL::bigint, NULL::text, NULL::text WHERE false
+$fn$;
+
+CREATE FUNCTION gaffer.fair_take_kinds(q text, take integer, ks text[], u_tenant text[], u_fkey text[],
+    c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[])
+RETURNS TABLE (id bigint, kind text, tenant text)
+LANGUAGE sql AS $fn$
+    SELECT NULL::bigint, NULL::text, NULL::text WHERE false
+$fn$;
+
+CREATE FUNCTION gaffer.fair_units(q text, n integer, node_id text, after_tenant text, after_fkey text,
+    OUT u_tenant text[], OUT u_fkey text[])
+LANGUAGE sql AS $fn$
+    SELECT NULL::text[], NULL::text[]
+$fn$;
+
+CREATE FUNCTION gaffer.tenant_units(q text, t text, n integer, after_fkey text) RETURNS text[]
+LANGUAGE sql AS $fn$
+    SELECT '{}'::text[]
+$fn$;
+
+CREATE FUNCTION gaffer.limit_admit(q text, c_id bigint[], c_tenant text[], c_kind text[], c_fkey text[])
+RETURNS bigint[]
+LANGUAGE sql AS $fn$
+    SELECT '{}'::bigint[]
+$fn$;
+
+CREATE FUNCTION gaffer.limit_admit(q text, cands gaffer.jobs[]) RETURNS bigint[]
+LANGUAGE sql AS $fn$
+    SELECT '{}'::bigint[]
+$fn$;
