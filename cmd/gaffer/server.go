@@ -28,6 +28,7 @@ import (
 // nodeFlags are the flags shared by `server` and `dev` that shape a node.
 type nodeFlags struct {
 	webhookAllow  *string
+	ownHosts      *string
 	rateLimit     *int
 	tlsCert       *string
 	tlsKey        *string
@@ -57,6 +58,8 @@ func addNodeFlags(fs *flagSet) *nodeFlags {
 	return &nodeFlags{
 		webhookAllow: fs.String("webhook-allow", "", "", "destinations http jobs may call that are refused by default (loopback, private, link-local, this node's API, PostgreSQL and etcd): "+
 			"comma-separated CIDRs, addresses, host names and host:port; only an exact host:port opens one of the node's own endpoints"),
+		ownHosts: fs.String("own-hosts", "", "", "addresses and host names of this cluster that its interfaces do not show (a NAT's or load balancer's public address), comma-separated: "+
+			"http jobs are refused the API, PostgreSQL and etcd ports there, as on every address of this host; host:port adds one more own endpoint (a forwarded port)"),
 		rateLimit:    fs.Int("rate-limit", "", 200, "API requests per second allowed per token (burst: twice that)"),
 		tlsCert:      fs.String("tls-cert", "", "", "serve HTTPS with this certificate (PEM); needs --tls-key"),
 		tlsKey:       fs.String("tls-key", "", "", "the certificate's private key (PEM)"),
@@ -94,13 +97,17 @@ func (f *nodeFlags) logger(m *Main) (hclog.Logger, error) {
 	return hclog.New(&hclog.LoggerOptions{Name: "gaffer", Level: level, JSONFormat: *f.logJSON, Output: redact.Writer(m.Stderr)}), nil
 }
 
-// allowList reads --webhook-allow.
-func (f *nodeFlags) allowList() ([]string, error) {
+// outbound reads --webhook-allow and --own-hosts.
+func (f *nodeFlags) outbound() (outbound, error) {
 	allow, err := egress.SplitAllow(*f.webhookAllow)
 	if err != nil {
-		return nil, usageError("--webhook-allow: " + err.Error())
+		return outbound{}, usageError("--webhook-allow: " + err.Error())
 	}
-	return allow, nil
+	hosts, err := egress.SplitOwnHosts(*f.ownHosts)
+	if err != nil {
+		return outbound{}, usageError("--own-hosts: " + err.Error())
+	}
+	return outbound{allow: allow, ownHosts: hosts}, nil
 }
 
 func (f *nodeFlags) config() (gaffer.Config, error) {
@@ -122,7 +129,7 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 	if *f.rateLimit < 1 {
 		return gaffer.Config{}, usageError(fmt.Sprintf("--rate-limit must be at least 1, got %d", *f.rateLimit))
 	}
-	if _, err := f.allowList(); err != nil {
+	if _, err := f.outbound(); err != nil {
 		return gaffer.Config{}, err
 	}
 	if *f.sessionTTL < 2*time.Second || *f.sessionTTL%time.Second != 0 {
@@ -202,7 +209,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	allow, err := nf.allowList()
+	out, err := nf.outbound()
 	if err != nil {
 		return err
 	}
@@ -229,7 +236,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 		}
 		own = append(own, eps...)
 	}
-	hooks, err := newWebhooks(ctx, allow, log, *dbURL, own...)
+	hooks, err := newWebhooks(ctx, out, log, *dbURL, own...)
 	if err != nil {
 		return err
 	}

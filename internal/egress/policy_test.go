@@ -146,7 +146,7 @@ func TestOwnEndpointsRefusedEvenWhenPublic(t *testing.T) {
 		{[]string{"198.51.100.20:5432"}, "", "198.51.100.20:5432", true}, // an exact host:port does
 		{[]string{"127.0.0.0/8"}, "", "127.0.0.1:2379", false},           // resolved from localhost:2379
 		{[]string{"127.0.0.0/8"}, "localhost", "127.0.0.2:2379", false},  // refused by name too
-		{[]string{"127.0.0.0/8"}, "", "127.0.0.2:2379", false}, // etcd bound to every interface answers there too
+		{[]string{"127.0.0.0/8"}, "", "127.0.0.2:2379", false},           // etcd bound to every interface answers there too
 		{[]string{"127.0.0.0/8"}, "", "127.0.0.2:2380", true},
 		{[]string{"localhost:2379"}, "localhost", "127.0.0.1:2379", true},
 	}
@@ -173,7 +173,7 @@ func TestOwnPortsRefusedOnEveryAddressOfThisHost(t *testing.T) {
 			netip.MustParseAddr("fe80::1")}, nil
 	}
 	for _, own := range [][]string{
-		{"127.0.0.1:5432", "http://127.0.0.1:2379", "127.0.0.1:8080"},                // all on loopback, as in gaffer dev
+		{"127.0.0.1:5432", "http://127.0.0.1:2379", "127.0.0.1:8080"},               // all on loopback, as in gaffer dev
 		{"postgres://gaffer@10.0.0.4:5432/gaffer", "http://10.0.0.4:2379", ":8080"}, // an interface address; the API on every interface
 		{"postgres://db.example:5432/gaffer", "http://[::1]:2379", "[2001:db8::9]:8080"},
 		{"postgres://localhost/gaffer", "http://etcd.gone.example:2379", "0.0.0.0:8080"}, // a default port, an unresolvable name
