@@ -95,7 +95,7 @@ func (o *ownEndpoints) add(ctx context.Context, resolver *net.Resolver, endpoint
 // is this cluster's (every own port refused there), or host:port (one
 // more own endpoint).
 func (o *ownEndpoints) addHost(ctx context.Context, resolver *net.Resolver, entry string) error {
-	kind, name, a, _, err := parseOwnHost(entry)
+	kind, name, a, err := parseOwnHost(entry)
 	switch {
 	case err != nil:
 		return err
@@ -126,7 +126,7 @@ const (
 // parseOwnHost reads an OwnHosts entry: an address ("203.0.113.7",
 // "[2001:db8::7]"), a host name ("gaffer.example.com") or host:port
 // ("203.0.113.7:15432"). The error names the entry.
-func parseOwnHost(entry string) (kind int, name string, a netip.Addr, port uint16, err error) {
+func parseOwnHost(entry string) (kind int, name string, a netip.Addr, err error) {
 	bad := func(why string) error { return fmt.Errorf("own host %q: %s", entry, why) }
 	bare := entry
 	if strings.HasPrefix(bare, "[") && strings.HasSuffix(bare, "]") {
@@ -134,34 +134,39 @@ func parseOwnHost(entry string) (kind int, name string, a netip.Addr, port uint1
 	}
 	if a, err := netip.ParseAddr(bare); err == nil {
 		if a.Zone() != "" {
-			return 0, "", a, 0, bad("an address with a zone cannot be named")
+			return 0, "", a, bad("an address with a zone cannot be named")
 		}
 		if a = normal(a); a.IsUnspecified() {
-			return 0, "", a, 0, bad("the unspecified address is always this host's")
+			return 0, "", a, bad("the unspecified address is always this host's")
 		}
-		return ownHostAddr, "", a, 0, nil
+		return ownHostAddr, "", a, nil
 	}
 	host, portText := entry, ""
 	if h, p, err := net.SplitHostPort(entry); err == nil {
 		host, portText = h, p
 	} else if strings.ContainsAny(entry, "[]:/") {
-		return 0, "", a, 0, bad("not an address, a host name or host:port")
+		return 0, "", a, bad("not an address, a host name or host:port")
 	}
 	name, a, isIP := canonicalHost(host)
 	switch {
 	case isIP:
 	case numericSpelling(name):
-		return 0, "", a, 0, bad("a number in a non-canonical spelling; write IPv4 addresses as a.b.c.d")
+		return 0, "", a, bad("a number in a non-canonical spelling; write IPv4 addresses as a.b.c.d")
 	case !validName(name):
-		return 0, "", a, 0, bad("not a host name (wildcards are not supported)")
+		return 0, "", a, bad("not a host name (wildcards are not supported)")
 	}
-	if portText == "" {
-		return ownHostName, name, a, 0, nil
+	switch {
+	case portText == "" && isIP && a.IsUnspecified():
+		return 0, "", a, bad("the unspecified address is always this host's")
+	case portText == "" && isIP:
+		return ownHostAddr, "", a, nil // a spelling IDNA maps to an address
+	case portText == "":
+		return ownHostName, name, a, nil
 	}
-	if port, ok := parsePort(portText); ok {
-		return ownHostPort, name, a, port, nil
+	if _, ok := parsePort(portText); ok {
+		return ownHostPort, name, a, nil
 	}
-	return 0, "", a, 0, bad("the port must be a number from 1 to 65535")
+	return 0, "", a, bad("the port must be a number from 1 to 65535")
 }
 
 // SplitOwnHosts reads a comma-separated OwnHosts list (--own-hosts) and
@@ -172,7 +177,7 @@ func SplitOwnHosts(list string) ([]string, error) {
 		if e = strings.TrimSpace(e); e == "" {
 			continue
 		}
-		if _, _, _, _, err := parseOwnHost(e); err != nil {
+		if _, _, _, err := parseOwnHost(e); err != nil {
 			return nil, err
 		}
 		out = append(out, e)

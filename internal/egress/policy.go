@@ -37,7 +37,8 @@ type Config struct {
 	// ("10.20.0.0/16"), an address ("10.20.0.7", "[fd00::7]"), a host name
 	// ("hooks.internal": the addresses it resolves to, any port) or
 	// host:port ("hooks.internal:8443", "10.20.0.7:9000", "[::1]:9000").
-	// Only an exact host:port entry opens one of Own.
+	// Only an exact host:port entry opens one of Own, or an own port on
+	// an address of this host.
 	Allow []string
 	// Own are the node's own endpoints (its API, PostgreSQL, etcd),
 	// refused even on public addresses: "host:port", or a URL with a host
