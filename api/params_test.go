@@ -282,3 +282,36 @@ func exampleOrDigit(p api.Param) string {
 	}
 	return "1"
 }
+
+// The longest cursor a list returns — a cron entry's, naming the longest
+// tenant and name — is one the cursor parameter takes.
+func TestLongestCursorIsTaken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tenant := "t" + strings.Repeat("x", 63)
+	for _, last := range []string{"a", "b"} {
+		name := "n" + strings.Repeat("y", 126) + last
+		body := fmt.Sprintf(`{"tenant":%q,"name":%q,"schedule":"@daily","job":{"kind":"k"}}`, tenant, name)
+		if r := e.do(e.admin, "POST", "/v1/cron", body); r.Status != http.StatusCreated {
+			t.Fatalf("create %s: %d %s", name, r.Status, r.Body)
+		}
+	}
+	var page struct {
+		Data       []struct{ Name string }
+		NextCursor string `json:"next_cursor"`
+	}
+	e.do(e.admin, "GET", "/v1/cron?limit=1", nil).decode(t, &page)
+	if len(page.Data) != 1 || len(page.NextCursor) < 256 {
+		t.Fatalf("first page: %+v", page)
+	}
+	first := page.Data[0].Name
+	page.Data = nil
+	r := e.do(e.admin, "GET", "/v1/cron?limit=1&cursor="+page.NextCursor, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("the cursor the list returned (%d bytes) is refused: %d %s", len(page.NextCursor), r.Status, r.Body)
+	}
+	r.decode(t, &page)
+	if len(page.Data) != 1 || page.Data[0].Name == first {
+		t.Fatalf("second page: %+v", page)
+	}
+}

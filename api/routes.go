@@ -69,8 +69,8 @@ type Param struct {
 	// cannot use, never refusing the request (the W3C trace context).
 	// Every other parameter is checked before the handler runs (see
 	// routeParams.check): UTF-8 without control characters, within its
-	// bound (a string's Schema must state maxLength, or an enum), and by
-	// its type, pattern, enum and bounds.
+	// bound (a string's Schema must state maxLength), and by its type,
+	// pattern, enum and bounds.
 	Lenient bool
 	// Example is a value the route takes, for the OpenAPI document; every
 	// path parameter that is not an integer has one.
@@ -134,7 +134,7 @@ var (
 		Description: "Same key and request: the first response again (header Idempotent-Replayed: true). Same key, another request: 422."}
 	tenantQuery = Param{Name: "tenant", In: "query", Type: "", Schema: nameSchema, Description: "tokens spanning tenants only: restrict to this tenant"}
 	limitQuery  = Param{Name: "limit", In: "query", Type: 0, Schema: `{"minimum":1,"maximum":1000}`, Description: "default 100"}
-	cursorQuery = Param{Name: "cursor", In: "query", Type: "", Schema: textSchema(`^[A-Za-z0-9_-]+$`, 64), Description: "next_cursor from the previous page"}
+	cursorQuery = Param{Name: "cursor", In: "query", Type: "", Schema: textSchema(`^[A-Za-z0-9_-]+$`, maxCursorLen), Description: "next_cursor from the previous page"}
 	idPath      = Param{Name: "id", In: "path", Type: int64(0), Schema: `{"minimum":1}`}
 	// A cron entry's name.
 	cronNamePath  = Param{Name: "name", In: "path", Type: "", Schema: textSchema(cron.NamePattern, 128), Example: "nightly-report"}
@@ -159,6 +159,11 @@ var (
 			"An invalid one is dropped, the traceparent kept; at most 512 bytes are stored, whole entries, " +
 			"dropping those over 128 bytes first, then from the end."}
 )
+
+// maxCursorLen bounds a cursor: base64 of the longest position a list
+// returns (a cron entry's tenant, a NUL and its name: 193 bytes, 258 in
+// base64), with room.
+const maxCursorLen = 512
 
 // nameSchema is a queue's, tenant's or limit's name (job.ValidateName).
 var nameSchema = textSchema(job.NamePattern, 64)
