@@ -170,3 +170,23 @@ func TestEveryDashboardParameterIsChecked(t *testing.T) {
 		}
 	}
 }
+
+// The page a sign-in returns to is a dashboard path a Location header
+// carries as it is: one with a control character or bytes that are not
+// UTF-8 is dropped for the overview.
+func TestSignInReturnsOnlyToCleanPaths(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	token := e.token("default", auth.ScopeJobsRead)
+	for _, next := range []string{"/ui/jobs\x00", "/ui/jobs\xff", "/ui/jobs\x1b[31m", "/ui/jobs\r\nSet-Cookie: x=1", "/ui/" + strings.Repeat("a", 2000)} {
+		b := e.browser()
+		p := b.post("/ui/login", url.Values{"token": {token}, "next": {next}})
+		if p.status != http.StatusSeeOther || p.header.Get("Location") != "/ui/" {
+			t.Errorf("sign-in with next %q: %d to %q, want the overview", next, p.status, p.header.Get("Location"))
+		}
+	}
+	b := e.browser()
+	if p := b.post("/ui/login", url.Values{"token": {token}, "next": {"/ui/jobs?state=failed"}}); p.header.Get("Location") != "/ui/jobs?state=failed" {
+		t.Errorf("sign-in with a clean next: to %q", p.header.Get("Location"))
+	}
+}

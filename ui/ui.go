@@ -265,7 +265,7 @@ func (h *Handler) post(pattern, scope string, act action) {
 		}
 		if msg := checkParams(r, params); msg != "" {
 			to := "/ui/"
-			if b := r.PostForm.Get("back"); localPath(b) && (textRule{maxLen: maxFieldLen}).check("back", b) == "" {
+			if b := r.PostForm.Get("back"); localPath(b) {
 				to = b
 			}
 			h.setFlash(w, r, "Refused: "+msg)
@@ -298,8 +298,12 @@ func backTo(r *http.Request) string {
 	return "/ui/"
 }
 
+// localPath reports whether p is a dashboard path fit to redirect to:
+// under /ui/, not another host's, and text a Location header carries as
+// it is (see textRule.check: UTF-8, no control characters, bounded).
 func localPath(p string) bool {
-	return strings.HasPrefix(p, "/ui/") && !strings.HasPrefix(p, "//") && !strings.ContainsAny(p, "\\\r\n")
+	return strings.HasPrefix(p, "/ui/") && !strings.HasPrefix(p, "//") && !strings.ContainsRune(p, '\\') &&
+		(textRule{maxLen: maxFieldLen}).check("path", p) == ""
 }
 
 // describe turns an error into a status and a message for the user.
