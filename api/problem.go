@@ -70,7 +70,7 @@ var problemTypes = map[string]ProblemType{
 	CodeInvalidJSON:           {http.StatusBadRequest, "Request body is not valid JSON"},
 	CodeUnknownField:          {http.StatusBadRequest, "Unknown field"},
 	CodeInvalidField:          {http.StatusBadRequest, "Invalid field"},
-	CodeInvalidParameter:      {http.StatusBadRequest, "Invalid query parameter"},
+	CodeInvalidParameter:      {http.StatusBadRequest, "Invalid parameter"},
 	CodeDestinationNotAllowed: {http.StatusBadRequest, "Destination not allowed"},
 	CodeUnauthorized:          {http.StatusUnauthorized, "Authentication required"},
 	CodeForbidden:             {http.StatusForbidden, "Insufficient scope"},

@@ -111,7 +111,11 @@ var (
 	ErrExists   = errors.New("a cron entry with that name already exists")
 )
 
-var entryName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
+// NamePattern is what an entry's name matches (at most 128 bytes); the
+// API checks {name} in its paths against the same text.
+const NamePattern = `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`
+
+var entryName = regexp.MustCompile(NamePattern)
 
 // validate fills defaults and checks every field; the error names the
 // field. It returns the parsed schedule.

@@ -28,9 +28,17 @@ const (
 	MaxKindLen         = 128
 )
 
+// NamePattern is what a queue, tenant or limit name matches; KindPattern
+// what a kind matches (at most MaxKindLen bytes). The API checks path and
+// query parameters against the same text.
+const (
+	NamePattern = `^[a-z0-9][a-z0-9_.-]{0,63}$`
+	KindPattern = `^[A-Za-z0-9][A-Za-z0-9_.:/-]*$`
+)
+
 var (
-	namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
-	kindPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]*$`)
+	namePattern = regexp.MustCompile(NamePattern)
+	kindPattern = regexp.MustCompile(KindPattern)
 )
 
 // Request is a job to enqueue. Only Kind is required.

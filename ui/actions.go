@@ -61,7 +61,7 @@ func (h *Handler) resumeQueue(r *http.Request, _ auth.Principal) (string, string
 }
 
 func (h *Handler) drainNode(r *http.Request, _ auth.Principal) (string, string, error) {
-	id := r.PathValue("id")
+	id := r.PathValue("node")
 	text := strings.TrimSpace(r.PostForm.Get("deadline"))
 	if text == "" {
 		text = "30s"
@@ -77,7 +77,7 @@ func (h *Handler) drainNode(r *http.Request, _ auth.Principal) (string, string, 
 }
 
 func (h *Handler) undrainNode(r *http.Request, _ auth.Principal) (string, string, error) {
-	id := r.PathValue("id")
+	id := r.PathValue("node")
 	if err := h.cfg.Admin.Undrain(r.Context(), id); err != nil {
 		return "/ui/nodes", "", err
 	}

@@ -31,6 +31,7 @@ import (
 
 type env struct {
 	t      *testing.T
+	h      *ui.Handler
 	st     *store.Store
 	srv    *httptest.Server
 	tokens *auth.Tokens
@@ -61,6 +62,7 @@ func startEnv(t *testing.T, serve func(http.Handler) *httptest.Server, mut ...fu
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.h = h
 	e.srv = serve(h)
 	t.Cleanup(e.srv.Close)
 	return e

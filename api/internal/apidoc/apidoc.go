@@ -205,12 +205,13 @@ func parameter(s *schemas, p api.Param) (*openapi3.Parameter, error) {
 			Minimum   *float64 `json:"minimum"`
 			Maximum   *float64 `json:"maximum"`
 			MaxLength *uint64  `json:"maxLength"`
+			Pattern   string   `json:"pattern"`
 			Enum      []string `json:"enum"`
 		}
 		if err := dec.Decode(&extra); err != nil {
 			return nil, fmt.Errorf("Schema %s: %w", p.Schema, err)
 		}
-		schema.Min, schema.Max, schema.MaxLength = extra.Minimum, extra.Maximum, extra.MaxLength
+		schema.Min, schema.Max, schema.MaxLength, schema.Pattern = extra.Minimum, extra.Maximum, extra.MaxLength, extra.Pattern
 		if extra.Enum != nil {
 			enum(extra.Enum...)(schema)
 		}
@@ -221,10 +222,15 @@ func parameter(s *schemas, p api.Param) (*openapi3.Parameter, error) {
 		param = openapi3.NewPathParameter(p.Name)
 	case "query":
 		param = openapi3.NewQueryParameter(p.Name).WithRequired(p.Required)
+		// The API takes ?name= (empty) as no value: the default.
+		param.AllowEmptyValue = true
 	case "header":
 		param = openapi3.NewHeaderParameter(p.Name).WithRequired(p.Required)
 	default:
 		return nil, fmt.Errorf("In %q is not path, query or header", p.In)
+	}
+	if p.Example != "" {
+		param.Example = p.Example
 	}
 	return param.WithDescription(p.Description).WithSchema(schema), nil
 }
