@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/remote"
 )
@@ -273,8 +275,31 @@ func TestWaitingClaimsGetWorkPromptly(t *testing.T) {
 func TestConcurrentRegistrationsKeepTheCap(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	r := e.newWorkers(remote.Config{MaxPerTenant: 10})
 	const n = 50
+	// A pool of its own, as large as the burst: the registrations race in
+	// the database, not in the pool's queue.
+	pc := e.st.Pool().Config().Copy()
+	pc.MaxConns = n
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var conns []*pgxpool.Conn
+	for range n { // connected before the burst, so that it is one
+		c, err := pool.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+	r, err := remote.NewWorkers(remote.Config{Pool: pool, MaxPerTenant: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	startGun := make(chan struct{})
