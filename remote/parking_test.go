@@ -215,7 +215,7 @@ func TestWaitingClaimsCostOnePoll(t *testing.T) {
 func TestWaitingClaimsGetWorkPromptly(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	const poll = 2 * time.Second
+	const poll = 5 * time.Second
 	r := e.newWorkers(remote.Config{MaxWait: time.Hour, PollInterval: poll})
 	var parked []*parkedClaim
 	for range 20 {
@@ -249,7 +249,7 @@ func TestWaitingClaimsGetWorkPromptly(t *testing.T) {
 		t.Fatalf("after an insert: %v %+v", p.err, p.res)
 	}
 	t.Logf("notified job claimed %s after its enqueue committed", took)
-	if took > poll/4 {
+	if took > poll/4 { // a few ms on an idle machine; room for a loaded one
 		t.Fatalf("a notified job reached a waiting claim after %s, want well within the poll (%s)", took, poll)
 	}
 
