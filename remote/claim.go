@@ -186,10 +186,11 @@ func (r *Workers) worker(ctx context.Context, tenant, id string) (store.RemoteWo
 }
 
 // claimOnce claims up to max jobs from queues (the worker's, or those of
-// them its poller saw work in), starting at a rotating queue so that each gets its turn to fill a claim. The
-// statements do not follow the caller's context: a claim the server
-// commits after pgx gave up on it would leave jobs running for a worker
-// that never heard of them. They are bounded by the lease TTL instead.
+// them its poller saw work in), starting at a rotating queue so that each
+// gets its turn to fill a claim. The statements do not follow the
+// caller's context: a claim the server commits after pgx gave up on it
+// would leave jobs running for a worker that never heard of them. They
+// are bounded by the lease TTL instead.
 func (r *Workers) claimOnce(worker string, w store.RemoteWorkerRow, queues []string, limit int) (out []ClaimedJob, busy bool, err error) {
 	if len(queues) == 0 {
 		return nil, false, nil
