@@ -55,6 +55,11 @@ type Config struct {
 	// RemoteMaxWait bounds how long a remote worker's claim may wait for
 	// work. Default 30s.
 	RemoteMaxWait time.Duration
+	// RemoteMaxWaiting caps the claims of one tenant's remote workers
+	// that wait for work on this node at once (one per worker); past it a
+	// claim that finds nothing is refused (remote.ErrTooManyWaiting).
+	// Default 256.
+	RemoteMaxWaiting int
 	// RescueInterval: how often expired leases are swept. Default 5s.
 	RescueInterval time.Duration
 	// QueueMonitorInterval: how often the leader refreshes the queue

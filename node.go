@@ -113,7 +113,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	// them (drains, deadlines, silence), unfenced like the lease rescuer:
 	// the sweep's statements are idempotent.
 	n.remote, err = remote.NewWorkers(remote.Config{Pool: pool, Metrics: n.metrics, Logger: n.log, LeaseTTL: cfg.LeaseTTL,
-		MaxWait: cfg.RemoteMaxWait})
+		MaxWait: cfg.RemoteMaxWait, MaxWaitingPerTenant: cfg.RemoteMaxWaiting})
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}

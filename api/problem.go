@@ -51,11 +51,14 @@ const (
 
 // Remote worker codes (409): the attempt a write names no longer owns
 // its job; the worker left or was lost (register again); the tenant
-// holds as many remote workers as it may.
+// holds as many remote workers as it may. And (429) a claim found nothing
+// and may not wait: the tenant has as many claims waiting on the node as
+// it may.
 const (
 	CodeLeaseLost      = "lease_lost"
 	CodeWorkerGone     = "worker_gone"
 	CodeTooManyWorkers = "too_many_workers"
+	CodeTooManyWaiting = "too_many_waiting_claims"
 )
 
 // CodeDestinationNotAllowed: an http job's URL is, by its spelling alone,
@@ -91,6 +94,7 @@ var problemTypes = map[string]ProblemType{
 	CodeLeaseLost:             {http.StatusConflict, "Lease lost"},
 	CodeWorkerGone:            {http.StatusConflict, "Remote worker gone"},
 	CodeTooManyWorkers:        {http.StatusConflict, "Too many remote workers"},
+	CodeTooManyWaiting:        {http.StatusTooManyRequests, "Too many waiting claims"},
 }
 
 // ProblemType is what a problem code always comes with.

@@ -128,6 +128,10 @@ type claimResponse struct {
 	Jobs []claimedJobView `json:"jobs"`
 	// Draining: the worker was drained; it gets no more jobs.
 	Draining bool `json:"draining"`
+	// Replaced: a later claim of the same worker came to wait on this
+	// node, and this one answered at once, empty: one claim of a worker
+	// waits at a time.
+	Replaced bool `json:"replaced"`
 }
 
 func (s *Server) claimWork(r *http.Request, p auth.Principal, body []byte) (int, any, error) {
@@ -151,7 +155,7 @@ func (s *Server) claimWork(r *http.Request, p auth.Principal, body []byte) (int,
 	if err != nil {
 		return 0, nil, workProblem(err)
 	}
-	out := claimResponse{Jobs: make([]claimedJobView, len(res.Jobs)), Draining: res.Draining}
+	out := claimResponse{Jobs: make([]claimedJobView, len(res.Jobs)), Draining: res.Draining, Replaced: res.Replaced}
 	for i, cj := range res.Jobs {
 		j := cj.Job
 		out.Jobs[i] = claimedJobView{ID: j.ID, Tenant: j.Tenant, Kind: j.Kind, Queue: j.Queue, Priority: j.Priority, Args: j.Args,

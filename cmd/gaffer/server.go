@@ -39,6 +39,7 @@ type nodeFlags struct {
 	leaseTTL      *time.Duration
 	pollInterval  *time.Duration
 	remoteWait    *time.Duration
+	remoteWaiting *int
 	drainTimeout  *time.Duration
 	jobRetention  *time.Duration
 	dlqRetention  *time.Duration
@@ -71,6 +72,8 @@ func addNodeFlags(fs *flagSet) *nodeFlags {
 		pollInterval: fs.Duration("poll-interval", "", time.Second, "fallback poll for due jobs (inserts wake nodes at once)"),
 		remoteWait: fs.Duration("remote-max-wait", "", 30*time.Second, "the longest a remote worker's claim may wait for work (keep it below any proxy's idle timeout); "+
 			"a remote worker silent for this plus two lease TTLs is marked lost"),
+		remoteWaiting: fs.Int("remote-max-waiting", "", 256, "the most claims of one tenant's remote workers that may wait for work on this node at once "+
+			"(one per worker; past it a claim that finds nothing answers 429 too_many_waiting_claims)"),
 		drainTimeout:  fs.Duration("drain-timeout", "", 30*time.Second, "on SIGTERM, how long running jobs get to finish before they are released"),
 		jobRetention:  fs.Duration("job-retention", "", 24*time.Hour, "how long finished jobs are kept"),
 		dlqRetention:  fs.Duration("dlq-retention", "", 14*24*time.Hour, "how long DLQ entries are kept"),
@@ -144,6 +147,9 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 			endpoints = append(endpoints, e)
 		}
 	}
+	if *f.remoteWaiting < 1 {
+		return gaffer.Config{}, usageError(fmt.Sprintf("--remote-max-waiting must be at least 1, got %d", *f.remoteWaiting))
+	}
 	if *f.remoteWait > 5*time.Minute {
 		return gaffer.Config{}, usageError(fmt.Sprintf("--remote-max-wait must be at most 5m, got %s", *f.remoteWait))
 	}
@@ -151,7 +157,8 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 		return gaffer.Config{}, usageError(fmt.Sprintf("--remote-max-wait (%s) must be below --http-write-timeout (%s): a waiting claim must be able to answer", *f.remoteWait, *f.writeTimeout))
 	}
 	cfg := gaffer.Config{Queues: queues, LeaseTTL: *f.leaseTTL, PollInterval: *f.pollInterval, RemoteMaxWait: *f.remoteWait,
-		JobRetention: *f.jobRetention, DLQRetention: *f.dlqRetention, IdempotencyRetention: *f.idemRetention,
+		RemoteMaxWaiting: *f.remoteWaiting,
+		JobRetention:     *f.jobRetention, DLQRetention: *f.dlqRetention, IdempotencyRetention: *f.idemRetention,
 		WorkflowRetention: *f.runRetention, DeadNodeRetention: *f.nodeRetention, CronHistoryRetention: *f.cronRetention,
 		RevokedTokenRetention: *f.tokRetention, EtcdEndpoints: endpoints,
 		SessionTTL: *f.sessionTTL, ClusterPrefix: *f.prefix, Version: version()}
