@@ -19,6 +19,9 @@ var sqlStepInputs = query("step_inputs")
 // claim.
 const MaxClaimInputBytes = 64 << 20
 
+// claimInputBudget is MaxClaimInputBytes, smaller in tests.
+var claimInputBudget int64 = MaxClaimInputBytes
+
 // releasedForInputs is the error a job given back by a claim over
 // MaxClaimInputBytes records (kind "released": no attempt is used up).
 const releasedForInputs = "given back by its claim: the claim's step inputs were over its budget"
