@@ -200,7 +200,7 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) (Claimed, error) {
 // statement itself is the same for every job: a claim of no such job
 // runs nothing more.)
 func (s *Store) readClaimedInputs(ctx context.Context, out *Claimed) error {
-	over, err := s.readStepInputs(ctx, nil, out.Jobs, MaxClaimInputBytes)
+	over, err := s.readStepInputs(ctx, nil, out.Jobs, claimInputBudget)
 	if err != nil {
 		// The jobs stay claimed until their leases lapse and the rescuer
 		// gives them back, as when a claimer dies with its claim.
