@@ -8,6 +8,7 @@ import (
 
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/workflow"
 )
 
 // Problem is an RFC 9457 problem document with a stable machine code.
@@ -66,6 +67,11 @@ const (
 // cluster's own endpoints…; see webhook and internal/egress).
 const CodeDestinationNotAllowed = "destination_not_allowed"
 
+// CodeStepInputsOverBudget: a workflow step could receive more inputs
+// (its dependencies' results) than a step's budget,
+// workflow.MaxStepInputBytes.
+const CodeStepInputsOverBudget = workflow.CodeStepInputsOverBudget
+
 // problemTypes gives every code the status and title it is always
 // answered with: a code means one status, so handlers name only the code,
 // and the OpenAPI document lists each route's codes under their status.
@@ -75,6 +81,7 @@ var problemTypes = map[string]ProblemType{
 	CodeInvalidField:          {http.StatusBadRequest, "Invalid field"},
 	CodeInvalidParameter:      {http.StatusBadRequest, "Invalid parameter"},
 	CodeDestinationNotAllowed: {http.StatusBadRequest, "Destination not allowed"},
+	CodeStepInputsOverBudget:  {http.StatusBadRequest, "Step inputs over budget"},
 	CodeUnauthorized:          {http.StatusUnauthorized, "Authentication required"},
 	CodeForbidden:             {http.StatusForbidden, "Insufficient scope"},
 	CodeNotFound:              {http.StatusNotFound, "Not found"},

@@ -281,7 +281,7 @@ var routeTable = []Route{
 	{Method: "POST", Path: "/v1/workflows", Scope: auth.ScopeJobsWrite, OperationID: "submitWorkflow",
 		Summary: "Submit a workflow run: a DAG of steps",
 		Body:    workflowBody{}, Responses: []Response{{201, "Started", workflow.Run{}}},
-		Problems: []string{CodeDestinationNotAllowed}, atomic: (*Server).submitWorkflow},
+		Problems: []string{CodeDestinationNotAllowed, CodeStepInputsOverBudget}, atomic: (*Server).submitWorkflow},
 	{Method: "GET", Path: "/v1/workflows", Scope: auth.ScopeJobsRead, OperationID: "listWorkflows", Summary: "List workflow runs, newest first",
 		Params:    []Param{query("state", "", runStateEnum, ""), limitQuery, cursorQuery, tenantQuery},
 		Responses: []Response{{200, "Runs", list[workflow.Run]{}}}, plain: (*Server).listWorkflows},

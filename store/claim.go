@@ -184,7 +184,48 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) (Claimed, error) {
 	if !sawTrailer {
 		return Claimed{}, fmt.Errorf("claim jobs: the claim statement returned no trailer row")
 	}
+	rows.Close()
+	if err := br.Close(); err != nil {
+		return Claimed{}, fmt.Errorf("claim jobs: %w", err)
+	}
+	if err := s.readClaimedInputs(ctx, &out); err != nil {
+		return Claimed{}, err
+	}
 	return out, nil
+}
+
+// readClaimedInputs reads the inputs of the claimed step jobs that carry
+// them by reference, at most MaxClaimInputBytes of them; the jobs past
+// that are given back unstarted, and leave the claim. (The claim
+// statement itself is the same for every job: a claim of no such job
+// runs nothing more.)
+func (s *Store) readClaimedInputs(ctx context.Context, out *Claimed) error {
+	over, err := s.readStepInputs(ctx, nil, out.Jobs, claimInputBudget)
+	if err != nil {
+		// The jobs stay claimed until their leases lapse and the rescuer
+		// gives them back, as when a claimer dies with its claim.
+		return fmt.Errorf("claim jobs: %w", err)
+	}
+	if len(over) == 0 {
+		return nil
+	}
+	leases := make([]Lease, len(over))
+	drop := make(map[int]bool, len(over))
+	for k, i := range over {
+		j := out.Jobs[i]
+		leases[k], drop[i] = Lease{ID: j.ID, Attempt: j.Attempt, Token: j.LeaseToken}, true
+	}
+	if _, err := s.ReleaseJobs(ctx, leases, releasedForInputs); err != nil {
+		return fmt.Errorf("claim jobs: give back jobs over the claim's input budget: %w", err)
+	}
+	kept := out.Jobs[:0]
+	for i, j := range out.Jobs {
+		if !drop[i] {
+			kept = append(kept, j)
+		}
+	}
+	out.Jobs = kept
+	return nil
 }
 
 // ClaimJobs is Claim for a caller that keeps no place among the units

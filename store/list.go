@@ -28,7 +28,8 @@ type JobFilter struct {
 	Limit    int
 }
 
-// ListJobs returns jobs matching f, newest first.
+// ListJobs returns jobs matching f, newest first, without step inputs
+// (GetJob reads them).
 func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	sql, args, err := listJobsSQL(f)
 	if err != nil {
@@ -37,6 +38,11 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	jobs, err := collectJobs(s.pool.Query(ctx, sql, args...))
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	// A listing leaves step inputs out (GetJob has them): a page of step
+	// jobs would carry up to its length times a step's input budget.
+	for i := range jobs {
+		jobs[i].Inputs = nil
 	}
 	return jobs, nil
 }
