@@ -101,3 +101,60 @@ func TestClaimReadsStepInputs(t *testing.T) {
 		}
 	}
 }
+
+// A node of the build before 0034 (its claim calls gaffer.claim_pick)
+// does not start a step whose inputs are by reference — it would hand its
+// worker none — but starts every other job, a step with copied inputs
+// among them; the step waits, pending, for a claim of this build.
+func TestOlderBuildLeavesStepsByReference(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := store.Open(ctx, pgtest.NewDatabase(t), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	pool := st.Pool()
+	step := func(name string, deps ...string) store.WorkflowStepParams {
+		return store.WorkflowStepParams{Name: name, Type: "job", Kind: "k", Queue: "default", Args: json.RawMessage(`{}`),
+			MaxAttempts: 3, Timeout: time.Minute, DependsOn: deps}
+	}
+	run, err := st.CreateWorkflowRun(ctx, nil, "default", "r", []store.WorkflowStepParams{step("a"), step("b", "a"), step("c", "a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots, err := st.ClaimJobs(ctx, store.ClaimParams{Queue: "default", Limit: 10, Token: 7, LeaseTTL: time.Minute, Node: "n1"})
+	if err != nil || len(roots) != 1 {
+		t.Fatalf("claimed %v (%v): want step a", roots, err)
+	}
+	if _, err := st.CompleteJobs(ctx, nil, []store.Completion{{Lease: lease(roots[0]), Result: json.RawMessage(`1`)}}); err != nil {
+		t.Fatal(err)
+	}
+	// c as a step of the build before: its inputs copied, no reference.
+	if _, err := pool.Exec(ctx, `UPDATE gaffer.jobs SET inputs = '{"a": 1}', inputs_from = NULL WHERE workflow_run = $1 AND step = 'c'`, run); err != nil {
+		t.Fatal(err)
+	}
+	var plain int64
+	if err := pool.QueryRow(ctx, `INSERT INTO gaffer.jobs (tenant, kind, queue, args) VALUES ('default', 'k', 'default', '{}') RETURNING id`).Scan(&plain); err != nil {
+		t.Fatal(err)
+	}
+	// The older build's claim: the ten-argument claim_pick, no cursors.
+	var picked []int64
+	if err := pool.QueryRow(ctx, `SELECT coalesce(gaffer.claim_pick('default', 10, 'old-1', '{}', '{}', '{}', '{}', '{}', NULL, NULL), '{}')`).Scan(&picked); err != nil {
+		t.Fatal(err)
+	}
+	var steps []string
+	if err := pool.QueryRow(ctx, `SELECT coalesce(array_agg(coalesce(step, 'plain') ORDER BY id), '{}') FROM gaffer.jobs WHERE id = ANY ($1)`, picked).Scan(&steps); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(steps, ",") != "c,plain" {
+		t.Fatalf("the older build's claim picked %v: want c (copied inputs) and the plain job, not b (inputs by reference)", steps)
+	}
+	got, err := st.ClaimJobs(ctx, store.ClaimParams{Queue: "default", Limit: 10, Token: 8, LeaseTTL: time.Minute, Node: "n2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) < 1 || got[0].Step != "b" || string(got[0].Inputs) != `{"a":1}` {
+		t.Fatalf("this build's claim took %+v: want step b with inputs {\"a\":1}", got)
+	}
+}

@@ -1,8 +1,13 @@
 -- gaffer:generated
+-- gaffer:expand
 -- The routines of store/schema that differ from those 0033_step_inputs_from left,
 -- written by `go run ./store/internal/migrategen`. Edit store/schema, not
 -- this file, and write it again (-replace) while no release carries it.
 --
+--   new       function gaffer.claim_older_build(bigint[])
+--   changed   function gaffer.claim_pick(text, integer, text, text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer)
+--   changed   function gaffer.claim_pick_remote(text, integer, text, text, text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text)
+--   changed   function gaffer.claim_pick_units(text, integer, text, text[], text[])
 --   new       function gaffer.step_dependency_jobs(bigint, text[])
 --   new       function gaffer.step_inputs(bigint, text, bigint[])
 --   changed   function gaffer.workflow_finish_if_done(bigint)
@@ -10,6 +15,65 @@
 --   changed   function gaffer.workflow_start_ready(bigint)
 --   changed   function gaffer.workflow_step_replayed()
 SET LOCAL check_function_bodies = off;
+
+-- new: gaffer.claim_older_build(bigint[]), as store/schema/claim.sql has it
+CREATE OR REPLACE FUNCTION gaffer.claim_older_build(ids bigint[])
+ RETURNS bigint[]
+ LANGUAGE sql
+ STABLE
+AS $function$
+    SELECT array_agg(x.id ORDER BY x.ord)
+    FROM unnest(ids) WITH ORDINALITY AS x(id, ord)
+    WHERE NOT EXISTS (SELECT 1 FROM gaffer.jobs j WHERE j.id = x.id AND j.inputs_from IS NOT NULL)
+$function$;
+
+-- changed: gaffer.claim_pick(text, integer, text, text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer), as store/schema/claim.sql has it
+CREATE OR REPLACE FUNCTION gaffer.claim_pick(q text, n integer, node_id text, c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], after_tenant text, after_fkey text, k_tenant text[], k_fkey text[], grace_ms integer)
+ RETURNS bigint[]
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    ids bigint[];
+BEGIN
+    SELECT c.ids INTO ids FROM gaffer.claim(q, n, node_id, false, NULL, NULL, NULL, NULL, c_tenant, c_fkey, c_prio, c_run_at, c_id,
+                                            after_tenant, after_fkey, k_tenant, k_fkey, grace_ms) c;
+    PERFORM gaffer.claim_promote(q);
+    RETURN gaffer.claim_older_build(ids);
+END
+$function$;
+
+-- changed: gaffer.claim_pick_remote(text, integer, text, text, text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text), as store/schema/claim.sql has it
+CREATE OR REPLACE FUNCTION gaffer.claim_pick_remote(q text, n integer, worker_id text, t text, ks text[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], after_tenant text, after_fkey text)
+ RETURNS bigint[]
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    ids bigint[];
+BEGIN
+    SELECT c.ids INTO ids FROM gaffer.claim(q, n, worker_id, true, t, ks, NULL, NULL, c_tenant, c_fkey, c_prio, c_run_at, c_id,
+                                            after_tenant, after_fkey, '{}', '{}', 0) c;
+    PERFORM gaffer.claim_promote(q);
+    RETURN gaffer.claim_older_build(ids);
+END
+$function$;
+
+-- changed: gaffer.claim_pick_units(text, integer, text, text[], text[]), as store/schema/claim.sql has it
+CREATE OR REPLACE FUNCTION gaffer.claim_pick_units(q text, n integer, node_id text, u_tenant text[], u_fkey text[])
+ RETURNS bigint[]
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    ids bigint[];
+BEGIN
+    IF coalesce(cardinality(u_tenant), 0) = 0 OR cardinality(u_tenant) <> coalesce(cardinality(u_fkey), 0) THEN
+        RETURN NULL;
+    END IF;
+    SELECT c.ids INTO ids FROM gaffer.claim(q, n, node_id, false, NULL, NULL, u_tenant, u_fkey, '{}', '{}', '{}', '{}', '{}',
+                                            NULL, NULL, '{}', '{}', 0) c;
+    PERFORM gaffer.claim_promote(q);
+    RETURN gaffer.claim_older_build(ids);
+END
+$function$;
 
 -- new: gaffer.step_dependency_jobs(bigint, text[]), as store/schema/workflow.sql has it
 CREATE OR REPLACE FUNCTION gaffer.step_dependency_jobs(p_run bigint, p_names text[])
