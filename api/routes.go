@@ -24,7 +24,13 @@ type Route struct {
 	Method, Path string
 	// Scope is the token scope the route needs (admin implies every
 	// scope); "" for a route served without a token.
-	Scope       string
+	Scope string
+	// Operator: only a token spanning tenants may call the route, for it
+	// acts on every tenant at once (weights, pausing a queue); a tenant's
+	// token is refused whatever its scopes. Routes a tenant's admin or
+	// cluster:read token may call are confined by their handlers instead
+	// (auth.Principal.Owns). docs/security.md tabulates every route.
+	Operator    bool
 	OperationID string
 	Summary     string
 	// Params are the route's parameters: one for each {name} of Path,
@@ -266,22 +272,26 @@ var routeTable = []Route{
 		Params:  []Param{{Name: "id", In: "path", Type: ""}, tenantQuery}, Responses: []Response{{204, "Deleted", nil}},
 		Problems: []string{CodeNotFound}, plain: (*Server).deleteWebhookSecret},
 
-	{Method: "GET", Path: "/v1/limits", Scope: auth.ScopeClusterRead, OperationID: "listLimits", Summary: "Every limit with its usage now",
+	{Method: "GET", Path: "/v1/limits", Scope: auth.ScopeClusterRead, OperationID: "listLimits",
+		Summary: "Every limit with its usage now; a tenant's token sees only its own tenant's limits",
 		Responses: []Response{{200, "Limits", list[limitView]{}}}, plain: (*Server).listLimits},
 	{Method: "GET", Path: "/v1/limits/{name}", Scope: auth.ScopeClusterRead, OperationID: "getLimit", Summary: "A limit with its usage now",
 		Params: []Param{namePath}, Responses: []Response{{200, "The limit", limitView{}}},
 		Problems: []string{CodeNotFound}, plain: (*Server).getLimit},
 	{Method: "PUT", Path: "/v1/limits/{name}", Scope: auth.ScopeAdmin, OperationID: "putLimit",
-		Summary: "Create or replace a limit: cluster-wide, enforced by the claim",
+		Summary: "Create or replace a limit: cluster-wide, enforced by the claim. A tenant's admin token sets only limits of its own tenant " +
+			"(tenant left out: its own) and replaces only its own tenant's; 409 conflict when the name is another's",
 		Params:  []Param{namePath}, Body: limitBody{},
-		Responses: []Response{{201, "Created", limitView{}}, {200, "Replaced", limitView{}}}, plain: (*Server).putLimit},
-	{Method: "DELETE", Path: "/v1/limits/{name}", Scope: auth.ScopeAdmin, OperationID: "deleteLimit", Summary: "Delete a limit",
+		Responses: []Response{{201, "Created", limitView{}}, {200, "Replaced", limitView{}}},
+		Problems: []string{CodeConflict}, plain: (*Server).putLimit},
+	{Method: "DELETE", Path: "/v1/limits/{name}", Scope: auth.ScopeAdmin, OperationID: "deleteLimit",
+		Summary: "Delete a limit (a tenant's admin token: only its own tenant's; others answer 404)",
 		Params: []Param{namePath}, Responses: []Response{{204, "Deleted", nil}},
 		Problems: []string{CodeNotFound}, plain: (*Server).deleteLimit},
 	{Method: "GET", Path: "/v1/tenants", Scope: auth.ScopeClusterRead, OperationID: "listTenantWeights",
-		Summary:   "Tenants whose weight in fair claiming is not the default 1",
+		Summary:   "Tenants whose weight in fair claiming is not the default 1 (a tenant's token: only its own)",
 		Responses: []Response{{200, "Weights", list[tenantView]{}}}, plain: (*Server).listTenantWeights},
-	{Method: "PUT", Path: "/v1/tenants/{tenant}", Scope: auth.ScopeAdmin, OperationID: "putTenantWeight",
+	{Method: "PUT", Path: "/v1/tenants/{tenant}", Scope: auth.ScopeAdmin, Operator: true, OperationID: "putTenantWeight",
 		Summary: "Set a tenant's weight in fair claiming (1-1000, default 1)",
 		Params:  []Param{{Name: "tenant", In: "path", Type: ""}}, Body: tenantBody{},
 		Responses: []Response{{200, "The weight", tenantView{}}}, plain: (*Server).putTenantWeight},
@@ -290,9 +300,9 @@ var routeTable = []Route{
 		Summary:   "Queues with unfinished jobs, or ever paused, or worked by a live node; a tenant token sees only the queues where its tenant has unfinished jobs, with its own counts",
 		Params:    []Param{tenantQuery},
 		Responses: []Response{{200, "Queues", list[queueView]{}}}, plain: (*Server).listQueues},
-	{Method: "POST", Path: "/v1/queues/{queue}/pause", Scope: auth.ScopeAdmin, OperationID: "pauseQueue", Summary: "Pause a queue cluster-wide",
+	{Method: "POST", Path: "/v1/queues/{queue}/pause", Scope: auth.ScopeAdmin, Operator: true, OperationID: "pauseQueue", Summary: "Pause a queue cluster-wide",
 		Params: []Param{{Name: "queue", In: "path", Type: ""}}, Responses: []Response{{200, "Paused", queueState{}}}, plain: (*Server).pauseQueue},
-	{Method: "POST", Path: "/v1/queues/{queue}/resume", Scope: auth.ScopeAdmin, OperationID: "resumeQueue", Summary: "Resume a queue",
+	{Method: "POST", Path: "/v1/queues/{queue}/resume", Scope: auth.ScopeAdmin, Operator: true, OperationID: "resumeQueue", Summary: "Resume a queue",
 		Params: []Param{{Name: "queue", In: "path", Type: ""}}, Responses: []Response{{200, "Resumed", queueState{}}}, plain: (*Server).resumeQueue},
 
 	{Method: "GET", Path: "/v1/nodes", Scope: auth.ScopeClusterRead, OperationID: "listNodes", Summary: "Every node the cluster has seen",

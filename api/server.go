@@ -215,11 +215,11 @@ func (s *Server) register(rt Route) {
 			}
 			s.metrics.WithLabelValues(pattern, strconv.Itoa(rec.status)).Observe(time.Since(start).Seconds())
 		}()
-		s.serve(rec, r, pattern, rt.Scope, h)
+		s.serve(rec, r, pattern, rt, h)
 	})
 }
 
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern, scope string, h endpoint) {
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern string, rt Route, h endpoint) {
 	text, ok := bearer(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="gaffer"`)
@@ -244,8 +244,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern, scope st
 		writeProblem(w, problem(CodeUnavailable, "could not check the token: the database is unreachable"))
 		return
 	}
-	if !p.Allows(scope) {
-		writeProblem(w, problem(CodeForbidden, "this endpoint needs the "+scope+" scope"))
+	if !p.Allows(rt.Scope) {
+		writeProblem(w, problem(CodeForbidden, "this endpoint needs the "+rt.Scope+" scope"))
+		return
+	}
+	if rt.Operator && !p.Spans() {
+		writeProblem(w, operatorOnly(p))
 		return
 	}
 	if wait, ok := s.allow(p.TokenID); !ok {
