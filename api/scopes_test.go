@@ -110,7 +110,9 @@ func TestTenantOperatorScopesAreConfined(t *testing.T) {
 		if fmt.Sprint(nodes.Data) != "[{node-1}]" {
 			t.Errorf("acme's token sees nodes %v, want the node only", nodes.Data)
 		}
-		var cl struct{ RemoteWorkers map[string]int `json:"remote_workers"` }
+		var cl struct {
+			RemoteWorkers map[string]int `json:"remote_workers"`
+		}
 		e.do(tok, "GET", "/v1/cluster", nil).decode(t, &cl)
 		if cl.RemoteWorkers["active"] != 0 {
 			t.Errorf("acme's token counts beta's remote worker: %v", cl.RemoteWorkers)
