@@ -63,6 +63,10 @@ const (
 // cluster's own endpoints…; see webhook and internal/egress).
 const CodeDestinationNotAllowed = "destination_not_allowed"
 
+// CodeReservedKind: the kind is one of Gaffer's own (job.ReservedKindPrefix,
+// a workflow's sleep and signal steps), which no tenant enqueues or works.
+const CodeReservedKind = "reserved_kind"
+
 // problemTypes gives every code the status and title it is always
 // answered with: a code means one status, so handlers name only the code,
 // and the OpenAPI document lists each route's codes under their status.
@@ -72,6 +76,7 @@ var problemTypes = map[string]ProblemType{
 	CodeInvalidField:          {http.StatusBadRequest, "Invalid field"},
 	CodeInvalidParameter:      {http.StatusBadRequest, "Invalid query parameter"},
 	CodeDestinationNotAllowed: {http.StatusBadRequest, "Destination not allowed"},
+	CodeReservedKind:          {http.StatusBadRequest, "Reserved kind"},
 	CodeUnauthorized:          {http.StatusUnauthorized, "Authentication required"},
 	CodeForbidden:             {http.StatusForbidden, "Insufficient scope"},
 	CodeNotFound:              {http.StatusNotFound, "Not found"},
