@@ -66,12 +66,13 @@ type overviewData struct {
 	Status  *cluster.Status
 	Chart   chart
 	Queues  []job.Queue
-	// Nodes are the live nodes and those that left within the hour.
+	// Nodes are the live nodes and those that left within the hour
+	// (remote workers: a tenant's token sees its own tenant's only).
 	Nodes []nodeView
 	// ZoneRules says how live nodes' time zone rules differ; "" if not.
 	ZoneRules string
 	Counts    map[string]int
-	// Remote is how many remote workers are live.
+	// Remote is how many remote workers the token sees are live.
 	Remote int
 	DLQ    int64
 }
