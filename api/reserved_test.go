@@ -4,15 +4,18 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gafferhq/gaffer/auth"
 )
 
 // gaffer.* kinds are a workflow's sleep and signal steps: a tenant cannot
 // enqueue one, put one in a cron entry, or register a remote worker for
-// one (400 reserved_kind naming the field), and nothing is written. Red
-// with reservedKind answering nil: the job, the cron entry and the worker
-// are made.
+// one (400 reserved_kind naming the field), and nothing is written; a
+// remote worker naming no kinds does not claim them. Red with
+// reservedKind answering nil: the job, the cron entry and the worker are
+// made; red with claim_unit's empty-kinds rule off (store/claim.go
+// passing NULL): the kinds-less worker claims the due gaffer.signal job.
 func TestReservedKindsRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -40,6 +43,24 @@ func TestReservedKindsRefused(t *testing.T) {
 	// A kind that merely contains the word is the tenant's.
 	if r := e.do(e.writer, "POST", "/v1/jobs", `{"kind":"my.gaffer.sleep"}`); r.Status != 201 {
 		t.Fatalf("my.gaffer.sleep: %d %s", r.Status, r.Body)
+	}
+
+	// A remote worker that names no kinds claims every kind of its queues
+	// but Gaffer's own: a signal step past its timeout is left to the
+	// nodes (which fail it), the tenant's own job is taken.
+	var w workerOut
+	e.do(worker, "POST", "/v1/workers", `{"queues":["default"]}`).decode(t, &w)
+	if r := e.do(e.writer, "POST", "/v1/workflows", `{"name":"wait","steps":[{"name":"s","signal":"1s"}]}`); r.Status != 201 {
+		t.Fatalf("workflow: %d %s", r.Status, r.Body)
+	}
+	time.Sleep(1500 * time.Millisecond) // the signal step's job is due
+	var c claimOut
+	e.do(worker, "POST", "/v1/work/claim", fmt.Sprintf(`{"worker":%q,"max":10}`, w.ID)).decode(t, &c)
+	if len(c.Jobs) != 1 || c.Jobs[0].Kind != "my.gaffer.sleep" {
+		t.Fatalf("a remote worker naming no kinds claimed %+v, want only my.gaffer.sleep", c.Jobs)
+	}
+	if n := e.count(`SELECT count(*) FROM gaffer.jobs WHERE kind = 'gaffer.signal' AND state IN ('pending', 'retrying') AND run_at <= now()`); n != 1 {
+		t.Fatalf("the due signal step is not left pending (%d)", n)
 	}
 }
 
