@@ -25,6 +25,9 @@ type cronJobBody struct {
 }
 
 func (b cronJobBody) template(field string) (cron.JobTemplate, *Problem) {
+	if pr := reservedKind(field+".kind", b.Kind); pr != nil {
+		return cron.JobTemplate{}, pr
+	}
 	timeout, pr := parseDuration(field+".timeout", b.Timeout)
 	if pr != nil {
 		return cron.JobTemplate{}, pr

@@ -71,6 +71,9 @@ const CodeDestinationNotAllowed = "destination_not_allowed"
 // (its dependencies' results) than a step's budget,
 // workflow.MaxStepInputBytes.
 const CodeStepInputsOverBudget = workflow.CodeStepInputsOverBudget
+// CodeReservedKind: the kind is one of Gaffer's own (job.ReservedKindPrefix,
+// a workflow's sleep and signal steps), which no tenant enqueues or works.
+const CodeReservedKind = "reserved_kind"
 
 // problemTypes gives every code the status and title it is always
 // answered with: a code means one status, so handlers name only the code,
@@ -82,6 +85,7 @@ var problemTypes = map[string]ProblemType{
 	CodeInvalidParameter:      {http.StatusBadRequest, "Invalid parameter"},
 	CodeDestinationNotAllowed: {http.StatusBadRequest, "Destination not allowed"},
 	CodeStepInputsOverBudget:  {http.StatusBadRequest, "Step inputs over budget"},
+	CodeReservedKind:          {http.StatusBadRequest, "Reserved kind"},
 	CodeUnauthorized:          {http.StatusUnauthorized, "Authentication required"},
 	CodeForbidden:             {http.StatusForbidden, "Insufficient scope"},
 	CodeNotFound:              {http.StatusNotFound, "Not found"},

@@ -27,7 +27,13 @@ type Route struct {
 	Method, Path string
 	// Scope is the token scope the route needs (admin implies every
 	// scope); "" for a route served without a token.
-	Scope       string
+	Scope string
+	// Operator: only a token spanning tenants may call the route, for it
+	// acts on every tenant at once (weights, pausing a queue); a tenant's
+	// token is refused whatever its scopes. Routes a tenant's admin or
+	// cluster:read token may call are confined by their handlers instead
+	// (auth.Principal.Owns). docs/security.md tabulates every route.
+	Operator    bool
 	OperationID string
 	Summary     string
 	// Params are the route's parameters: one for each {name} of Path,
@@ -201,7 +207,7 @@ var routeTable = []Route{
 		Params: []Param{traceparentHeader, tracestateHeader}, Body: enqueueRequest{},
 		Responses: []Response{{201, "Enqueued", enqueueResponse{}},
 			{200, "The unique key is held by an unfinished job: that job, nothing enqueued", enqueueResponse{}}},
-		Problems: []string{CodeDestinationNotAllowed}, atomic: (*Server).enqueue},
+		Problems: []string{CodeDestinationNotAllowed, CodeReservedKind}, atomic: (*Server).enqueue},
 	{Method: "GET", Path: "/v1/jobs", Scope: auth.ScopeJobsRead, OperationID: "listJobs", Summary: "List jobs, newest first",
 		Params: []Param{query("state", "", textSchema(`^[a-z]+(,[a-z]+)*$`, 128), "comma-separated states"), queueQuery, kindQuery,
 			query("cron_entry", "", textSchema(cron.NamePattern, 128), "the jobs a cron entry of this name made (scheduled and triggered)"),
@@ -244,7 +250,7 @@ var routeTable = []Route{
 
 	{Method: "POST", Path: "/v1/cron", Scope: auth.ScopeJobsWrite, OperationID: "createCron", Summary: "Create a cron entry",
 		Body: cronCreateBody{}, Responses: []Response{{201, "Created", cronView{}}},
-		Problems: []string{CodeAlreadyExists, CodeDestinationNotAllowed}, plain: (*Server).createCron},
+		Problems: []string{CodeAlreadyExists, CodeDestinationNotAllowed, CodeReservedKind}, plain: (*Server).createCron},
 	{Method: "GET", Path: "/v1/cron", Scope: auth.ScopeJobsRead, OperationID: "listCron", Summary: "List cron entries",
 		Params: []Param{limitQuery, cursorQuery, tenantQuery}, Responses: []Response{{200, "Entries", list[cronView]{}}}, plain: (*Server).listCron},
 	{Method: "GET", Path: "/v1/cron/{name}", Scope: auth.ScopeJobsRead, OperationID: "getCron", Summary: "Get a cron entry",
@@ -257,11 +263,11 @@ var routeTable = []Route{
 		Body: cronPutBody{},
 		Responses: []Response{{201, "Created", cronPutResponse{}},
 			{200, "Replaced, unchanged, or (dry_run) what would be", cronPutResponse{}}},
-		Problems: []string{CodeDestinationNotAllowed}, plain: (*Server).putCron},
+		Problems: []string{CodeDestinationNotAllowed, CodeReservedKind}, plain: (*Server).putCron},
 	{Method: "PATCH", Path: "/v1/cron/{name}", Scope: auth.ScopeJobsWrite, OperationID: "updateCron",
 		Summary: `Change a cron entry (pause with {"paused": true})`,
 		Params:  []Param{cronNamePath, tenantQuery}, Body: cronPatchBody{}, Responses: []Response{{200, "The entry", cronView{}}},
-		Problems: []string{CodeNotFound, CodeDestinationNotAllowed}, plain: (*Server).updateCron},
+		Problems: []string{CodeNotFound, CodeDestinationNotAllowed, CodeReservedKind}, plain: (*Server).updateCron},
 	{Method: "DELETE", Path: "/v1/cron/{name}", Scope: auth.ScopeJobsWrite, OperationID: "deleteCron", Summary: "Delete a cron entry",
 		Params: []Param{cronNamePath, tenantQuery}, Responses: []Response{{204, "Deleted", nil}},
 		Problems: []string{CodeNotFound}, plain: (*Server).deleteCron},
@@ -310,22 +316,26 @@ var routeTable = []Route{
 		Params:  []Param{{Name: "id", In: "path", Type: "", Schema: textSchema(`^whs_[0-9a-f]{16}$`, 20), Example: "whs_0a1b2c3d4e5f6a7b"}, tenantQuery}, Responses: []Response{{204, "Deleted", nil}},
 		Problems: []string{CodeNotFound}, plain: (*Server).deleteWebhookSecret},
 
-	{Method: "GET", Path: "/v1/limits", Scope: auth.ScopeClusterRead, OperationID: "listLimits", Summary: "Every limit with its usage now",
+	{Method: "GET", Path: "/v1/limits", Scope: auth.ScopeClusterRead, OperationID: "listLimits",
+		Summary:   "Every limit with its usage now; a tenant's token sees only its own tenant's limits",
 		Responses: []Response{{200, "Limits", list[limitView]{}}}, plain: (*Server).listLimits},
 	{Method: "GET", Path: "/v1/limits/{name}", Scope: auth.ScopeClusterRead, OperationID: "getLimit", Summary: "A limit with its usage now",
 		Params: []Param{limitNamePath}, Responses: []Response{{200, "The limit", limitView{}}},
 		Problems: []string{CodeNotFound}, plain: (*Server).getLimit},
 	{Method: "PUT", Path: "/v1/limits/{name}", Scope: auth.ScopeAdmin, OperationID: "putLimit",
-		Summary: "Create or replace a limit: cluster-wide, enforced by the claim",
-		Params:  []Param{limitNamePath}, Body: limitBody{},
-		Responses: []Response{{201, "Created", limitView{}}, {200, "Replaced", limitView{}}}, plain: (*Server).putLimit},
-	{Method: "DELETE", Path: "/v1/limits/{name}", Scope: auth.ScopeAdmin, OperationID: "deleteLimit", Summary: "Delete a limit",
-		Params: []Param{limitNamePath}, Responses: []Response{{204, "Deleted", nil}},
+		Summary: "Create or replace a limit: cluster-wide, enforced by the claim. A tenant's admin token sets only limits of its own tenant " +
+			"(tenant left out: its own) and replaces only its own tenant's; 409 conflict when the name is another's",
+		Params: []Param{limitNamePath}, Body: limitBody{},
+		Responses: []Response{{201, "Created", limitView{}}, {200, "Replaced", limitView{}}},
+		Problems:  []string{CodeConflict}, plain: (*Server).putLimit},
+	{Method: "DELETE", Path: "/v1/limits/{name}", Scope: auth.ScopeAdmin, OperationID: "deleteLimit",
+		Summary: "Delete a limit (a tenant's admin token: only its own tenant's; others answer 404)",
+		Params:  []Param{limitNamePath}, Responses: []Response{{204, "Deleted", nil}},
 		Problems: []string{CodeNotFound}, plain: (*Server).deleteLimit},
 	{Method: "GET", Path: "/v1/tenants", Scope: auth.ScopeClusterRead, OperationID: "listTenantWeights",
-		Summary:   "Tenants whose weight in fair claiming is not the default 1",
+		Summary:   "Tenants whose weight in fair claiming is not the default 1 (a tenant's token: only its own)",
 		Responses: []Response{{200, "Weights", list[tenantView]{}}}, plain: (*Server).listTenantWeights},
-	{Method: "PUT", Path: "/v1/tenants/{tenant}", Scope: auth.ScopeAdmin, OperationID: "putTenantWeight",
+	{Method: "PUT", Path: "/v1/tenants/{tenant}", Scope: auth.ScopeAdmin, Operator: true, OperationID: "putTenantWeight",
 		Summary: "Set a tenant's weight in fair claiming (1-1000, default 1)",
 		Params:  []Param{{Name: "tenant", In: "path", Type: "", Schema: nameSchema, Example: "acme"}}, Body: tenantBody{},
 		Responses: []Response{{200, "The weight", tenantView{}}}, plain: (*Server).putTenantWeight},
@@ -334,29 +344,31 @@ var routeTable = []Route{
 		Summary:   "Queues with unfinished jobs, or ever paused, or worked by a live node; a tenant token sees only the queues where its tenant has unfinished jobs, with its own counts",
 		Params:    []Param{tenantQuery},
 		Responses: []Response{{200, "Queues", list[queueView]{}}}, plain: (*Server).listQueues},
-	{Method: "POST", Path: "/v1/queues/{queue}/pause", Scope: auth.ScopeAdmin, OperationID: "pauseQueue", Summary: "Pause a queue cluster-wide",
+	{Method: "POST", Path: "/v1/queues/{queue}/pause", Scope: auth.ScopeAdmin, Operator: true, OperationID: "pauseQueue", Summary: "Pause a queue cluster-wide",
 		Params: []Param{queuePath}, Responses: []Response{{200, "Paused", queueState{}}}, plain: (*Server).pauseQueue},
-	{Method: "POST", Path: "/v1/queues/{queue}/resume", Scope: auth.ScopeAdmin, OperationID: "resumeQueue", Summary: "Resume a queue",
+	{Method: "POST", Path: "/v1/queues/{queue}/resume", Scope: auth.ScopeAdmin, Operator: true, OperationID: "resumeQueue", Summary: "Resume a queue",
 		Params: []Param{queuePath}, Responses: []Response{{200, "Resumed", queueState{}}}, plain: (*Server).resumeQueue},
 
-	{Method: "GET", Path: "/v1/nodes", Scope: auth.ScopeClusterRead, OperationID: "listNodes", Summary: "Every node the cluster has seen",
+	{Method: "GET", Path: "/v1/nodes", Scope: auth.ScopeClusterRead, OperationID: "listNodes",
+		Summary:   "Every node the cluster has seen, and remote workers (a tenant's token: only its own tenant's remote workers)",
 		Responses: []Response{{200, "Nodes", list[nodeView]{}}}, plain: (*Server).listNodes},
 	{Method: "POST", Path: "/v1/nodes/{id}/drain", Scope: auth.ScopeAdmin, OperationID: "drainNode",
-		Summary: "Drain a node: it stops claiming, finishes its jobs until the deadline, releases the rest, and leaves",
-		Params:  []Param{nodePath}, Body: drainBody{}, BodyOptional: true, Responses: []Response{{200, "The node", nodeView{}}},
+		Summary: "Drain a node: it stops claiming, finishes its jobs until the deadline, releases the rest, and leaves. " +
+			"A tenant's admin token drains only its own tenant's remote workers (a node: 403; another tenant's worker: 404)",
+		Params: []Param{nodePath}, Body: drainBody{}, BodyOptional: true, Responses: []Response{{200, "The node", nodeView{}}},
 		Problems: []string{CodeNotFound}, plain: (*Server).drainNode},
 	{Method: "POST", Path: "/v1/nodes/{id}/undrain", Scope: auth.ScopeAdmin, OperationID: "undrainNode",
-		Summary: "Withdraw a drain before the node leaves",
+		Summary: "Withdraw a drain before the node leaves (a tenant's admin token: only its own tenant's remote workers)",
 		Params:  []Param{nodePath}, Responses: []Response{{200, "The node", nodeView{}}},
 		Problems: []string{CodeNotFound}, plain: (*Server).undrainNode},
 	{Method: "GET", Path: "/v1/cluster", Scope: auth.ScopeClusterRead, OperationID: "getCluster",
-		Summary:   "Leader, epoch, node counts, and what is degraded",
+		Summary:   "Leader, epoch, node counts, and what is degraded (a tenant's token counts only its own tenant's remote workers)",
 		Responses: []Response{{200, "Cluster", clusterView{}}}, plain: (*Server).clusterStatus},
 
 	{Method: "POST", Path: "/v1/workers", Scope: auth.ScopeWorker, OperationID: "registerWorker",
 		Summary: "Register a remote worker: it then claims jobs of its tenant, queues and kinds",
 		Body:    registerWorkerRequest{}, Responses: []Response{{201, "Registered", workerView{}}},
-		Problems: []string{CodeTooManyWorkers}, plain: (*Server).registerWorker},
+		Problems: []string{CodeTooManyWorkers, CodeReservedKind}, plain: (*Server).registerWorker},
 	{Method: "DELETE", Path: "/v1/workers/{id}", Scope: auth.ScopeWorker, OperationID: "leaveWorker",
 		Summary: "A remote worker stops: the jobs it still runs are released (run again at once, no attempt used up)",
 		Params:  []Param{workerPath}, Responses: []Response{{200, "Left", leaveResponse{}}},

@@ -224,12 +224,12 @@ func (s *Server) register(rt Route) error {
 			}
 			s.metrics.WithLabelValues(pattern, strconv.Itoa(rec.status)).Observe(time.Since(start).Seconds())
 		}()
-		s.serve(rec, r, rt.Scope, params, h)
+		s.serve(rec, r, pattern, rt, params, h)
 	})
 	return nil
 }
 
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, scope string, params routeParams, h endpoint) {
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern string, rt Route, params routeParams, h endpoint) {
 	text, ok := bearer(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="gaffer"`)
@@ -254,8 +254,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, scope string, par
 		writeProblem(w, problem(CodeUnavailable, "could not check the token: the database is unreachable"))
 		return
 	}
-	if !p.Allows(scope) {
-		writeProblem(w, problem(CodeForbidden, "this endpoint needs the "+scope+" scope"))
+	if !p.Allows(rt.Scope) {
+		writeProblem(w, problem(CodeForbidden, "this endpoint needs the "+rt.Scope+" scope"))
+		return
+	}
+	if rt.Operator && !p.Spans() {
+		writeProblem(w, operatorOnly(p))
 		return
 	}
 	if wait, ok := s.allow(p.TokenID); !ok {

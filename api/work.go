@@ -55,6 +55,11 @@ func (s *Server) registerWorker(r *http.Request, p auth.Principal, body []byte) 
 	if pr := decodeStrict(body, &req); pr != nil {
 		return 0, nil, pr
 	}
+	for i, k := range req.Kinds {
+		if pr := reservedKind(fmt.Sprintf("kinds[%d]", i), k); pr != nil {
+			return 0, nil, pr
+		}
+	}
 	tenant := remote.AllTenants
 	if p.Tenant != auth.AllTenants || (req.Tenant != "" && req.Tenant != remote.AllTenants) {
 		var pr *Problem

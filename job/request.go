@@ -87,6 +87,13 @@ func ValidateName(field, name string) error {
 	return nil
 }
 
+// ReservedKindPrefix starts the kinds Gaffer runs itself: gaffer.sleep
+// and gaffer.signal are a workflow's sleep and signal steps. Only the
+// workflow package makes jobs of them; a tenant that enqueued one outside
+// a workflow, or a remote worker that claimed one, could finish a step's
+// wait itself, so the API refuses both (reserved_kind).
+const ReservedKindPrefix = "gaffer."
+
 // ValidateKind checks a job kind.
 func ValidateKind(kind string) error {
 	if kind == "" {

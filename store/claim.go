@@ -27,7 +27,8 @@ type ClaimParams struct {
 	Node string
 	// Remote makes this a remote worker's claim: nothing for a worker
 	// that is draining, gone or unknown, and only the jobs of Tenant
-	// (AllTenants or "": any tenant's) and of Kinds (none: any kind).
+	// (AllTenants or "": any tenant's) and of Kinds (none: any kind but
+	// Gaffer's own, gaffer.*, which only nodes run).
 	Remote bool
 	Tenant string
 	Kinds  []string
@@ -129,6 +130,9 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) (Claimed, error) {
 		if p.Tenant != AllTenants {
 			tenant = nullString(p.Tenant)
 		}
+		// No kinds named: every kind but Gaffer's own (an empty array,
+		// which claim_unit reads so); a node passes NULL, every kind.
+		kinds = []string{}
 		if len(p.Kinds) > 0 {
 			kinds = p.Kinds
 		}

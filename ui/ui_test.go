@@ -568,7 +568,7 @@ func TestQueuesPageShowsLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	ops := e.browser()
-	ops.login(e.token("default", auth.ScopeJobsRead, auth.ScopeClusterRead))
+	ops.login(e.token(auth.AllTenants, auth.ScopeAdmin))
 	p := ops.get("/ui/queues")
 	for _, want := range []string{"mail-slow", "queue mail", "http-per-host", "host(args.url)"} {
 		if !strings.Contains(p.body, want) {

@@ -183,7 +183,7 @@ func (s Step) params(i int, kinds *job.Registry) (store.WorkflowStepParams, erro
 		p.Wait = wait
 	case s.Kind == "":
 		return p, stepErr(i, "kind", "is required (or make the step a sleep or a signal wait)")
-	case strings.HasPrefix(s.Kind, "gaffer."):
+	case strings.HasPrefix(s.Kind, job.ReservedKindPrefix):
 		return p, stepErr(i, "kind", "%q is reserved", s.Kind)
 	}
 	maxAttempts := s.MaxAttempts

@@ -121,8 +121,10 @@ LANGUAGE sql STABLE AS $fn$
 $fn$;
 
 -- claim_unit locks and returns up to lim due jobs of unit (t, k) of
--- queue q, of the kinds ks (NULL: any), by (priority, run_at, id) past
--- the position (cp, cr, ci): a unit's part of a claim. Rows another
+-- queue q, of the kinds ks (NULL: any; empty: any but Gaffer's own
+-- gaffer.* kinds, a workflow's sleep and signal steps, which only nodes
+-- run — a remote worker that named no kinds), by (priority, run_at, id)
+-- past the position (cp, cr, ci): a unit's part of a claim. Rows another
 -- transaction holds are passed over.
 CREATE FUNCTION gaffer.claim_unit(q text, t text, k text, ks text[], cp smallint, cr timestamptz, ci bigint, lim integer)
 RETURNS TABLE (id bigint, kind text)
@@ -133,7 +135,7 @@ BEGIN
     WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q
       AND j.tenant COLLATE "C" = t AND j.fairness_key COLLATE "C" = k AND j.run_at <= now()
       AND (j.priority, j.run_at, j.id) > (coalesce(cp, -1::smallint), coalesce(cr, '-infinity'::timestamptz), coalesce(ci, 0::bigint))
-      AND (ks IS NULL OR j.kind = ANY (ks))
+      AND (ks IS NULL OR j.kind = ANY (ks) OR cardinality(ks) = 0 AND NOT starts_with(j.kind, 'gaffer.'))
     ORDER BY j.priority, j.run_at, j.id
     LIMIT lim
     FOR UPDATE SKIP LOCKED;

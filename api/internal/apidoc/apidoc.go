@@ -28,6 +28,10 @@ const OpenAPIVersion = "3.0.3"
 // operation needs.
 const ScopeExtension = "x-gaffer-scope"
 
+// OperatorExtension is the operation member, true, of a route only a
+// token spanning tenants may call (api.Route.Operator).
+const OperatorExtension = "x-gaffer-operator"
+
 // securityScheme is the name of the bearer token scheme.
 const securityScheme = "bearerToken"
 
@@ -100,7 +104,7 @@ func Build() (*openapi3.T, error) {
 
 const description = `Jobs, cron, dead letters, workflows and cluster control.
 
-Authenticate with Authorization: Bearer <token>. A token carries scopes — jobs:read, jobs:write, cluster:read (nodes and the cluster's state) and admin, which implies the others — and belongs to one tenant (admin tokens may span tenants: tenant "*"). Each operation names the scope it needs.
+Authenticate with Authorization: Bearer <token>. A token carries scopes — jobs:read, jobs:write, cluster:read (nodes and the cluster's state), worker, and admin, which implies the others — and belongs to one tenant (admin tokens may span tenants: tenant "*"). Each operation names the scope it needs. A tenant's cluster:read or admin token is confined to its tenant: it sees and changes only its own tenant's limits and remote workers, and operations marked x-gaffer-operator (weights, pausing queues) need a token spanning tenants.
 
 Every error is application/problem+json with a stable code; each response lists the codes it may carry. A path no operation has answers 404 not_found; a path served with other methods answers 405 method_not_allowed with an Allow header.`
 
@@ -120,6 +124,10 @@ func operation(s *schemas, problems openapi3.ResponseBodies, r api.Route, types 
 			op.Description = "Needs a token with scope admin."
 		}
 		op.Extensions = map[string]any{ScopeExtension: r.Scope}
+		if r.Operator {
+			op.Description += " Only a token spanning tenants (tenant \"*\"): a tenant's token is refused with 403, whatever its scopes."
+			op.Extensions[OperatorExtension] = true
+		}
 	}
 
 	var inPath []string
