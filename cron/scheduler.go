@@ -39,13 +39,23 @@ type SchedulerConfig struct {
 	// MaxSleep caps the wait between evaluations, a backstop for a missed
 	// wake-up. Default 1m.
 	MaxSleep time.Duration
+	// TenantFireRate is how many jobs per second one tenant's entries may
+	// make, sustained, and TenantFireBurst how many at once: cron-made
+	// jobs are metered like a token's API requests. A tenant past its
+	// budget waits — its due entries fire as it refills, late (past
+	// MisfireGrace, by their missed-fire policy) — and no other tenant's
+	// entry waits for it. Defaults 200 and twice the rate; a negative
+	// rate leaves cron unmetered.
+	TenantFireRate  float64
+	TenantFireBurst int
 }
 
 // Scheduler is the leader-only service that turns cron entries into jobs.
 // It sleeps until the earliest cursor (by the database clock), woken early
 // by Wake when entries change, then fires every due entry in its own
-// fenced transaction. An entry it cannot fire gets the error recorded on
-// it and is held back by a backoff; the others fire regardless.
+// fenced transaction, round-robin by tenant, each tenant within its fire
+// budget. An entry it cannot fire gets the error recorded on it and is
+// held back by a backoff; the others fire regardless.
 type Scheduler struct {
 	cfg     SchedulerConfig
 	store   *store.Store
@@ -53,7 +63,8 @@ type Scheduler struct {
 	metrics *metrics
 	runner  service.Runner
 	wake    chan struct{}
-	clock   clock.Clock // when to look again; due times are the database's
+	clock   clock.Clock // when to look again, and budgets; due times are the database's
+	budget  *fireBudget
 }
 
 // NewScheduler validates cfg and returns a stopped scheduler.
@@ -65,6 +76,14 @@ func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
 		return nil, errors.New("cron: SchedulerConfig.Fence is required")
 	case cfg.MisfireGrace < 0 || cfg.MaxSleep < 0:
 		return nil, errors.New("cron: SchedulerConfig durations must not be negative")
+	case cfg.TenantFireBurst < 0:
+		return nil, errors.New("cron: SchedulerConfig.TenantFireBurst must not be negative")
+	}
+	if cfg.TenantFireRate == 0 {
+		cfg.TenantFireRate = DefaultTenantFireRate
+	}
+	if cfg.TenantFireBurst == 0 {
+		cfg.TenantFireBurst = max(1, int(2*cfg.TenantFireRate))
 	}
 	if cfg.MisfireGrace == 0 {
 		cfg.MisfireGrace = time.Minute
@@ -76,7 +95,7 @@ func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	return &Scheduler{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("cron"), metrics: newMetrics(cfg.Registerer),
-		wake: make(chan struct{}, 1), clock: clock.Real}, nil
+		wake: make(chan struct{}, 1), clock: clock.Real, budget: newFireBudget(cfg.TenantFireRate, cfg.TenantFireBurst)}, nil
 }
 
 // Start begins evaluating in the background; non-blocking, idempotent.
@@ -121,16 +140,36 @@ func (s *Scheduler) loop(ctx context.Context) {
 	}
 }
 
-// RunOnce fires every due entry and returns how long until the next one
-// is due, by the database clock.
+// DefaultTenantFireRate is the jobs per second one tenant's cron entries
+// may make by default: the API's default request rate per token.
+const DefaultTenantFireRate = 200
+
+// turnBatch is how many due entries one pass reads. Small, because an
+// entry that falls due meanwhile waits for the rest of the batch: with
+// entries read round-robin by tenant, another tenant's entry waits at
+// most one batch, however many entries one tenant has due.
+const turnBatch = 16
+
+// RunOnce fires every due entry its tenant's budget allows and returns
+// how long until the next one is due, by the database clock, or until a
+// waiting tenant's budget refills.
 func (s *Scheduler) RunOnce(ctx context.Context) (time.Duration, error) {
+	var refill time.Duration
 	for {
-		due, now, err := s.store.DueCronEntries(ctx, 100)
+		var spent []string
+		spent, refill = s.budget.spent(s.clock.Now())
+		due, now, err := s.store.DueCronEntries(ctx, turnBatch, spent)
 		if err != nil {
 			return 0, err
 		}
 		fired := 0
 		for _, e := range due {
+			if s.budget.wait(e.Tenant, s.clock.Now()) > 0 {
+				// Spent within this batch: the next pass leaves the
+				// tenant out until it refills.
+				s.metrics.budgetWaits.Inc()
+				continue
+			}
 			ok, err := s.fire(ctx, e, now)
 			if err != nil {
 				return 0, err
@@ -139,16 +178,28 @@ func (s *Scheduler) RunOnce(ctx context.Context) (time.Duration, error) {
 				fired++
 			}
 		}
-		if len(due) < 100 || fired == 0 {
+		if len(due) < turnBatch || fired == 0 {
+			// Fewer than a batch (or nothing fireable): what is left is
+			// not due, or waits for a budget; spent again, in case this
+			// pass spent some.
+			if len(due) > 0 {
+				_, refill = s.budget.spent(s.clock.Now())
+			}
 			break
 		}
 	}
-	wait, ok, err := s.store.NextCronDue(ctx)
+	spent, _ := s.budget.spent(s.clock.Now())
+	wait, ok, err := s.store.NextCronDue(ctx, spent)
 	if err != nil {
 		return 0, err
 	}
-	if !ok {
+	switch {
+	case !ok && refill == 0:
 		return s.cfg.MaxSleep, nil
+	case !ok:
+		return refill, nil
+	case refill > 0 && refill < wait:
+		return refill, nil
 	}
 	return wait, nil
 }
@@ -189,7 +240,11 @@ func (s *Scheduler) fire(ctx context.Context, e store.CronEntry, now time.Time) 
 		return false, s.failed(ctx, e, err)
 	}
 	key := e.Tenant + "/" + e.Name
+	jobs := 0
 	for _, o := range recorded {
+		if o.JobID != 0 {
+			jobs++
+		}
 		s.metrics.occurrences.WithLabelValues(o.Status).Add(float64(max(o.Count, 1)))
 		if o.Status == "fired" {
 			s.metrics.lateness.Observe(now.Sub(o.ScheduledAt).Seconds())
@@ -198,6 +253,7 @@ func (s *Scheduler) fire(ctx context.Context, e store.CronEntry, now time.Time) 
 			s.log.Info("cron occurrence not fired", "entry", key, "scheduled_at", o.ScheduledAt, "status", o.Status, "count", o.Count, "reason", o.Reason)
 		}
 	}
+	s.budget.spend(e.Tenant, jobs, s.clock.Now())
 	return true, nil
 }
 

@@ -212,9 +212,11 @@ func (s *Store) ListCronEntries(ctx context.Context, tenant, afterTenant, afterN
 }
 
 // DueCronEntries returns up to limit unpaused entries whose cursor has
-// passed, earliest first, and the database's now.
-func (s *Store) DueCronEntries(ctx context.Context, limit int) ([]CronEntry, time.Time, error) {
-	rows, err := s.pool.Query(ctx, sqlDueCronEntries, limit)
+// passed, and the database's now; none of the tenants in skip. The order
+// is round-robin by tenant: every tenant's earliest due entry (earliest
+// first), then every tenant's second, and so on.
+func (s *Store) DueCronEntries(ctx context.Context, limit int, skip []string) ([]CronEntry, time.Time, error) {
+	rows, err := s.pool.Query(ctx, sqlDueCronEntries, limit, nonNil(skip))
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("due cron entries: %w", err)
 	}
@@ -238,11 +240,11 @@ func (s *Store) DueCronEntries(ctx context.Context, limit int) ([]CronEntry, tim
 }
 
 // NextCronDue returns how long until the earliest cursor of an unpaused
-// entry, by the database clock (negative when overdue), and false when
-// there is none.
-func (s *Store) NextCronDue(ctx context.Context) (time.Duration, bool, error) {
+// entry of a tenant not in skip, by the database clock (negative when
+// overdue), and false when there is none.
+func (s *Store) NextCronDue(ctx context.Context, skip []string) (time.Duration, bool, error) {
 	var ms *int64
-	if err := s.pool.QueryRow(ctx, sqlNextCronDue).Scan(&ms); err != nil {
+	if err := s.pool.QueryRow(ctx, sqlNextCronDue, nonNil(skip)).Scan(&ms); err != nil {
 		return 0, false, fmt.Errorf("next cron due: %w", err)
 	}
 	if ms == nil {
@@ -298,4 +300,12 @@ func (s *Store) JSONEqual(ctx context.Context, q DB, a, b []byte) (bool, error) 
 		return false, fmt.Errorf("compare JSON: %w", err)
 	}
 	return eq, nil
+}
+
+// nonNil makes a nil list an empty array: "x <> ALL (NULL)" is NULL.
+func nonNil(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
 }

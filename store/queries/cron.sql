@@ -65,22 +65,32 @@ LIMIT $4;
 
 -- name: due_cron_entries
 -- Entries whose cursor has passed, by the database clock, and that clock;
--- not those a failure holds back until retry_at.
+-- not those a failure holds back until retry_at, nor those of the tenants
+-- in $2 (whose fire budget is spent). Round-robin by tenant: each
+-- tenant's earliest due entry first (earliest of those first), then each
+-- tenant's second, and so on — so a tenant with hundreds of due entries
+-- delays another tenant's entry by at most one turn, never by its whole
+-- backlog.
 SELECT tenant, name, schedule, timezone, job, missed, missed_cap, overlap, paused, next_run_at, last_job_id,
        created_at, updated_at, done_at, last_fired_at, last_occurrence_at, last_error, last_error_at,
        consecutive_failures, retry_at, (SELECT state FROM gaffer.jobs WHERE id = last_job_id), now()
-FROM gaffer.cron_entries
-WHERE NOT paused AND next_run_at <= now() AND (retry_at IS NULL OR retry_at <= now())
-ORDER BY next_run_at
+FROM (
+    SELECT e.*, row_number() OVER (PARTITION BY tenant ORDER BY next_run_at, name) AS turn
+    FROM gaffer.cron_entries e
+    WHERE NOT paused AND next_run_at <= now() AND (retry_at IS NULL OR retry_at <= now())
+      AND tenant <> ALL ($2::text[])
+) due
+ORDER BY turn, next_run_at, tenant
 LIMIT $1;
 
 -- name: next_cron_due
 -- Milliseconds until the earliest cursor, or the end of a failing entry's
 -- backoff when later (negative: overdue); NULL if none. Done entries have
--- no cursor and count for nothing.
+-- no cursor and count for nothing; nor do the tenants in $1 (whose fire
+-- budget is spent: the scheduler knows when it refills).
 SELECT (extract(epoch FROM min(greatest(next_run_at, retry_at)) - now()) * 1000)::bigint
 FROM gaffer.cron_entries
-WHERE NOT paused AND next_run_at IS NOT NULL;
+WHERE NOT paused AND next_run_at IS NOT NULL AND tenant <> ALL ($1::text[]);
 
 -- name: db_now
 SELECT now();
