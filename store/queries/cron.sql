@@ -3,8 +3,8 @@
 
 -- name: insert_cron_entry
 WITH ins AS (
-    INSERT INTO gaffer.cron_entries (tenant, name, schedule, timezone, job, missed, missed_cap, overlap, paused, next_run_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+    INSERT INTO gaffer.cron_entries (tenant, name, schedule, timezone, job, missed, missed_cap, overlap, paused, next_run_at, min_gap_ms)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
     ON CONFLICT (tenant, name) DO NOTHING
     RETURNING tenant, name
 ), tell AS (
@@ -14,12 +14,13 @@ SELECT (SELECT count(*) FROM tell) FROM ins;
 
 -- name: update_cron_entry
 -- Replaces every field; $10 is the new cursor, $11 when the entry was
--- done (both set: one is NULL). An edit clears a failing entry's backoff:
+-- done (both set: one is NULL), $12 the schedule's shortest gap (NULL:
+-- unchanged). An edit clears a failing entry's backoff:
 -- the scheduler tries the edited entry at once.
 WITH upd AS (
     UPDATE gaffer.cron_entries
     SET schedule = $3, timezone = $4, job = $5, missed = $6, missed_cap = $7, overlap = $8, paused = $9,
-        next_run_at = $10, done_at = $11, retry_at = NULL, updated_at = now()
+        next_run_at = $10, done_at = $11, min_gap_ms = coalesce($12, min_gap_ms), retry_at = NULL, updated_at = now()
     WHERE tenant = $1 AND name = $2
     RETURNING tenant, name
 ), tell AS (
@@ -180,3 +181,29 @@ WITH doomed AS (
 )
 DELETE FROM gaffer.cron_occurrences o USING doomed
 WHERE o.tenant = doomed.tenant AND o.entry = doomed.entry AND o.scheduled_at = doomed.scheduled_at;
+
+-- name: lock_cron_quota
+-- Serializes the edits of one tenant's entries that a quota checks ($1
+-- the tenant), until the transaction ends: two creates cannot both fit
+-- in the last free place. Taken before any entry's row lock.
+SELECT pg_advisory_xact_lock(hashtextextended('gaffer.cron_quota/' || $1, 0));
+
+-- name: cron_tenant_load
+-- The tenant's entries other than $2, and the fires per minute they may
+-- make at their fastest (60000 / min_gap_ms each; done one-shots and
+-- one-shots make none). Entries written before min_gap_ms existed
+-- (NULL) are not in the sum: cron_unmeasured lists them.
+SELECT count(*), coalesce(sum(60000.0 / min_gap_ms) FILTER (WHERE min_gap_ms > 0 AND done_at IS NULL), 0)::float8
+FROM gaffer.cron_entries
+WHERE tenant = $1 AND name <> $2;
+
+-- name: cron_unmeasured
+SELECT name, schedule, timezone
+FROM gaffer.cron_entries
+WHERE tenant = $1 AND name <> $2 AND min_gap_ms IS NULL AND done_at IS NULL;
+
+-- name: set_cron_min_gap
+-- Records an older entry's measured gap, unless it changed meanwhile.
+UPDATE gaffer.cron_entries
+SET min_gap_ms = $5
+WHERE tenant = $1 AND name = $2 AND schedule = $3 AND timezone = $4 AND min_gap_ms IS NULL;
