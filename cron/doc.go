@@ -23,6 +23,18 @@
 // changes. Measured lateness from scheduled instant to job insert is a few
 // milliseconds (docs/benchmarks.md).
 //
+// # Fairness and quotas
+//
+// Cron is shared by every tenant, so the scheduler reads due entries a
+// small batch at a time (turnBatch), round-robin by tenant: a tenant's
+// backlog delays another tenant's due entry by one turn at most. Each
+// tenant's cron-made jobs draw from a budget on the leader
+// (SchedulerConfig.TenantFireRate); a tenant past it is left out of the
+// passes until it refills. What a tenant's token may create is bounded
+// by a Quota (Client.WithQuota): entries, the shortest interval, the
+// total fire rate — checked when an entry is made or rescheduled, never
+// when it fires, so entries from before a quota keep working.
+//
 // # Missed occurrences
 //
 // An occurrence handled within MisfireGrace (default 1 minute) of its
