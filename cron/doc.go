@@ -5,8 +5,9 @@
 // # Exactly one job per occurrence
 //
 // An occurrence is (tenant, entry, scheduled instant). The scheduler fires
-// an entry's due occurrences in one transaction, fenced by the leader
-// epoch: it inserts their jobs first — each under the unique occurrence
+// an entry's due occurrences in a transaction fenced by the leader epoch
+// (several entries share one, each under a savepoint, so that one
+// entry's rollback is its own): it inserts their jobs first — each under the unique occurrence
 // key, so a second insert of the same occurrence is a no-op — records
 // them in the history, and then advances the entry's cursor with a
 // compare-and-set on the old cursor. If the cursor moved (an edit, a
@@ -14,7 +15,7 @@
 // deposed leader's transaction cannot commit once the new leader raised
 // the fence. So an occurrence yields one job: never two (the key, the
 // CAS, the fence), never zero (the cursor only moves past an instant in
-// the transaction that recorded it).
+// the transaction — the savepoint — that recorded it).
 //
 // # Timing
 //
