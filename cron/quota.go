@@ -85,8 +85,9 @@ const (
 )
 
 // minGap is the shortest gap between two consecutive fires of sched
-// after from, among its next gapSamples fires within gapHorizon; 0 for
-// a schedule that fires at most once there.
+// after from, among its next gapSamples fires within gapHorizon of the
+// first (however far ahead that is: a burst on the next 29 February
+// counts); 0 for a schedule that fires at most once.
 func minGap(sched Schedule, from time.Time) time.Duration {
 	if _, ok := oneShotAt(sched); ok {
 		return 0
@@ -95,10 +96,11 @@ func minGap(sched Schedule, from time.Time) time.Duration {
 		return time.Duration(d)
 	}
 	var gap time.Duration
-	t := sched.Next(from)
+	first := sched.Next(from)
+	t := first
 	for range gapSamples {
 		n := sched.Next(t)
-		if n.IsZero() || n.Sub(from) > gapHorizon {
+		if n.IsZero() || n.Sub(first) > gapHorizon {
 			break
 		}
 		if d := n.Sub(t); gap == 0 || d < gap {

@@ -37,7 +37,7 @@ func TestCronQuota(t *testing.T) {
 	}
 
 	// Too frequent, in each schedule form, by create, put and update.
-	for _, spec := range []string{"* * * * * *", "*/5 * * * * *", "@every 9s", "0,5 0 * * * *", "0-4 0 0 * * *"} {
+	for _, spec := range []string{"* * * * * *", "*/5 * * * * *", "@every 9s", "0,5 0 * * * *", "0-4 0 0 * * *", "* * * 29 2 *"} {
 		_, err := c.Create(ctx, cron.Entry{Tenant: "acme", Name: "fast", Schedule: spec, Job: tmpl})
 		if quotaLimit(err) != cron.LimitInterval {
 			t.Fatalf("create %q: %v, want a %s refusal", spec, err, cron.LimitInterval)
