@@ -31,7 +31,8 @@ type Update struct {
 // Update changes an entry, by the rules of Put (see there for how a new
 // schedule, a new zone or a resume moves the entry's next occurrence). A
 // change that changes nothing writes nothing. Errors: validation errors
-// naming the field, ErrNotFound.
+// naming the field, a *QuotaError (a client WithQuota, when the schedule
+// or zone changes), ErrNotFound.
 func (c *Client) Update(ctx context.Context, tenant, name string, u Update) (Entry, error) {
 	// Read, change and write under the row's lock: a pause, another edit
 	// or a firing that lands between the read and the write is neither
@@ -143,7 +144,8 @@ func (r PutResult) Changed() bool { return r.Created || len(r.Changes) > 0 }
 // changed before the leader handled it". A one-shot's instant must then
 // be after that floor, unless it is the instant the entry already fired.
 //
-// Errors: a *job.ValidationError or *ScheduleError naming the field.
+// Errors: a *job.ValidationError or *ScheduleError naming the field, a
+// *QuotaError (a client WithQuota).
 func (c *Client) Put(ctx context.Context, e Entry, opt PutOptions) (Entry, PutResult, error) {
 	sched, tmpl, err := e.validate(c.kinds)
 	if err != nil {
