@@ -220,12 +220,17 @@ func (s *Store) ListCronEntries(ctx context.Context, tenant, afterTenant, afterN
 	return out, rows.Err()
 }
 
+// CronDueWindow is how many of the earliest due entries DueCronEntries
+// deals its turns among: a read costs the same however many are due.
+const CronDueWindow = 2000
+
 // DueCronEntries returns up to limit unpaused entries whose cursor has
 // passed, and the database's now; none of the tenants in skip. The order
-// is round-robin by tenant: every tenant's earliest due entry (earliest
-// first), then every tenant's second, and so on.
+// is round-robin by tenant among the CronDueWindow earliest due entries:
+// every tenant's earliest (earliest first), then every tenant's second,
+// and so on.
 func (s *Store) DueCronEntries(ctx context.Context, limit int, skip []string) ([]CronEntry, time.Time, error) {
-	rows, err := s.pool.Query(ctx, sqlDueCronEntries, limit, nonNil(skip))
+	rows, err := s.pool.Query(ctx, sqlDueCronEntries, limit, nonNil(skip), CronDueWindow)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("due cron entries: %w", err)
 	}

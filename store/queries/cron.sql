@@ -71,18 +71,32 @@ LIMIT $4;
 -- tenant's earliest due entry first (earliest of those first), then each
 -- tenant's second, and so on — so a tenant with hundreds of due entries
 -- delays another tenant's entry by at most one turn, never by its whole
--- backlog.
-SELECT tenant, name, schedule, timezone, job, missed, missed_cap, overlap, paused, next_run_at, last_job_id,
-       created_at, updated_at, done_at, last_fired_at, last_occurrence_at, last_error, last_error_at,
-       consecutive_failures, retry_at, (SELECT state FROM gaffer.jobs WHERE id = last_job_id), now()
+-- backlog. The turns are dealt among the $3 earliest due entries (read
+-- from cron_entries_due_idx, keys only), so a read costs the same
+-- whatever the backlog; past $3 due entries the rest wait their turn
+-- earliest first.
+SELECT e.tenant, e.name, e.schedule, e.timezone, e.job, e.missed, e.missed_cap, e.overlap, e.paused, e.next_run_at, e.last_job_id,
+       e.created_at, e.updated_at, e.done_at, e.last_fired_at, e.last_occurrence_at, e.last_error, e.last_error_at,
+       e.consecutive_failures, e.retry_at, (SELECT state FROM gaffer.jobs WHERE id = e.last_job_id), now()
 FROM (
-    SELECT e.*, row_number() OVER (PARTITION BY tenant ORDER BY next_run_at, name) AS turn
-    FROM gaffer.cron_entries e
-    WHERE NOT paused AND next_run_at <= now() AND (retry_at IS NULL OR retry_at <= now())
-      AND tenant <> ALL ($2::text[])
-) due
-ORDER BY turn, next_run_at, tenant
-LIMIT $1;
+    -- Keys only, until the $1 entries are chosen: then their rows.
+    SELECT tenant, name, next_run_at, turn
+    FROM (
+        SELECT tenant, name, next_run_at, row_number() OVER (PARTITION BY tenant ORDER BY next_run_at, name) AS turn
+        FROM (
+            SELECT tenant, name, next_run_at
+            FROM gaffer.cron_entries
+            WHERE NOT paused AND next_run_at <= now() AND (retry_at IS NULL OR retry_at <= now())
+              AND tenant <> ALL ($2::text[])
+            ORDER BY next_run_at
+            LIMIT $3
+        ) earliest
+    ) ranked
+    ORDER BY turn, next_run_at, tenant
+    LIMIT $1
+) dealt
+JOIN gaffer.cron_entries e ON e.tenant = dealt.tenant AND e.name = dealt.name
+ORDER BY dealt.turn, dealt.next_run_at, dealt.tenant;
 
 -- name: next_cron_due
 -- Milliseconds until the earliest cursor, or the end of a failing entry's
