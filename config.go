@@ -118,7 +118,12 @@ type Config struct {
 	// CronMisfireGrace: how late an occurrence may be handled and still
 	// fire regardless of its entry's missed-fire policy. Default 1m.
 	CronMisfireGrace time.Duration
-	Logger           hclog.Logger
+	// CronTenantFireRate: how many jobs per second one tenant's cron
+	// entries may make, sustained (burst: twice that). A tenant past it
+	// waits; other tenants' entries fire on time. Default 200 (the API's
+	// default per token); negative: unmetered.
+	CronTenantFireRate float64
+	Logger             hclog.Logger
 	// Registerer receives the node's Prometheus collectors. Default: none.
 	Registerer prometheus.Registerer
 	// TracerProvider makes a span of every attempt the node runs, linked

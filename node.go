@@ -146,7 +146,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, n.closeOnError(err)
 	}
 	n.scheduler, err = cron.NewScheduler(cron.SchedulerConfig{Pool: pool, Fence: fence, Logger: n.log,
-		Registerer: cfg.Registerer, MisfireGrace: cfg.CronMisfireGrace})
+		Registerer: cfg.Registerer, MisfireGrace: cfg.CronMisfireGrace, TenantFireRate: cfg.CronTenantFireRate})
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}

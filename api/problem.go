@@ -74,6 +74,13 @@ const CodeStepInputsOverBudget = workflow.CodeStepInputsOverBudget
 // CodeReservedKind: the kind is one of Gaffer's own (job.ReservedKindPrefix,
 // a workflow's sleep and signal steps), which no tenant enqueues or works.
 const CodeReservedKind = "reserved_kind"
+// Cron quota codes (400): the entry asked for is more than its tenant's
+// quota allows (cron.Quota); the detail names the limit and its value.
+const (
+	CodeCronTooFrequent  = "cron_too_frequent"       // a schedule firing more often than min_interval
+	CodeCronTooMany      = "cron_too_many_entries"   // the tenant holds max_entries entries
+	CodeCronRateExceeded = "cron_fire_rate_exceeded" // the tenant's entries would fire more than max_fires_per_minute
+)
 
 // problemTypes gives every code the status and title it is always
 // answered with: a code means one status, so handlers name only the code,
@@ -86,6 +93,9 @@ var problemTypes = map[string]ProblemType{
 	CodeDestinationNotAllowed: {http.StatusBadRequest, "Destination not allowed"},
 	CodeStepInputsOverBudget:  {http.StatusBadRequest, "Step inputs over budget"},
 	CodeReservedKind:          {http.StatusBadRequest, "Reserved kind"},
+	CodeCronTooFrequent:       {http.StatusBadRequest, "Schedule fires too often for the tenant's cron quota"},
+	CodeCronTooMany:           {http.StatusBadRequest, "Too many cron entries for the tenant's cron quota"},
+	CodeCronRateExceeded:      {http.StatusBadRequest, "Cron fire rate over the tenant's cron quota"},
 	CodeUnauthorized:          {http.StatusUnauthorized, "Authentication required"},
 	CodeForbidden:             {http.StatusForbidden, "Insufficient scope"},
 	CodeNotFound:              {http.StatusNotFound, "Not found"},
@@ -152,6 +162,7 @@ func asProblem(err error) *Problem {
 	var p *Problem
 	var ve *job.ValidationError
 	var se *cron.ScheduleError
+	var qe *cron.QuotaError
 	switch {
 	case errors.As(err, &p):
 		return p
@@ -165,6 +176,14 @@ func asProblem(err error) *Problem {
 		return fieldProblem(ve.Field, ve.Error())
 	case errors.As(err, &se):
 		return fieldProblem(se.Field, se.Error())
+	case errors.As(err, &qe):
+		code := map[string]string{cron.LimitInterval: CodeCronTooFrequent, cron.LimitEntries: CodeCronTooMany,
+			cron.LimitFiresPerMinute: CodeCronRateExceeded}[qe.Limit]
+		pr := problem(code, qe.Error())
+		if qe.Limit != cron.LimitEntries {
+			pr.Field = "schedule"
+		}
+		return pr
 	}
 	return problem(CodeInternal, "the server failed to handle the request; see its log")
 }

@@ -65,6 +65,11 @@ type Config struct {
 	// RateBurst the burst. Defaults 200 and 400.
 	RateLimit float64
 	RateBurst int
+	// CronQuota bounds the cron entries of each tenant whose token is
+	// confined to it: how many, how often each may fire, and how often
+	// all together (cron.Quota; zero fields take its defaults). Tokens
+	// spanning every tenant are operators' and are not held to it.
+	CronQuota cron.Quota
 	// IdempotencyRetention is how long an Idempotency-Key replays its
 	// first response. Default 24h (the leader's retention deletes keys
 	// after the same time; see maintenance.RetentionCleanerConfig).
@@ -85,6 +90,9 @@ type Server struct {
 	log     hclog.Logger
 	mux     *http.ServeMux
 	metrics *prometheus.HistogramVec
+
+	// tenantCron is Cron holding tenants' tokens to CronQuota.
+	tenantCron *cron.Client
 
 	limitMu  sync.Mutex
 	limiters map[string]*rate.Limiter
@@ -135,6 +143,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(s.metrics)
 	}
+	s.tenantCron = cfg.Cron.WithQuota(cfg.CronQuota)
 	if err := s.routes(); err != nil {
 		return nil, err
 	}
@@ -435,3 +444,13 @@ type bufferedResponse struct {
 func (b *bufferedResponse) Header() http.Header         { return b.header }
 func (b *bufferedResponse) Write(p []byte) (int, error) { return b.body.Write(p) }
 func (b *bufferedResponse) WriteHeader(code int)        { b.status = code }
+
+// cron is the cron client for p's writes: a token confined to one tenant
+// is held to the tenant's cron quota; one spanning every tenant (an
+// operator's) is not.
+func (s *Server) cron(p auth.Principal) *cron.Client {
+	if p.Tenant == auth.AllTenants {
+		return s.cfg.Cron
+	}
+	return s.tenantCron
+}

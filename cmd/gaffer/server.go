@@ -18,6 +18,7 @@ import (
 	"github.com/gafferhq/gaffer/api"
 	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/cluster"
+	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/internal/egress"
 	"github.com/gafferhq/gaffer/internal/redact"
 	"github.com/gafferhq/gaffer/store"
@@ -48,6 +49,10 @@ type nodeFlags struct {
 	nodeRetention *time.Duration
 	cronRetention *time.Duration
 	tokRetention  *time.Duration
+	cronEntries   *int
+	cronInterval  *time.Duration
+	cronPerMinute *int
+	cronFireRate  *int
 	logLevel      *string
 	logJSON       *bool
 	metricsToken  *string
@@ -82,11 +87,16 @@ func addNodeFlags(fs *flagSet) *nodeFlags {
 		nodeRetention: fs.Duration("dead-node-retention", "", 7*24*time.Hour, "how long a node that left or died stays in the nodes list"),
 		cronRetention: fs.Duration("cron-history-retention", "", 7*24*time.Hour, "how long cron occurrence history is kept"),
 		tokRetention:  fs.Duration("revoked-token-retention", "", 30*24*time.Hour, "how long a revoked API token stays listed"),
-		logLevel:      fs.String("log-level", "", "info", "trace, debug, info, warn or error"),
-		logJSON:       fs.Bool("log-json", "", false, "log JSON lines instead of text"),
-		metricsToken:  fs.String("metrics-token", "", "", "when set, /metrics answers only requests with Authorization: Bearer <this token>"),
-		httpFlags:     addHTTPFlags(fs),
-		etcdFlags:     addEtcdFlags(fs),
+		cronEntries:   fs.Int("cron-max-entries", "", cron.DefaultMaxEntries, "cron entries a tenant's tokens may hold per tenant (tokens spanning tenants are not held to the cron quotas)"),
+		cronInterval:  fs.Duration("cron-min-interval", "", cron.DefaultMinInterval, "the shortest gap between two fires a tenant's token may give an entry's schedule"),
+		cronPerMinute: fs.Int("cron-max-fires-per-minute", "", cron.DefaultMaxFiresPerMinute,
+			"the most a tenant's entries may fire per minute, all together, each counted at its fastest; checked when a tenant's token creates an entry or changes a schedule"),
+		cronFireRate: fs.Int("cron-fire-rate", "", cron.DefaultTenantFireRate, "jobs per second the leader's cron makes per tenant, whoever made the entries (burst: twice that); a tenant past it waits, others do not"),
+		logLevel:     fs.String("log-level", "", "info", "trace, debug, info, warn or error"),
+		logJSON:      fs.Bool("log-json", "", false, "log JSON lines instead of text"),
+		metricsToken: fs.String("metrics-token", "", "", "when set, /metrics answers only requests with Authorization: Bearer <this token>"),
+		httpFlags:    addHTTPFlags(fs),
+		etcdFlags:    addEtcdFlags(fs),
 	}
 }
 
@@ -113,6 +123,11 @@ func (f *nodeFlags) outbound() (outbound, error) {
 	return outbound{allow: allow, ownHosts: hosts}, nil
 }
 
+// cronQuota is the cron quota of tenants' tokens (checked by config).
+func (f *nodeFlags) cronQuota() cron.Quota {
+	return cron.Quota{MaxEntries: *f.cronEntries, MinInterval: *f.cronInterval, MaxFiresPerMinute: float64(*f.cronPerMinute)}
+}
+
 func (f *nodeFlags) config() (gaffer.Config, error) {
 	queues, err := parseQueues(*f.queues)
 	if err != nil {
@@ -131,6 +146,14 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 	}
 	if *f.rateLimit < 1 {
 		return gaffer.Config{}, usageError(fmt.Sprintf("--rate-limit must be at least 1, got %d", *f.rateLimit))
+	}
+	for name, v := range map[string]int{"cron-max-entries": *f.cronEntries, "cron-max-fires-per-minute": *f.cronPerMinute, "cron-fire-rate": *f.cronFireRate} {
+		if v < 1 {
+			return gaffer.Config{}, usageError(fmt.Sprintf("--%s must be at least 1, got %d", name, v))
+		}
+	}
+	if *f.cronInterval < time.Second {
+		return gaffer.Config{}, usageError(fmt.Sprintf("--cron-min-interval must be at least 1s (schedules fire at most every second), got %s", *f.cronInterval))
 	}
 	if _, err := f.outbound(); err != nil {
 		return gaffer.Config{}, err
@@ -160,7 +183,7 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 		RemoteMaxWaiting: *f.remoteWaiting,
 		JobRetention:     *f.jobRetention, DLQRetention: *f.dlqRetention, IdempotencyRetention: *f.idemRetention,
 		WorkflowRetention: *f.runRetention, DeadNodeRetention: *f.nodeRetention, CronHistoryRetention: *f.cronRetention,
-		RevokedTokenRetention: *f.tokRetention, EtcdEndpoints: endpoints,
+		RevokedTokenRetention: *f.tokRetention, EtcdEndpoints: endpoints, CronTenantFireRate: float64(*f.cronFireRate),
 		SessionTTL: *f.sessionTTL, ClusterPrefix: *f.prefix, Version: version()}
 	if err := f.etcdAccess(&cfg); err != nil {
 		return gaffer.Config{}, err
@@ -374,7 +397,7 @@ func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, hook
 	a, err := api.New(api.Config{Pool: n.Pool(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
 		Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Remote: n.RemoteWorkers(), WebhookSecrets: secrets, Logger: log, Registerer: reg,
 		RateLimit: float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit, IdempotencyRetention: *nf.idemRetention,
-		TrustedProxies: hs.proxies, Failures: failures})
+		TrustedProxies: hs.proxies, Failures: failures, CronQuota: nf.cronQuota()})
 	if err != nil {
 		return nil, nil, err
 	}

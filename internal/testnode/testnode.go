@@ -66,6 +66,9 @@ func runNode() int {
 		PollInterval:         200 * time.Millisecond, Logger: log, Registerer: reg,
 		SessionTTL: sessionTTL, ReportInterval: 500 * time.Millisecond, ClusterPrefix: os.Getenv("GAFFER_TEST_PREFIX"),
 	}
+	if r, err := strconv.ParseFloat(os.Getenv("GAFFER_TEST_CRON_FIRE_RATE"), 64); err == nil {
+		cfg.CronTenantFireRate = r
+	}
 	knobs.SetTrustFenceOnly(cfg.ID, os.Getenv("GAFFER_TEST_FENCE_ONLY") != "")
 	if e := os.Getenv("GAFFER_TEST_ETCD"); e != "" {
 		cfg.EtcdEndpoints = strings.Split(e, ",")

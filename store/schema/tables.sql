@@ -302,6 +302,11 @@ CREATE TABLE gaffer.cron_entries (
     last_error_at        timestamptz,
     consecutive_failures integer NOT NULL DEFAULT 0,
     retry_at             timestamptz,
+    -- The schedule's shortest gap between two fires (ms), measured when
+    -- the entry was written: the per-tenant quotas sum 60000 / it as the
+    -- entry's fastest fires per minute. 0: it fires at most once (@at).
+    -- NULL: written before 0033; measured when a quota first needs it.
+    min_gap_ms           bigint,
     PRIMARY KEY (tenant, name),
     CONSTRAINT cron_missed_check CHECK (missed IN ('skip', 'once', 'all')),
     CONSTRAINT cron_missed_cap_check CHECK (missed_cap BETWEEN 1 AND 10000),
