@@ -71,9 +71,11 @@ const CodeDestinationNotAllowed = "destination_not_allowed"
 // (its dependencies' results) than a step's budget,
 // workflow.MaxStepInputBytes.
 const CodeStepInputsOverBudget = workflow.CodeStepInputsOverBudget
+
 // CodeReservedKind: the kind is one of Gaffer's own (job.ReservedKindPrefix,
 // a workflow's sleep and signal steps), which no tenant enqueues or works.
 const CodeReservedKind = "reserved_kind"
+
 // Cron quota codes (400): the entry asked for is more than its tenant's
 // quota allows (cron.Quota); the detail names the limit and its value.
 const (
