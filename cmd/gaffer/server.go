@@ -29,6 +29,7 @@ import (
 type nodeFlags struct {
 	webhookAllow  *string
 	rateLimit     *int
+	maxResponse   *int
 	tlsCert       *string
 	tlsKey        *string
 	etcd          *string
@@ -57,7 +58,9 @@ func addNodeFlags(fs *flagSet) *nodeFlags {
 	return &nodeFlags{
 		webhookAllow: fs.String("webhook-allow", "", "", "destinations http jobs may call that are refused by default (loopback, private, link-local, this node's API, PostgreSQL and etcd): "+
 			"comma-separated CIDRs, addresses, host names and host:port; only an exact host:port opens one of the node's own endpoints"),
-		rateLimit:    fs.Int("rate-limit", "", 200, "API requests per second allowed per token (burst: twice that)"),
+		rateLimit: fs.Int("rate-limit", "", 200, "API requests per second allowed per token (burst: twice that)"),
+		maxResponse: fs.Int("max-response-bytes", "", api.DefaultMaxResponseBytes, "the byte budget of one API list page or remote claim: a page ends before the item that would pass it (with a next_cursor), "+
+			"a claim returns no more jobs than fit; also bounds the rows a list holds in memory"),
 		tlsCert:      fs.String("tls-cert", "", "", "serve HTTPS with this certificate (PEM); needs --tls-key"),
 		tlsKey:       fs.String("tls-key", "", "", "the certificate's private key (PEM)"),
 		etcd:         fs.String("etcd", "", "", "etcd endpoints, comma-separated; without them the node runs alone: no leader election, and cron and the other leader-only services run on it unfenced"),
@@ -118,6 +121,9 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 	}
 	if (*f.tlsCert == "") != (*f.tlsKey == "") {
 		return gaffer.Config{}, usageError("--tls-cert and --tls-key go together")
+	}
+	if *f.maxResponse < api.MinMaxResponseBytes {
+		return gaffer.Config{}, usageError(fmt.Sprintf("--max-response-bytes must be at least %d, got %d", api.MinMaxResponseBytes, *f.maxResponse))
 	}
 	if *f.rateLimit < 1 {
 		return gaffer.Config{}, usageError(fmt.Sprintf("--rate-limit must be at least 1, got %d", *f.rateLimit))
@@ -360,13 +366,13 @@ func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, hook
 	a, err := api.New(api.Config{Pool: n.Pool(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
 		Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Remote: n.RemoteWorkers(), WebhookSecrets: secrets, Logger: log, Registerer: reg,
 		RateLimit: float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit, IdempotencyRetention: *nf.idemRetention,
-		TrustedProxies: hs.proxies, Failures: failures})
+		MaxResponseBytes: *nf.maxResponse, TrustedProxies: hs.proxies, Failures: failures})
 	if err != nil {
 		return nil, nil, err
 	}
 	dash, err := ui.New(ui.Config{Tokens: tokens, Sessions: auth.NewSessions(n.Pool(), hs.sessionLength), Jobs: n.Client(), DLQ: n.DLQ(),
 		Cron: n.Cron(), Workflows: n.Workflows(), Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Logger: log,
-		TrustedProxies: hs.proxies, Failures: failures})
+		TrustedProxies: hs.proxies, Failures: failures, MaxPageBytes: *nf.maxResponse})
 	if err != nil {
 		return nil, nil, err
 	}
