@@ -55,6 +55,11 @@ type Config struct {
 	// RemoteMaxWait bounds how long a remote worker's claim may wait for
 	// work. Default 30s.
 	RemoteMaxWait time.Duration
+	// RemoteMaxWaiting caps the claims of one tenant's remote workers
+	// that wait for work on this node at once (one per worker); past it a
+	// claim that finds nothing is refused (remote.ErrTooManyWaiting).
+	// Default 256.
+	RemoteMaxWaiting int
 	// RescueInterval: how often expired leases are swept. Default 5s.
 	RescueInterval time.Duration
 	// QueueMonitorInterval: how often the leader refreshes the queue
@@ -113,7 +118,12 @@ type Config struct {
 	// CronMisfireGrace: how late an occurrence may be handled and still
 	// fire regardless of its entry's missed-fire policy. Default 1m.
 	CronMisfireGrace time.Duration
-	Logger           hclog.Logger
+	// CronTenantFireRate: how many jobs per second one tenant's cron
+	// entries may make, sustained (burst: twice that). A tenant past it
+	// waits; other tenants' entries fire on time. Default 200 (the API's
+	// default per token); negative: unmetered.
+	CronTenantFireRate float64
+	Logger             hclog.Logger
 	// Registerer receives the node's Prometheus collectors. Default: none.
 	Registerer prometheus.Registerer
 	// TracerProvider makes a span of every attempt the node runs, linked

@@ -113,7 +113,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	// them (drains, deadlines, silence), unfenced like the lease rescuer:
 	// the sweep's statements are idempotent.
 	n.remote, err = remote.NewWorkers(remote.Config{Pool: pool, Metrics: n.metrics, Logger: n.log, LeaseTTL: cfg.LeaseTTL,
-		MaxWait: cfg.RemoteMaxWait})
+		MaxWait: cfg.RemoteMaxWait, MaxWaitingPerTenant: cfg.RemoteMaxWaiting})
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
@@ -146,7 +146,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, n.closeOnError(err)
 	}
 	n.scheduler, err = cron.NewScheduler(cron.SchedulerConfig{Pool: pool, Fence: fence, Logger: n.log,
-		Registerer: cfg.Registerer, MisfireGrace: cfg.CronMisfireGrace})
+		Registerer: cfg.Registerer, MisfireGrace: cfg.CronMisfireGrace, TenantFireRate: cfg.CronTenantFireRate})
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}

@@ -92,7 +92,14 @@ type nodeView struct {
 	Kinds  []string `json:"kinds,omitempty"`
 }
 
-func (s *Server) nodes(ctx context.Context) ([]nodeView, cluster.FenceState, error) {
+// visible reports whether the principal sees n: a node carries nothing of
+// any tenant, a remote worker is its tenant's (G9).
+func visible(p auth.Principal, n nodeView) bool {
+	return n.Kind != "remote" || p.Owns(n.Tenant)
+}
+
+// nodes are the nodes and remote workers p sees.
+func (s *Server) nodes(ctx context.Context, p auth.Principal) ([]nodeView, cluster.FenceState, error) {
 	rows, err := s.cfg.Admin.Nodes(ctx)
 	if err != nil {
 		return nil, cluster.FenceState{}, err
@@ -101,21 +108,26 @@ func (s *Server) nodes(ctx context.Context) ([]nodeView, cluster.FenceState, err
 	if err != nil {
 		return nil, fence, err
 	}
-	views := make([]nodeView, len(rows))
-	for i, n := range rows {
-		views[i] = nodeView{ID: n.ID, Hostname: n.Hostname, Version: n.Version, TZData: n.TZData, Queues: n.Queues, State: n.State, InFlight: n.InFlight,
+	views := make([]nodeView, 0, len(rows))
+	for _, n := range rows {
+		v := nodeView{ID: n.ID, Hostname: n.Hostname, Version: n.Version, TZData: n.TZData, Queues: n.Queues, State: n.State, InFlight: n.InFlight,
 			Leader: n.ID == fence.Leader && n.State != "dead", StartedAt: n.StartedAt, LastSeen: n.LastSeen, SecondsSinceSeen: n.SinceSeen.Seconds(),
 			DrainRequestedAt: n.DrainRequestedAt, DrainDeadline: n.DrainDeadline, DrainedAt: n.DrainedAt, LeftAt: n.LeftAt, LeftReason: n.LeftReason,
 			Kind: n.Kind, Tenant: n.Tenant, Kinds: n.Kinds}
-		if views[i].Queues == nil {
-			views[i].Queues = map[string]int{}
+		if v.Queues == nil {
+			v.Queues = map[string]int{}
+		}
+		if visible(p, v) {
+			views = append(views, v)
 		}
 	}
 	return views, fence, nil
 }
 
-func (s *Server) listNodes(r *http.Request, _ auth.Principal, _ []byte) (int, any, error) {
-	views, _, err := s.nodes(r.Context())
+// listNodes answers a tenant's token with the nodes and its own tenant's
+// remote workers only.
+func (s *Server) listNodes(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
+	views, _, err := s.nodes(r.Context(), p)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -126,7 +138,33 @@ type drainBody struct {
 	Deadline *string `json:"deadline"`
 }
 
-func (s *Server) drainNode(r *http.Request, _ auth.Principal, body []byte) (int, any, error) {
+// mayDrain is nil when p may drain or undrain the node or remote worker
+// id: a spanning token any, a tenant's admin token only its own tenant's
+// remote workers. Another tenant's worker answers 404, as the token does
+// not see it; a node answers 403.
+func (s *Server) mayDrain(r *http.Request, p auth.Principal, id string) error {
+	if p.Spans() {
+		return nil
+	}
+	rows, err := s.cfg.Admin.Nodes(r.Context())
+	if err != nil {
+		return err
+	}
+	for _, n := range rows {
+		if n.ID != id {
+			continue
+		}
+		if n.Kind != "remote" {
+			return operatorOnly(p)
+		}
+		if n.Tenant == p.Tenant {
+			return nil
+		}
+	}
+	return notFoundProblem("remote worker of tenant "+p.Tenant, id)
+}
+
+func (s *Server) drainNode(r *http.Request, p auth.Principal, body []byte) (int, any, error) {
 	id := r.PathValue("id")
 	deadline := 30 * time.Second
 	if len(body) > 0 {
@@ -145,28 +183,34 @@ func (s *Server) drainNode(r *http.Request, _ auth.Principal, body []byte) (int,
 			return 0, nil, fieldProblem("deadline", "deadline must be between 0s and 24h")
 		}
 	}
+	if err := s.mayDrain(r, p, id); err != nil {
+		return 0, nil, err
+	}
 	if err := s.cfg.Admin.Drain(r.Context(), id, deadline); err != nil {
 		if errors.Is(err, cluster.ErrUnknownNode) {
 			return 0, nil, notFoundProblem("live node", id)
 		}
 		return 0, nil, err
 	}
-	return s.nodeByID(r, id)
+	return s.nodeByID(r, p, id)
 }
 
-func (s *Server) undrainNode(r *http.Request, _ auth.Principal, _ []byte) (int, any, error) {
+func (s *Server) undrainNode(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
 	id := r.PathValue("id")
+	if err := s.mayDrain(r, p, id); err != nil {
+		return 0, nil, err
+	}
 	if err := s.cfg.Admin.Undrain(r.Context(), id); err != nil {
 		if errors.Is(err, cluster.ErrUnknownNode) {
 			return 0, nil, notFoundProblem("live node", id)
 		}
 		return 0, nil, err
 	}
-	return s.nodeByID(r, id)
+	return s.nodeByID(r, p, id)
 }
 
-func (s *Server) nodeByID(r *http.Request, id string) (int, any, error) {
-	views, _, err := s.nodes(r.Context())
+func (s *Server) nodeByID(r *http.Request, p auth.Principal, id string) (int, any, error) {
+	views, _, err := s.nodes(r.Context(), p)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -191,8 +235,10 @@ type clusterView struct {
 	Degraded      []string `json:"degraded"`
 }
 
-func (s *Server) clusterStatus(r *http.Request, _ auth.Principal, _ []byte) (int, any, error) {
-	views, fence, err := s.nodes(r.Context())
+// clusterStatus counts, for a tenant's token, only its own tenant's
+// remote workers.
+func (s *Server) clusterStatus(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
+	views, fence, err := s.nodes(r.Context(), p)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -25,6 +25,9 @@ type cronJobBody struct {
 }
 
 func (b cronJobBody) template(field string) (cron.JobTemplate, *Problem) {
+	if pr := reservedKind(field+".kind", b.Kind); pr != nil {
+		return cron.JobTemplate{}, pr
+	}
 	timeout, pr := parseDuration(field+".timeout", b.Timeout)
 	if pr != nil {
 		return cron.JobTemplate{}, pr
@@ -139,7 +142,7 @@ func (s *Server) createCron(r *http.Request, p auth.Principal, body []byte) (int
 	if pr != nil {
 		return 0, nil, pr
 	}
-	e, err := s.cfg.Cron.Create(r.Context(), cron.Entry{Tenant: tenant, Name: b.Name, Schedule: b.Schedule, Timezone: b.Timezone,
+	e, err := s.cron(p).Create(r.Context(), cron.Entry{Tenant: tenant, Name: b.Name, Schedule: b.Schedule, Timezone: b.Timezone,
 		Job: tmpl, Missed: b.Missed, MissedCap: b.MissedCap, Overlap: b.Overlap, Paused: b.Paused})
 	if err != nil {
 		return 0, nil, cronError(err, b.Name)
@@ -214,7 +217,7 @@ func (s *Server) updateCron(r *http.Request, p auth.Principal, body []byte) (int
 		}
 		u.Job = &tmpl
 	}
-	e, err := s.cfg.Cron.Update(r.Context(), cronTenant(r, p), name, u)
+	e, err := s.cron(p).Update(r.Context(), cronTenant(r, p), name, u)
 	if err != nil {
 		return 0, nil, cronError(err, name)
 	}
@@ -250,7 +253,7 @@ func (s *Server) putCron(r *http.Request, p auth.Principal, body []byte) (int, a
 	}
 	e := cron.Entry{Tenant: tenant, Name: name, Schedule: b.Schedule, Timezone: b.Timezone, Job: tmpl,
 		Missed: b.Missed, MissedCap: b.MissedCap, Overlap: b.Overlap, Paused: b.Paused != nil && *b.Paused}
-	got, res, err := s.cfg.Cron.Put(r.Context(), e, cron.PutOptions{KeepPaused: b.Paused == nil, DryRun: dry})
+	got, res, err := s.cron(p).Put(r.Context(), e, cron.PutOptions{KeepPaused: b.Paused == nil, DryRun: dry})
 	if err != nil {
 		return 0, nil, cronError(err, name)
 	}

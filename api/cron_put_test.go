@@ -91,7 +91,7 @@ func TestCronPut(t *testing.T) {
 		{"/v1/cron/nightly", `{"schedule":"@daily"}`, "invalid_field", "job.kind"},
 		{"/v1/cron/nightly", `{"name":"other","schedule":"@daily","job":{"kind":"k"}}`, "invalid_field", "name"},
 		{"/v1/cron/nightly?dry_run=maybe", body, "invalid_parameter", "dry_run"},
-		{"/v1/cron/has%20space", body, "invalid_field", "name"},
+		{"/v1/cron/has%20space", body, "invalid_parameter", "name"},
 	} {
 		code := 400
 		p := e.expectProblem(e.do(e.writer, "PUT", c.path, c.body), code, c.code)

@@ -3,8 +3,10 @@
 //
 // The route table (routes.go) is the API's one contract. The server
 // registers exactly its routes — each behind authentication, its scope,
-// the token's rate limit, the body checks and, for POSTs,
-// Idempotency-Key (serve) — and the OpenAPI document is generated from
+// the token's rate limit, the checks of every parameter against its
+// declared rule (params.go: a query parameter the route does not declare
+// is refused, so a handler reads no unchecked value), the body checks
+// and, for POSTs, Idempotency-Key (serve) — and the OpenAPI document is generated from
 // the same table and the Go types of the bodies (internal/apidoc,
 // cmd/openapi-gen), committed as openapi.json and served at
 // /v1/openapi.json. A request no route matches answers 404, or 405 with

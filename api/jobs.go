@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -45,9 +46,26 @@ type enqueueResponse struct {
 	Existing bool `json:"existing"`
 }
 
+// reservedKind refuses one of Gaffer's own kinds (gaffer.sleep and
+// gaffer.signal: a workflow's sleep and signal steps) where a tenant
+// names the kind of a job or of the jobs it works: enqueued or worked
+// outside a workflow it would end a step's wait. nil for any other kind.
+func reservedKind(field, kind string) *Problem {
+	if !strings.HasPrefix(kind, job.ReservedKindPrefix) {
+		return nil
+	}
+	p := problem(CodeReservedKind, fmt.Sprintf("%s: kind %q is reserved: kinds starting with %q are Gaffer's own "+
+		"(a workflow's sleep and signal steps; submit a workflow with a sleep or signal step instead)", field, clipText(kind, 100), job.ReservedKindPrefix))
+	p.Field = field
+	return p
+}
+
 func (s *Server) enqueue(r *http.Request, p auth.Principal, body []byte, tx pgx.Tx) (int, any, error) {
 	var req enqueueRequest
 	if pr := decodeStrict(body, &req); pr != nil {
+		return 0, nil, pr
+	}
+	if pr := reservedKind("kind", req.Kind); pr != nil {
 		return 0, nil, pr
 	}
 	tenant, pr := writeTenant(p, req.Tenant)

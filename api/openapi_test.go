@@ -181,6 +181,14 @@ func TestEveryDocumentedRouteIsServed(t *testing.T) {
 				t.Errorf("%s %s without scope %s: %d %s, want 403 naming the scope", method, url, scope, r.Status, r.Body)
 			}
 			r = e.do(with[scope], method, url, nil)
+			if operator, _ := op.Extensions[apidoc.OperatorExtension].(bool); operator {
+				// A tenant's token holding the scope is refused all the
+				// same; a spanning one is not.
+				if p := r.problem(t); r.Status != http.StatusForbidden || !strings.Contains(p.Detail, "spanning tenants") {
+					t.Errorf("%s %s (operator's) with a tenant's token of scope %s: %d %s, want 403", method, url, scope, r.Status, r.Body)
+				}
+				r = e.do(e.admin, method, url, nil)
+			}
 			if r.Status == http.StatusForbidden && strings.Contains(string(r.Body), " scope") {
 				t.Errorf("%s %s with scope %s: refused for its scope: %s", method, url, scope, r.Body)
 			}

@@ -50,3 +50,10 @@ func bearer(r *http.Request) (string, bool) {
 	}
 	return strings.TrimSpace(tok), true
 }
+
+// operatorOnly is the answer to a tenant's token on what only a token
+// spanning tenants may do, whatever the token's scopes (G9).
+func operatorOnly(p auth.Principal) *Problem {
+	return problem(CodeForbidden, fmt.Sprintf("only an operator's token spanning tenants (gaffer tokens create --tenant '*') may do this; "+
+		"this token acts for tenant %q, and its admin or cluster:read reaches only that tenant's limits and remote workers", p.Tenant))
+}

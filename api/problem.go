@@ -8,6 +8,7 @@ import (
 
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/workflow"
 )
 
 // Problem is an RFC 9457 problem document with a stable machine code.
@@ -51,17 +52,35 @@ const (
 
 // Remote worker codes (409): the attempt a write names no longer owns
 // its job; the worker left or was lost (register again); the tenant
-// holds as many remote workers as it may.
+// holds as many remote workers as it may. And (429) a claim found nothing
+// and may not wait: the tenant has as many claims waiting on the node as
+// it may.
 const (
 	CodeLeaseLost      = "lease_lost"
 	CodeWorkerGone     = "worker_gone"
 	CodeTooManyWorkers = "too_many_workers"
+	CodeTooManyWaiting = "too_many_waiting_claims"
 )
 
 // CodeDestinationNotAllowed: an http job's URL is, by its spelling alone,
 // a destination the node refuses to call (loopback, private, the
 // cluster's own endpoints…; see webhook and internal/egress).
 const CodeDestinationNotAllowed = "destination_not_allowed"
+
+// CodeStepInputsOverBudget: a workflow step could receive more inputs
+// (its dependencies' results) than a step's budget,
+// workflow.MaxStepInputBytes.
+const CodeStepInputsOverBudget = workflow.CodeStepInputsOverBudget
+// CodeReservedKind: the kind is one of Gaffer's own (job.ReservedKindPrefix,
+// a workflow's sleep and signal steps), which no tenant enqueues or works.
+const CodeReservedKind = "reserved_kind"
+// Cron quota codes (400): the entry asked for is more than its tenant's
+// quota allows (cron.Quota); the detail names the limit and its value.
+const (
+	CodeCronTooFrequent  = "cron_too_frequent"       // a schedule firing more often than min_interval
+	CodeCronTooMany      = "cron_too_many_entries"   // the tenant holds max_entries entries
+	CodeCronRateExceeded = "cron_fire_rate_exceeded" // the tenant's entries would fire more than max_fires_per_minute
+)
 
 // problemTypes gives every code the status and title it is always
 // answered with: a code means one status, so handlers name only the code,
@@ -70,8 +89,13 @@ var problemTypes = map[string]ProblemType{
 	CodeInvalidJSON:           {http.StatusBadRequest, "Request body is not valid JSON"},
 	CodeUnknownField:          {http.StatusBadRequest, "Unknown field"},
 	CodeInvalidField:          {http.StatusBadRequest, "Invalid field"},
-	CodeInvalidParameter:      {http.StatusBadRequest, "Invalid query parameter"},
+	CodeInvalidParameter:      {http.StatusBadRequest, "Invalid parameter"},
 	CodeDestinationNotAllowed: {http.StatusBadRequest, "Destination not allowed"},
+	CodeStepInputsOverBudget:  {http.StatusBadRequest, "Step inputs over budget"},
+	CodeReservedKind:          {http.StatusBadRequest, "Reserved kind"},
+	CodeCronTooFrequent:       {http.StatusBadRequest, "Schedule fires too often for the tenant's cron quota"},
+	CodeCronTooMany:           {http.StatusBadRequest, "Too many cron entries for the tenant's cron quota"},
+	CodeCronRateExceeded:      {http.StatusBadRequest, "Cron fire rate over the tenant's cron quota"},
 	CodeUnauthorized:          {http.StatusUnauthorized, "Authentication required"},
 	CodeForbidden:             {http.StatusForbidden, "Insufficient scope"},
 	CodeNotFound:              {http.StatusNotFound, "Not found"},
@@ -91,6 +115,7 @@ var problemTypes = map[string]ProblemType{
 	CodeLeaseLost:             {http.StatusConflict, "Lease lost"},
 	CodeWorkerGone:            {http.StatusConflict, "Remote worker gone"},
 	CodeTooManyWorkers:        {http.StatusConflict, "Too many remote workers"},
+	CodeTooManyWaiting:        {http.StatusTooManyRequests, "Too many waiting claims"},
 }
 
 // ProblemType is what a problem code always comes with.
@@ -137,6 +162,7 @@ func asProblem(err error) *Problem {
 	var p *Problem
 	var ve *job.ValidationError
 	var se *cron.ScheduleError
+	var qe *cron.QuotaError
 	switch {
 	case errors.As(err, &p):
 		return p
@@ -150,6 +176,14 @@ func asProblem(err error) *Problem {
 		return fieldProblem(ve.Field, ve.Error())
 	case errors.As(err, &se):
 		return fieldProblem(se.Field, se.Error())
+	case errors.As(err, &qe):
+		code := map[string]string{cron.LimitInterval: CodeCronTooFrequent, cron.LimitEntries: CodeCronTooMany,
+			cron.LimitFiresPerMinute: CodeCronRateExceeded}[qe.Limit]
+		pr := problem(code, qe.Error())
+		if qe.Limit != cron.LimitEntries {
+			pr.Field = "schedule"
+		}
+		return pr
 	}
 	return problem(CodeInternal, "the server failed to handle the request; see its log")
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
@@ -9,7 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gafferhq/gaffer/auth"
+	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/dlq"
+	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/webhook"
 	"github.com/gafferhq/gaffer/workflow"
 )
@@ -24,7 +27,13 @@ type Route struct {
 	Method, Path string
 	// Scope is the token scope the route needs (admin implies every
 	// scope); "" for a route served without a token.
-	Scope       string
+	Scope string
+	// Operator: only a token spanning tenants may call the route, for it
+	// acts on every tenant at once (weights, pausing a queue); a tenant's
+	// token is refused whatever its scopes. Routes a tenant's admin or
+	// cluster:read token may call are confined by their handlers instead
+	// (auth.Principal.Owns). docs/security.md tabulates every route.
+	Operator    bool
 	OperationID string
 	Summary     string
 	// Params are the route's parameters: one for each {name} of Path,
@@ -62,6 +71,16 @@ type Param struct {
 	Schema string
 	// Required is implied for a path parameter.
 	Required bool
+	// Lenient: the handler reads the value strictly and ignores one it
+	// cannot use, never refusing the request (the W3C trace context).
+	// Every other parameter is checked before the handler runs (see
+	// routeParams.check): UTF-8 without control characters, within its
+	// bound (a string's Schema must state maxLength), and by its type,
+	// pattern, enum and bounds.
+	Lenient bool
+	// Example is a value the route takes, for the OpenAPI document; every
+	// path parameter that is not an integer has one.
+	Example string
 }
 
 // Response is a route's successful answer.
@@ -108,7 +127,8 @@ func servedProblems(r Route) []string {
 		codes = append(codes, CodeInvalidJSON, CodeUnknownField, CodeInvalidField)
 	}
 	if r.Method == http.MethodPost {
-		// Idempotency-Key: too long, reused, or its first request unfinished.
+		// Idempotency-Key: reused, or its first request unfinished (one
+		// that breaks its rule is invalid_parameter, as every parameter).
 		codes = append(codes, CodeInvalidField, CodeIdempotencyReuse, CodeIdempotencyBusy)
 	}
 	return codes
@@ -118,24 +138,54 @@ func servedProblems(r Route) []string {
 var (
 	idempotencyKeyHeader = Param{Name: "Idempotency-Key", In: "header", Type: "", Schema: `{"maxLength":255}`,
 		Description: "Same key and request: the first response again (header Idempotent-Replayed: true). Same key, another request: 422."}
-	tenantQuery = Param{Name: "tenant", In: "query", Type: "", Description: "tokens spanning tenants only: restrict to this tenant"}
+	tenantQuery = Param{Name: "tenant", In: "query", Type: "", Schema: nameSchema, Description: "tokens spanning tenants only: restrict to this tenant"}
 	limitQuery  = Param{Name: "limit", In: "query", Type: 0, Schema: `{"minimum":1,"maximum":1000}`, Description: "default 100"}
-	cursorQuery = Param{Name: "cursor", In: "query", Type: "", Description: "next_cursor from the previous page"}
+	cursorQuery = Param{Name: "cursor", In: "query", Type: "", Schema: textSchema(`^[A-Za-z0-9_-]+$`, maxCursorLen), Description: "next_cursor from the previous page"}
 	idPath      = Param{Name: "id", In: "path", Type: int64(0), Schema: `{"minimum":1}`}
-	namePath    = Param{Name: "name", In: "path", Type: ""}
-	nodePath    = Param{Name: "id", In: "path", Type: ""}
+	// A cron entry's name.
+	cronNamePath  = Param{Name: "name", In: "path", Type: "", Schema: textSchema(cron.NamePattern, 128), Example: "nightly-report"}
+	limitNamePath = Param{Name: "name", In: "path", Type: "", Schema: nameSchema, Example: "mail-per-tenant"}
+	// A node's id is its operator's word (--node-id, default
+	// hostname-<6 hex>): any text up to the bound.
+	nodePath   = Param{Name: "id", In: "path", Type: "", Schema: textSchema("", 255), Example: "web-1-3fa2c9"}
+	workerPath = Param{Name: "id", In: "path", Type: "", Schema: textSchema(`^rw_[0-9a-f]{16}$`, 19), Example: "rw_5f0c2a9e7b14d3c8",
+		Description: "the id registration returned"}
+	queuePath  = Param{Name: "queue", In: "path", Type: "", Schema: nameSchema, Example: "mail"}
+	queueQuery = Param{Name: "queue", In: "query", Type: "", Schema: nameSchema}
+	kindQuery  = Param{Name: "kind", In: "query", Type: "", Schema: textSchema(job.KindPattern, job.MaxKindLen)}
 	// The W3C Trace Context headers are read strictly and never refused
 	// (see enqueueContext).
-	traceparentHeader = Param{Name: "traceparent", In: "header", Type: "", Schema: `{"maxLength":55}`,
+	traceparentHeader = Param{Name: "traceparent", In: "header", Type: "", Schema: `{"maxLength":55}`, Lenient: true,
 		Description: "W3C Trace Context of the caller, stored with the job (its traceparent field); every attempt's span links to it, " +
 			"an http job passes it on, and a remote worker's claim carries it. Only one exact version-00 value is read " +
 			"(00-, 32 lowercase hex digits of trace id, -, 16 of parent id, -, 2 of flags; neither id all zeros): " +
 			"anything else, or the header twice, is ignored and the job is enqueued outside any trace, never refused."}
-	tracestateHeader = Param{Name: "tracestate", In: "header", Type: "",
+	tracestateHeader = Param{Name: "tracestate", In: "header", Type: "", Lenient: true,
 		Description: "W3C Trace Context vendor state, kept with a valid traceparent (several headers are one list). " +
 			"An invalid one is dropped, the traceparent kept; at most 512 bytes are stored, whole entries, " +
 			"dropping those over 128 bytes first, then from the end."}
 )
+
+// maxCursorLen bounds a cursor: base64 of the longest position a list
+// returns (a cron entry's tenant, a NUL and its name: 193 bytes, 258 in
+// base64), with room.
+const maxCursorLen = 512
+
+// nameSchema is a queue's, tenant's or limit's name (job.ValidateName).
+var nameSchema = textSchema(job.NamePattern, 64)
+
+// textSchema is the Schema of a string parameter: the pattern it matches
+// ("" for any text) and the most bytes it may have.
+func textSchema(pattern string, maxLength int) string {
+	b, err := json.Marshal(struct {
+		Pattern   string `json:"pattern,omitempty"`
+		MaxLength int    `json:"maxLength"`
+	}{pattern, maxLength})
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
 
 func query(name string, typ any, schema, description string) Param {
 	return Param{Name: name, In: "query", Type: typ, Schema: schema, Description: description}
@@ -146,7 +196,7 @@ func query(name string, typ any, schema, description string) Param {
 // or the worker is gone.
 var workJobProblems = []string{CodeNotFound, CodeLeaseLost, CodeWorkerGone}
 
-var runStateEnum = `{"enum":["running","completed","failed","cancelled"]}`
+var runStateEnum = `{"enum":["running","completed","failed","cancelled"],"maxLength":9}`
 
 // routeTable is the API, in the order it is registered.
 var routeTable = []Route{
@@ -157,10 +207,10 @@ var routeTable = []Route{
 		Params: []Param{traceparentHeader, tracestateHeader}, Body: enqueueRequest{},
 		Responses: []Response{{201, "Enqueued", enqueueResponse{}},
 			{200, "The unique key is held by an unfinished job: that job, nothing enqueued", enqueueResponse{}}},
-		Problems: []string{CodeDestinationNotAllowed}, atomic: (*Server).enqueue},
+		Problems: []string{CodeDestinationNotAllowed, CodeReservedKind}, atomic: (*Server).enqueue},
 	{Method: "GET", Path: "/v1/jobs", Scope: auth.ScopeJobsRead, OperationID: "listJobs", Summary: "List jobs, newest first",
-		Params: []Param{query("state", "", "", "comma-separated states"), query("queue", "", "", ""), query("kind", "", "", ""),
-			query("cron_entry", "", `{"maxLength":128}`, "the jobs a cron entry of this name made (scheduled and triggered)"),
+		Params: []Param{query("state", "", textSchema(`^[a-z]+(,[a-z]+)*$`, 128), "comma-separated states"), queueQuery, kindQuery,
+			query("cron_entry", "", textSchema(cron.NamePattern, 128), "the jobs a cron entry of this name made (scheduled and triggered)"),
 			query("workflow_run", int64(0), `{"minimum":1}`, "the jobs of a workflow run's steps"),
 			limitQuery, cursorQuery, tenantQuery},
 		Responses: []Response{{200, "Jobs", list[jobView]{}}}, plain: (*Server).listJobs},
@@ -177,8 +227,8 @@ var routeTable = []Route{
 		Problems: []string{CodeNotFound, CodeNotRetryable}, plain: (*Server).retryJob},
 
 	{Method: "GET", Path: "/v1/dlq", Scope: auth.ScopeJobsRead, OperationID: "listDLQ", Summary: "List DLQ entries, newest first",
-		Params: []Param{query("queue", "", "", ""), query("kind", "", "", ""),
-			query("error", "", "", "case-insensitive text in any attempt's error"),
+		Params: []Param{queueQuery, kindQuery,
+			query("error", "", textSchema("", 255), "case-insensitive text in any attempt's error"),
 			query("failed_after", time.Time{}, "", ""), query("failed_before", time.Time{}, "", ""), query("replayed", false, "", ""),
 			limitQuery, cursorQuery, tenantQuery},
 		Responses: []Response{{200, "Entries", list[dlq.Entry]{}}}, plain: (*Server).listDLQ},
@@ -200,44 +250,44 @@ var routeTable = []Route{
 
 	{Method: "POST", Path: "/v1/cron", Scope: auth.ScopeJobsWrite, OperationID: "createCron", Summary: "Create a cron entry",
 		Body: cronCreateBody{}, Responses: []Response{{201, "Created", cronView{}}},
-		Problems: []string{CodeAlreadyExists, CodeDestinationNotAllowed}, plain: (*Server).createCron},
+		Problems: []string{CodeAlreadyExists, CodeDestinationNotAllowed, CodeReservedKind, CodeCronTooFrequent, CodeCronTooMany, CodeCronRateExceeded}, plain: (*Server).createCron},
 	{Method: "GET", Path: "/v1/cron", Scope: auth.ScopeJobsRead, OperationID: "listCron", Summary: "List cron entries",
 		Params: []Param{limitQuery, cursorQuery, tenantQuery}, Responses: []Response{{200, "Entries", list[cronView]{}}}, plain: (*Server).listCron},
 	{Method: "GET", Path: "/v1/cron/{name}", Scope: auth.ScopeJobsRead, OperationID: "getCron", Summary: "Get a cron entry",
-		Params: []Param{namePath, tenantQuery}, Responses: []Response{{200, "The entry", cronView{}}},
+		Params: []Param{cronNamePath, tenantQuery}, Responses: []Response{{200, "The entry", cronView{}}},
 		Problems: []string{CodeNotFound}, plain: (*Server).getCron},
 	{Method: "PUT", Path: "/v1/cron/{name}", Scope: auth.ScopeJobsWrite, OperationID: "putCron",
 		Summary: "Create or replace a cron entry's definition: idempotent (the same body twice changes nothing the second time, and says so)",
-		Params: []Param{namePath, query("tenant", "", "", `tokens spanning tenants only: the entry's tenant (default "default")`),
+		Params: []Param{cronNamePath, query("tenant", "", nameSchema, `tokens spanning tenants only: the entry's tenant (default "default")`),
 			query("dry_run", false, "", "check and report; write nothing")},
 		Body: cronPutBody{},
 		Responses: []Response{{201, "Created", cronPutResponse{}},
 			{200, "Replaced, unchanged, or (dry_run) what would be", cronPutResponse{}}},
-		Problems: []string{CodeDestinationNotAllowed}, plain: (*Server).putCron},
+		Problems: []string{CodeDestinationNotAllowed, CodeReservedKind, CodeCronTooFrequent, CodeCronTooMany, CodeCronRateExceeded}, plain: (*Server).putCron},
 	{Method: "PATCH", Path: "/v1/cron/{name}", Scope: auth.ScopeJobsWrite, OperationID: "updateCron",
 		Summary: `Change a cron entry (pause with {"paused": true})`,
-		Params:  []Param{namePath, tenantQuery}, Body: cronPatchBody{}, Responses: []Response{{200, "The entry", cronView{}}},
-		Problems: []string{CodeNotFound, CodeDestinationNotAllowed}, plain: (*Server).updateCron},
+		Params:  []Param{cronNamePath, tenantQuery}, Body: cronPatchBody{}, Responses: []Response{{200, "The entry", cronView{}}},
+		Problems: []string{CodeNotFound, CodeDestinationNotAllowed, CodeReservedKind, CodeCronTooFrequent, CodeCronRateExceeded}, plain: (*Server).updateCron},
 	{Method: "DELETE", Path: "/v1/cron/{name}", Scope: auth.ScopeJobsWrite, OperationID: "deleteCron", Summary: "Delete a cron entry",
-		Params: []Param{namePath, tenantQuery}, Responses: []Response{{204, "Deleted", nil}},
+		Params: []Param{cronNamePath, tenantQuery}, Responses: []Response{{204, "Deleted", nil}},
 		Problems: []string{CodeNotFound}, plain: (*Server).deleteCron},
 	{Method: "GET", Path: "/v1/cron/{name}/next", Scope: auth.ScopeJobsRead, OperationID: "nextCron",
 		Summary:   "The next n fire times (RFC 3339, UTC)",
-		Params:    []Param{namePath, query("n", 0, `{"minimum":1,"maximum":1000}`, "default 5"), tenantQuery},
+		Params:    []Param{cronNamePath, query("n", 0, `{"minimum":1,"maximum":1000}`, "default 5"), tenantQuery},
 		Responses: []Response{{200, "Times", nextResponse{}}}, Problems: []string{CodeNotFound}, plain: (*Server).nextCron},
 	{Method: "GET", Path: "/v1/cron/{name}/history", Scope: auth.ScopeJobsRead, OperationID: "cronHistory",
 		Summary: "Occurrence history, newest first",
-		Params:  []Param{namePath, limitQuery, cursorQuery, tenantQuery}, Responses: []Response{{200, "Occurrences", list[occurrenceView]{}}},
+		Params:  []Param{cronNamePath, limitQuery, cursorQuery, tenantQuery}, Responses: []Response{{200, "Occurrences", list[occurrenceView]{}}},
 		Problems: []string{CodeNotFound}, plain: (*Server).cronHistory},
 	{Method: "POST", Path: "/v1/cron/{name}/trigger", Scope: auth.ScopeJobsWrite, OperationID: "triggerCron",
 		Summary: "Enqueue the entry's job now",
-		Params:  []Param{namePath, tenantQuery}, Responses: []Response{{201, "Enqueued", triggerResponse{}}},
+		Params:  []Param{cronNamePath, tenantQuery}, Responses: []Response{{201, "Enqueued", triggerResponse{}}},
 		Problems: []string{CodeNotFound}, atomic: (*Server).triggerCron},
 
 	{Method: "POST", Path: "/v1/workflows", Scope: auth.ScopeJobsWrite, OperationID: "submitWorkflow",
 		Summary: "Submit a workflow run: a DAG of steps",
 		Body:    workflowBody{}, Responses: []Response{{201, "Started", workflow.Run{}}},
-		Problems: []string{CodeDestinationNotAllowed}, atomic: (*Server).submitWorkflow},
+		Problems: []string{CodeDestinationNotAllowed, CodeStepInputsOverBudget}, atomic: (*Server).submitWorkflow},
 	{Method: "GET", Path: "/v1/workflows", Scope: auth.ScopeJobsRead, OperationID: "listWorkflows", Summary: "List workflow runs, newest first",
 		Params:    []Param{query("state", "", runStateEnum, ""), limitQuery, cursorQuery, tenantQuery},
 		Responses: []Response{{200, "Runs", list[workflow.Run]{}}}, plain: (*Server).listWorkflows},
@@ -263,64 +313,70 @@ var routeTable = []Route{
 		Params:  []Param{tenantQuery}, Responses: []Response{{200, "Secrets", list[webhook.Secret]{}}}, plain: (*Server).listWebhookSecrets},
 	{Method: "DELETE", Path: "/v1/webhook-secrets/{id}", Scope: auth.ScopeJobsWrite, OperationID: "deleteWebhookSecret",
 		Summary: "Stop a secret signing now",
-		Params:  []Param{{Name: "id", In: "path", Type: ""}, tenantQuery}, Responses: []Response{{204, "Deleted", nil}},
+		Params:  []Param{{Name: "id", In: "path", Type: "", Schema: textSchema(`^whs_[0-9a-f]{16}$`, 20), Example: "whs_0a1b2c3d4e5f6a7b"}, tenantQuery}, Responses: []Response{{204, "Deleted", nil}},
 		Problems: []string{CodeNotFound}, plain: (*Server).deleteWebhookSecret},
 
-	{Method: "GET", Path: "/v1/limits", Scope: auth.ScopeClusterRead, OperationID: "listLimits", Summary: "Every limit with its usage now",
+	{Method: "GET", Path: "/v1/limits", Scope: auth.ScopeClusterRead, OperationID: "listLimits",
+		Summary:   "Every limit with its usage now; a tenant's token sees only its own tenant's limits",
 		Responses: []Response{{200, "Limits", list[limitView]{}}}, plain: (*Server).listLimits},
 	{Method: "GET", Path: "/v1/limits/{name}", Scope: auth.ScopeClusterRead, OperationID: "getLimit", Summary: "A limit with its usage now",
-		Params: []Param{namePath}, Responses: []Response{{200, "The limit", limitView{}}},
+		Params: []Param{limitNamePath}, Responses: []Response{{200, "The limit", limitView{}}},
 		Problems: []string{CodeNotFound}, plain: (*Server).getLimit},
 	{Method: "PUT", Path: "/v1/limits/{name}", Scope: auth.ScopeAdmin, OperationID: "putLimit",
-		Summary: "Create or replace a limit: cluster-wide, enforced by the claim",
-		Params:  []Param{namePath}, Body: limitBody{},
-		Responses: []Response{{201, "Created", limitView{}}, {200, "Replaced", limitView{}}}, plain: (*Server).putLimit},
-	{Method: "DELETE", Path: "/v1/limits/{name}", Scope: auth.ScopeAdmin, OperationID: "deleteLimit", Summary: "Delete a limit",
-		Params: []Param{namePath}, Responses: []Response{{204, "Deleted", nil}},
+		Summary: "Create or replace a limit: cluster-wide, enforced by the claim. A tenant's admin token sets only limits of its own tenant " +
+			"(tenant left out: its own) and replaces only its own tenant's; 409 conflict when the name is another's",
+		Params: []Param{limitNamePath}, Body: limitBody{},
+		Responses: []Response{{201, "Created", limitView{}}, {200, "Replaced", limitView{}}},
+		Problems:  []string{CodeConflict}, plain: (*Server).putLimit},
+	{Method: "DELETE", Path: "/v1/limits/{name}", Scope: auth.ScopeAdmin, OperationID: "deleteLimit",
+		Summary: "Delete a limit (a tenant's admin token: only its own tenant's; others answer 404)",
+		Params:  []Param{limitNamePath}, Responses: []Response{{204, "Deleted", nil}},
 		Problems: []string{CodeNotFound}, plain: (*Server).deleteLimit},
 	{Method: "GET", Path: "/v1/tenants", Scope: auth.ScopeClusterRead, OperationID: "listTenantWeights",
-		Summary:   "Tenants whose weight in fair claiming is not the default 1",
+		Summary:   "Tenants whose weight in fair claiming is not the default 1 (a tenant's token: only its own)",
 		Responses: []Response{{200, "Weights", list[tenantView]{}}}, plain: (*Server).listTenantWeights},
-	{Method: "PUT", Path: "/v1/tenants/{tenant}", Scope: auth.ScopeAdmin, OperationID: "putTenantWeight",
+	{Method: "PUT", Path: "/v1/tenants/{tenant}", Scope: auth.ScopeAdmin, Operator: true, OperationID: "putTenantWeight",
 		Summary: "Set a tenant's weight in fair claiming (1-1000, default 1)",
-		Params:  []Param{{Name: "tenant", In: "path", Type: ""}}, Body: tenantBody{},
+		Params:  []Param{{Name: "tenant", In: "path", Type: "", Schema: nameSchema, Example: "acme"}}, Body: tenantBody{},
 		Responses: []Response{{200, "The weight", tenantView{}}}, plain: (*Server).putTenantWeight},
 
 	{Method: "GET", Path: "/v1/queues", Scope: auth.ScopeJobsRead, OperationID: "listQueues",
 		Summary:   "Queues with unfinished jobs, or ever paused, or worked by a live node; a tenant token sees only the queues where its tenant has unfinished jobs, with its own counts",
 		Params:    []Param{tenantQuery},
 		Responses: []Response{{200, "Queues", list[queueView]{}}}, plain: (*Server).listQueues},
-	{Method: "POST", Path: "/v1/queues/{queue}/pause", Scope: auth.ScopeAdmin, OperationID: "pauseQueue", Summary: "Pause a queue cluster-wide",
-		Params: []Param{{Name: "queue", In: "path", Type: ""}}, Responses: []Response{{200, "Paused", queueState{}}}, plain: (*Server).pauseQueue},
-	{Method: "POST", Path: "/v1/queues/{queue}/resume", Scope: auth.ScopeAdmin, OperationID: "resumeQueue", Summary: "Resume a queue",
-		Params: []Param{{Name: "queue", In: "path", Type: ""}}, Responses: []Response{{200, "Resumed", queueState{}}}, plain: (*Server).resumeQueue},
+	{Method: "POST", Path: "/v1/queues/{queue}/pause", Scope: auth.ScopeAdmin, Operator: true, OperationID: "pauseQueue", Summary: "Pause a queue cluster-wide",
+		Params: []Param{queuePath}, Responses: []Response{{200, "Paused", queueState{}}}, plain: (*Server).pauseQueue},
+	{Method: "POST", Path: "/v1/queues/{queue}/resume", Scope: auth.ScopeAdmin, Operator: true, OperationID: "resumeQueue", Summary: "Resume a queue",
+		Params: []Param{queuePath}, Responses: []Response{{200, "Resumed", queueState{}}}, plain: (*Server).resumeQueue},
 
-	{Method: "GET", Path: "/v1/nodes", Scope: auth.ScopeClusterRead, OperationID: "listNodes", Summary: "Every node the cluster has seen",
+	{Method: "GET", Path: "/v1/nodes", Scope: auth.ScopeClusterRead, OperationID: "listNodes",
+		Summary:   "Every node the cluster has seen, and remote workers (a tenant's token: only its own tenant's remote workers)",
 		Responses: []Response{{200, "Nodes", list[nodeView]{}}}, plain: (*Server).listNodes},
 	{Method: "POST", Path: "/v1/nodes/{id}/drain", Scope: auth.ScopeAdmin, OperationID: "drainNode",
-		Summary: "Drain a node: it stops claiming, finishes its jobs until the deadline, releases the rest, and leaves",
-		Params:  []Param{nodePath}, Body: drainBody{}, BodyOptional: true, Responses: []Response{{200, "The node", nodeView{}}},
+		Summary: "Drain a node: it stops claiming, finishes its jobs until the deadline, releases the rest, and leaves. " +
+			"A tenant's admin token drains only its own tenant's remote workers (a node: 403; another tenant's worker: 404)",
+		Params: []Param{nodePath}, Body: drainBody{}, BodyOptional: true, Responses: []Response{{200, "The node", nodeView{}}},
 		Problems: []string{CodeNotFound}, plain: (*Server).drainNode},
 	{Method: "POST", Path: "/v1/nodes/{id}/undrain", Scope: auth.ScopeAdmin, OperationID: "undrainNode",
-		Summary: "Withdraw a drain before the node leaves",
+		Summary: "Withdraw a drain before the node leaves (a tenant's admin token: only its own tenant's remote workers)",
 		Params:  []Param{nodePath}, Responses: []Response{{200, "The node", nodeView{}}},
 		Problems: []string{CodeNotFound}, plain: (*Server).undrainNode},
 	{Method: "GET", Path: "/v1/cluster", Scope: auth.ScopeClusterRead, OperationID: "getCluster",
-		Summary:   "Leader, epoch, node counts, and what is degraded",
+		Summary:   "Leader, epoch, node counts, and what is degraded (a tenant's token counts only its own tenant's remote workers)",
 		Responses: []Response{{200, "Cluster", clusterView{}}}, plain: (*Server).clusterStatus},
 
 	{Method: "POST", Path: "/v1/workers", Scope: auth.ScopeWorker, OperationID: "registerWorker",
 		Summary: "Register a remote worker: it then claims jobs of its tenant, queues and kinds",
 		Body:    registerWorkerRequest{}, Responses: []Response{{201, "Registered", workerView{}}},
-		Problems: []string{CodeTooManyWorkers}, plain: (*Server).registerWorker},
+		Problems: []string{CodeTooManyWorkers, CodeReservedKind}, plain: (*Server).registerWorker},
 	{Method: "DELETE", Path: "/v1/workers/{id}", Scope: auth.ScopeWorker, OperationID: "leaveWorker",
 		Summary: "A remote worker stops: the jobs it still runs are released (run again at once, no attempt used up)",
-		Params:  []Param{nodePath}, Responses: []Response{{200, "Left", leaveResponse{}}},
+		Params:  []Param{workerPath}, Responses: []Response{{200, "Left", leaveResponse{}}},
 		Problems: []string{CodeNotFound}, plain: (*Server).leaveWorker},
 	{Method: "POST", Path: "/v1/work/claim", Scope: auth.ScopeWorker, OperationID: "claimWork",
 		Summary: "Claim up to max jobs, waiting up to wait for one when none is due; each under a new lease",
-		Body:    claimRequest{}, Responses: []Response{{200, "Claimed (none when the wait ended empty)", claimResponse{}}},
-		Problems: []string{CodeNotFound, CodeWorkerGone}, plain: (*Server).claimWork},
+		Body:    claimRequest{}, Responses: []Response{{200, "Claimed (none when the wait ended empty, or a later claim of the worker replaced it)", claimResponse{}}},
+		Problems: []string{CodeNotFound, CodeWorkerGone, CodeTooManyWaiting}, plain: (*Server).claimWork},
 	{Method: "POST", Path: "/v1/work/heartbeat", Scope: auth.ScopeWorker, OperationID: "heartbeatWork",
 		Summary: "Extend the leases of running attempts; each job has its outcome",
 		Body:    heartbeatRequest{}, Responses: []Response{{200, "Outcomes", outcomesResponse{}}},
@@ -372,8 +428,8 @@ const noRoutePattern = "/v1/"
 func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 	if allow := s.allowedMethods(r); len(allow) > 0 {
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		writeProblem(w, problem(CodeMethodNotAllowed, r.Method+" "+r.URL.Path+" is not served; allowed: "+strings.Join(allow, ", ")))
+		writeProblem(w, problem(CodeMethodNotAllowed, boundedEscape(r.Method, 16)+" "+boundedQuote(r.URL.Path, 256)+" is not served; allowed: "+strings.Join(allow, ", ")))
 		return
 	}
-	writeProblem(w, problem(CodeNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path))
+	writeProblem(w, problem(CodeNotFound, "no such endpoint: "+boundedEscape(r.Method, 16)+" "+boundedQuote(r.URL.Path, 256)))
 }

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -73,6 +72,11 @@ type Config struct {
 	// RateBurst the burst. Defaults 200 and 400.
 	RateLimit float64
 	RateBurst int
+	// CronQuota bounds the cron entries of each tenant whose token is
+	// confined to it: how many, how often each may fire, and how often
+	// all together (cron.Quota; zero fields take its defaults). Tokens
+	// spanning every tenant are operators' and are not held to it.
+	CronQuota cron.Quota
 	// IdempotencyRetention is how long an Idempotency-Key replays its
 	// first response. Default 24h (the leader's retention deletes keys
 	// after the same time; see maintenance.RetentionCleanerConfig).
@@ -93,6 +97,9 @@ type Server struct {
 	log     hclog.Logger
 	mux     *http.ServeMux
 	metrics *prometheus.HistogramVec
+
+	// tenantCron is Cron holding tenants' tokens to CronQuota.
+	tenantCron *cron.Client
 
 	limitMu  sync.Mutex
 	limiters map[string]*rate.Limiter
@@ -149,7 +156,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(s.metrics)
 	}
-	s.routes()
+	s.tenantCron = cfg.Cron.WithQuota(cfg.CronQuota)
+	if err := s.routes(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -180,11 +190,14 @@ func (s *Server) serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
 
 // routes registers every route of routeTable, and the answer to a
 // request none matches.
-func (s *Server) routes() {
-	for _, r := range routeTable {
-		s.register(r)
+func (s *Server) routes() error {
+	for _, r := range Routes() {
+		if err := s.register(r); err != nil {
+			return fmt.Errorf("api: route %s: %w", r.Pattern(), err)
+		}
 	}
 	s.mux.HandleFunc(noRoutePattern, s.noRoute)
+	return nil
 }
 
 // txHandler is an endpoint whose writes run in a transaction the API
@@ -202,12 +215,16 @@ type endpoint struct {
 // register serves rt: a public route as it is, any other behind
 // authentication, scope, rate limit, body checks and, for POSTs,
 // Idempotency-Key (see serve).
-func (s *Server) register(rt Route) {
+func (s *Server) register(rt Route) error {
 	pattern := rt.Pattern()
 	s.patterns = append(s.patterns, pattern)
 	if rt.public != nil {
 		s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) { rt.public(s, w, r) })
-		return
+		return nil
+	}
+	params, err := compileParams(rt)
+	if err != nil {
+		return err
 	}
 	var h endpoint
 	if rt.atomic != nil {
@@ -229,11 +246,12 @@ func (s *Server) register(rt Route) {
 			}
 			s.metrics.WithLabelValues(pattern, strconv.Itoa(rec.status)).Observe(time.Since(start).Seconds())
 		}()
-		s.serve(rec, r, pattern, rt.Scope, h)
+		s.serve(rec, r, pattern, rt, params, h)
 	})
+	return nil
 }
 
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern, scope string, h endpoint) {
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern string, rt Route, params routeParams, h endpoint) {
 	text, ok := bearer(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="gaffer"`)
@@ -258,8 +276,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern, scope st
 		writeProblem(w, problem(CodeUnavailable, "could not check the token: the database is unreachable"))
 		return
 	}
-	if !p.Allows(scope) {
-		writeProblem(w, problem(CodeForbidden, "this endpoint needs the "+scope+" scope"))
+	if !p.Allows(rt.Scope) {
+		writeProblem(w, problem(CodeForbidden, "this endpoint needs the "+rt.Scope+" scope"))
+		return
+	}
+	if rt.Operator && !p.Spans() {
+		writeProblem(w, operatorOnly(p))
 		return
 	}
 	if wait, ok := s.allow(p.TokenID); !ok {
@@ -267,10 +289,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, pattern, scope st
 		writeProblem(w, problem(CodeRateLimited, "this token is over its request rate; retry after the Retry-After seconds"))
 		return
 	}
-	// r.URL.Query() drops what it cannot parse (a ';' separator, a bad
-	// escape): the filter would silently go and the whole list come back.
-	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
-		writeProblem(w, problem(CodeInvalidParameter, "the query string is malformed: "+err.Error()))
+	// Every parameter, before anything reads one: a value PostgreSQL
+	// cannot hold, or that breaks its pattern, never reaches it.
+	if pr := params.check(r); pr != nil {
+		writeProblem(w, pr)
 		return
 	}
 	var body []byte
@@ -314,7 +336,7 @@ func (s *Server) run(r *http.Request, p auth.Principal, body []byte, h endpoint,
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		s.log.Error("commit; the write may or may not have happened", "method", r.Method, "path", r.URL.Path, "error", err)
+		s.log.Error("commit; the write may or may not have happened", "method", r.Method, "path", logPath(r), "error", err)
 		return 0, nil, problem(CodeUnavailable,
 			"the database did not confirm the write; retry with the same Idempotency-Key to learn its outcome")
 	}
@@ -325,7 +347,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, v a
 	if err != nil {
 		pr := asProblem(err)
 		if pr.Status >= 500 {
-			s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+			s.log.Error("request failed", "method", r.Method, "path", logPath(r), "error", err)
 		}
 		writeProblem(w, pr)
 		return
@@ -352,10 +374,6 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, v a
 // idempotent runs a POST once per (tenant, key): the same key with the
 // same request replays the first response; with a different one, 422.
 func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p auth.Principal, key string, body []byte, h endpoint) {
-	if len(key) > 255 {
-		writeProblem(w, fieldProblem("Idempotency-Key", "the Idempotency-Key header must be at most 255 characters"))
-		return
-	}
 	sum := sha256.Sum256(append([]byte(r.Method+" "+r.URL.RequestURI()+"\n"), body...))
 	ctx := r.Context()
 	taken, prev, err := s.store.ClaimIdempotencyKey(ctx, p.Tenant, key, sum[:], time.Minute, s.cfg.IdempotencyRetention)
@@ -406,6 +424,11 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p auth.Princ
 	w.Write(buf.body.Bytes())
 }
 
+// logPath is r's path as a log line shows it: escaped and bounded. The
+// path of a request a handler serves passed its route's checks; this is
+// the second line of defence, for a log reader's terminal.
+func logPath(r *http.Request) string { return boundedEscape(r.URL.Path, 512) }
+
 func (s *Server) allow(tokenID string) (time.Duration, bool) {
 	s.limitMu.Lock()
 	l := s.limiters[tokenID]
@@ -441,3 +464,13 @@ type bufferedResponse struct {
 func (b *bufferedResponse) Header() http.Header         { return b.header }
 func (b *bufferedResponse) Write(p []byte) (int, error) { return b.body.Write(p) }
 func (b *bufferedResponse) WriteHeader(code int)        { b.status = code }
+
+// cron is the cron client for p's writes: a token confined to one tenant
+// is held to the tenant's cron quota; one spanning every tenant (an
+// operator's) is not.
+func (s *Server) cron(p auth.Principal) *cron.Client {
+	if p.Tenant == auth.AllTenants {
+		return s.cfg.Cron
+	}
+	return s.tenantCron
+}

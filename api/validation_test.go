@@ -12,6 +12,14 @@ func TestBadInputChangesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	big := `{"kind":"k","args":{"x":"` + strings.Repeat("a", 3<<20) + `"}}`
+	// A join of 33 steps' results: over a step's input budget (32 MiB).
+	wide := `{"name":"w","steps":[`
+	var deps []string
+	for i := range 33 {
+		wide += fmt.Sprintf(`{"name":"p%d","kind":"k"},`, i)
+		deps = append(deps, fmt.Sprintf(`"p%d"`, i))
+	}
+	wide += `{"name":"join","kind":"k","depends_on":[` + strings.Join(deps, ",") + `]}]}`
 	cases := []struct {
 		name, method, path, body, contentType string
 		status                                int
@@ -50,6 +58,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"workflow with a cycle", "POST", "/v1/workflows", `{"name":"w","steps":[{"name":"a","kind":"k","depends_on":["b"]},{"name":"b","kind":"k","depends_on":["a"]}]}`, "", 400, "invalid_field", "steps"},
 		{"workflow unknown dependency", "POST", "/v1/workflows", `{"name":"w","steps":[{"name":"a","kind":"k","depends_on":["ghost"]}]}`, "", 400, "invalid_field", "steps[0].depends_on"},
 		{"workflow duplicate step", "POST", "/v1/workflows", `{"name":"w","steps":[{"name":"a","kind":"k"},{"name":"a","kind":"k"}]}`, "", 400, "invalid_field", "steps[1].name"},
+		{"workflow step inputs over budget", "POST", "/v1/workflows", wide, "", 400, "step_inputs_over_budget", "steps[33].depends_on"},
 		{"workflow no steps", "POST", "/v1/workflows", `{"name":"w","steps":[]}`, "", 400, "invalid_field", "steps"},
 		{"workflow bad sleep", "POST", "/v1/workflows", `{"name":"w","steps":[{"name":"s","sleep":"soon"}]}`, "", 400, "invalid_field", "steps[0].sleep"},
 		{"workflow step unknown field", "POST", "/v1/workflows", `{"name":"w","steps":[{"name":"s","kind":"k","retries":3}]}`, "", 400, "unknown_field", "retries"},

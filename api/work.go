@@ -57,6 +57,11 @@ func (s *Server) registerWorker(r *http.Request, p auth.Principal, body []byte) 
 	if pr := decodeStrict(body, &req); pr != nil {
 		return 0, nil, pr
 	}
+	for i, k := range req.Kinds {
+		if pr := reservedKind(fmt.Sprintf("kinds[%d]", i), k); pr != nil {
+			return 0, nil, pr
+		}
+	}
 	tenant := remote.AllTenants
 	if p.Tenant != auth.AllTenants || (req.Tenant != "" && req.Tenant != remote.AllTenants) {
 		var pr *Problem
@@ -130,6 +135,10 @@ type claimResponse struct {
 	Jobs []claimedJobView `json:"jobs"`
 	// Draining: the worker was drained; it gets no more jobs.
 	Draining bool `json:"draining"`
+	// Replaced: a later claim of the same worker came to wait on this
+	// node, and this one answered at once, empty: one claim of a worker
+	// waits at a time.
+	Replaced bool `json:"replaced"`
 }
 
 // stream writes the answer job by job (the claim kept it within the
@@ -153,7 +162,18 @@ func (c claimResponse) stream(w io.Writer, _ int) error {
 			return err
 		}
 	}
-	_, err := io.WriteString(w, `],"draining":`+strconv.FormatBool(c.Draining)+"}\n")
+	// The other fields, as the struct encodes them (after "jobs", its
+	// first).
+	rest := c
+	rest.Jobs = nil
+	tail, err := json.Marshal(rest)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(append([]byte("]"), bytes.TrimPrefix(tail, []byte(`{"jobs":null`))...)); err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, "\n")
 	return err
 }
 
@@ -181,7 +201,7 @@ func (s *Server) claimWork(r *http.Request, p auth.Principal, body []byte) (int,
 	if err != nil {
 		return 0, nil, workProblem(err)
 	}
-	out := claimResponse{Jobs: make([]claimedJobView, len(res.Jobs)), Draining: res.Draining}
+	out := claimResponse{Jobs: make([]claimedJobView, len(res.Jobs)), Draining: res.Draining, Replaced: res.Replaced}
 	for i, cj := range res.Jobs {
 		j := cj.Job
 		out.Jobs[i] = claimedJobView{ID: j.ID, Tenant: j.Tenant, Kind: j.Kind, Queue: j.Queue, Priority: j.Priority, Args: j.Args,

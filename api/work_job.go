@@ -198,6 +198,8 @@ func workProblem(err error) error {
 		return problem(CodeWorkerGone, err.Error())
 	case errors.Is(err, remote.ErrTooManyWorkers):
 		return problem(CodeTooManyWorkers, err.Error()+"; stop some (DELETE /v1/workers/{id}) or wait for gone ones to be forgotten")
+	case errors.Is(err, remote.ErrTooManyWaiting):
+		return problem(CodeTooManyWaiting, err.Error()+"; claim again later, or with fewer workers waiting (one claim of a worker waits at a time)")
 	case errors.Is(err, remote.ErrUnknownWorker):
 		return problem(CodeNotFound, err.Error())
 	case errors.Is(err, job.ErrNotFound):

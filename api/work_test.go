@@ -273,3 +273,54 @@ func TestWorkBadInputChangesNothing(t *testing.T) {
 		t.Fatalf("%d workers registered, want 1", n)
 	}
 }
+
+// A remote worker gets a workflow step's inputs in its claim as a node's
+// handler does: {"dependency": its result as recorded}, read from the
+// run's steps (the step's job carries no copy), and GET /v1/jobs/{id}
+// shows the same inputs.
+func TestWorkClaimCarriesStepInputs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	worker := e.token("default", auth.ScopeWorker)
+	var w workerOut
+	e.do(worker, "POST", "/v1/workers", `{"name":"py-1","queues":["py"]}`).decode(t, &w)
+	r := e.do(e.writer, "POST", "/v1/workflows", `{"name":"w","steps":[
+		{"name":"a","kind":"k","queue":"py"},{"name":"b","kind":"k","queue":"py"},
+		{"name":"c","kind":"k","queue":"py","depends_on":["b","a"]}]}`)
+	if r.Status != 201 {
+		t.Fatalf("submit: %d %s", r.Status, r.Body)
+	}
+	claim := func(n int) (claimOut, string) {
+		t.Helper()
+		var c claimOut
+		r := e.do(worker, "POST", "/v1/work/claim", fmt.Sprintf(`{"worker":%q,"max":%d}`, w.ID, n))
+		r.decode(t, &c)
+		if r.Status != 200 || len(c.Jobs) != n {
+			t.Fatalf("claim %d: %d %s", n, r.Status, r.Body)
+		}
+		return c, string(r.Body)
+	}
+	c, _ := claim(2)
+	roots := c.Jobs
+	for _, j := range roots {
+		r := e.do(worker, "POST", fmt.Sprintf("/v1/work/jobs/%d/complete", j.ID),
+			fmt.Sprintf(`{"attempt":%d,"lease_token":%q,"result":{"from":%d, "n": 1.50}}`, j.Attempt, j.LeaseToken, j.ID))
+		if r.Status != 200 {
+			t.Fatalf("complete: %d %s", r.Status, r.Body)
+		}
+	}
+	c, body := claim(1)
+	// Steps start in name order: a's job is the older.
+	a, b := min(roots[0].ID, roots[1].ID), max(roots[0].ID, roots[1].ID)
+	result := func(id int64) string { return fmt.Sprintf(`{"from":%d,"n":1.50}`, id) }
+	want := `"inputs":{"a":` + result(a) + `,"b":` + result(b) + `}`
+	if !strings.Contains(body, want) {
+		t.Fatalf("claim of c: want %s in %s", want, body)
+	}
+	if view := string(e.do(e.reader, "GET", fmt.Sprintf("/v1/jobs/%d", c.Jobs[0].ID), nil).Body); !strings.Contains(view, want) {
+		t.Fatalf("job view of c: want %s in %s", want, view)
+	}
+	if n := e.count(`SELECT count(*) FROM gaffer.jobs WHERE inputs IS NOT NULL`); n != 0 {
+		t.Fatalf("%d jobs hold a copy of their inputs", n)
+	}
+}

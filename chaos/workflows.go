@@ -385,7 +385,7 @@ func (h *harness) checkWorkflows(ctx context.Context, r *Report, v func(string, 
 	var example string
 	if err := h.pool.QueryRow(ctx, `
 		WITH pairs AS (
-			SELECT s.run_id, s.name, d.name AS dep, (j.inputs -> d.name)::jsonb AS got, coalesce(d.result::jsonb, 'null'::jsonb) AS want
+			SELECT s.run_id, s.name, d.name AS dep, (coalesce(j.inputs, gaffer.step_inputs(j.workflow_run, j.step, j.inputs_from)) -> d.name)::jsonb AS got, coalesce(d.result::jsonb, 'null'::jsonb) AS want
 			FROM gaffer.workflow_steps s
 			JOIN gaffer.jobs j ON j.id = s.job_id
 			JOIN gaffer.workflow_steps d ON d.run_id = s.run_id AND d.name = ANY (s.depends_on)

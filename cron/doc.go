@@ -5,8 +5,9 @@
 // # Exactly one job per occurrence
 //
 // An occurrence is (tenant, entry, scheduled instant). The scheduler fires
-// an entry's due occurrences in one transaction, fenced by the leader
-// epoch: it inserts their jobs first — each under the unique occurrence
+// an entry's due occurrences in a transaction fenced by the leader epoch
+// (several entries share one, each under a savepoint, so that one
+// entry's rollback is its own): it inserts their jobs first — each under the unique occurrence
 // key, so a second insert of the same occurrence is a no-op — records
 // them in the history, and then advances the entry's cursor with a
 // compare-and-set on the old cursor. If the cursor moved (an edit, a
@@ -14,7 +15,7 @@
 // deposed leader's transaction cannot commit once the new leader raised
 // the fence. So an occurrence yields one job: never two (the key, the
 // CAS, the fence), never zero (the cursor only moves past an instant in
-// the transaction that recorded it).
+// the transaction — the savepoint — that recorded it).
 //
 // # Timing
 //
@@ -22,6 +23,18 @@
 // database clock, and is woken early by NOTIFY gaffer_cron when an entry
 // changes. Measured lateness from scheduled instant to job insert is a few
 // milliseconds (docs/benchmarks.md).
+//
+// # Fairness and quotas
+//
+// Cron is shared by every tenant, so the scheduler reads due entries a
+// small batch at a time (turnBatch), round-robin by tenant: a tenant's
+// backlog delays another tenant's due entry by one turn at most. Each
+// tenant's cron-made jobs draw from a budget on the leader
+// (SchedulerConfig.TenantFireRate); a tenant past it is left out of the
+// passes until it refills. What a tenant's token may create is bounded
+// by a Quota (Client.WithQuota): entries, the shortest interval, the
+// total fire rate — checked when an entry is made or rescheduled, never
+// when it fires, so entries from before a quota keep working.
 //
 // # Missed occurrences
 //

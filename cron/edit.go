@@ -31,7 +31,8 @@ type Update struct {
 // Update changes an entry, by the rules of Put (see there for how a new
 // schedule, a new zone or a resume moves the entry's next occurrence). A
 // change that changes nothing writes nothing. Errors: validation errors
-// naming the field, ErrNotFound.
+// naming the field, a *QuotaError (a client WithQuota, when the schedule
+// or zone changes), ErrNotFound.
 func (c *Client) Update(ctx context.Context, tenant, name string, u Update) (Entry, error) {
 	// Read, change and write under the row's lock: a pause, another edit
 	// or a firing that lands between the read and the write is neither
@@ -41,6 +42,9 @@ func (c *Client) Update(ctx context.Context, tenant, name string, u Update) (Ent
 		return Entry{}, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := c.lockQuota(ctx, tx, tenantOrDefault(tenant)); err != nil {
+		return Entry{}, err
+	}
 	row, err := c.store.GetCronEntryForUpdate(ctx, tx, tenantOrDefault(tenant), name)
 	if errors.Is(err, store.ErrNotFound) {
 		return Entry{}, fmt.Errorf("%w: %q", ErrNotFound, name)
@@ -140,7 +144,8 @@ func (r PutResult) Changed() bool { return r.Created || len(r.Changes) > 0 }
 // changed before the leader handled it". A one-shot's instant must then
 // be after that floor, unless it is the instant the entry already fired.
 //
-// Errors: a *job.ValidationError or *ScheduleError naming the field.
+// Errors: a *job.ValidationError or *ScheduleError naming the field, a
+// *QuotaError (a client WithQuota).
 func (c *Client) Put(ctx context.Context, e Entry, opt PutOptions) (Entry, PutResult, error) {
 	sched, tmpl, err := e.validate(c.kinds)
 	if err != nil {
@@ -151,6 +156,9 @@ func (c *Client) Put(ctx context.Context, e Entry, opt PutOptions) (Entry, PutRe
 		return Entry{}, PutResult{}, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := c.lockQuota(ctx, tx, e.Tenant); err != nil {
+		return Entry{}, PutResult{}, err
+	}
 	for range 2 {
 		row, err := c.store.GetCronEntryForUpdate(ctx, tx, e.Tenant, e.Name)
 		if errors.Is(err, store.ErrNotFound) {
@@ -204,13 +212,18 @@ func (c *Client) putNew(ctx context.Context, tx pgx.Tx, e Entry, sched Schedule,
 		return Entry{}, err
 	}
 	e.Done, e.DoneAt, e.Status = false, nil, Status{}
+	row := e.row(tmpl)
+	row.MinGap = minGap(sched, now)
+	if err := c.admit(ctx, tx, row, true, now); err != nil {
+		return Entry{}, err
+	}
 	if dry {
 		e.Job = JobTemplate{Kind: tmpl.Kind, Queue: tmpl.Queue, Args: tmpl.Args, Priority: tmpl.Priority,
 			MaxAttempts: tmpl.MaxAttempts, Timeout: time.Duration(tmpl.TimeoutMS) * time.Millisecond}
 		e.CreatedAt, e.UpdatedAt = now, now
 		return e, nil
 	}
-	return e, c.store.CreateCronEntry(ctx, tx, e.row(tmpl))
+	return e, c.store.CreateCronEntry(ctx, tx, row)
 }
 
 // change writes next (validated: sched, tmpl) over row, which tx holds
@@ -225,6 +238,7 @@ func (c *Client) change(ctx context.Context, tx pgx.Tx, row store.CronEntry, nex
 	}
 	reschedule := next.Schedule != row.Schedule || next.Timezone != row.Timezone
 	resume := row.Paused && !next.Paused
+	gap := time.Duration(-1) // unchanged
 	if reschedule || resume {
 		now, err := c.store.Now(ctx)
 		if err != nil {
@@ -242,6 +256,16 @@ func (c *Client) change(ctx context.Context, tx pgx.Tx, row store.CronEntry, nex
 				next.DoneAt = &now
 			}
 		}
+		if reschedule {
+			// A new schedule or zone is held to the quota as a new entry
+			// is; other edits are not (see WithQuota).
+			gap = minGap(sched, now)
+			checked := next.row(tmpl)
+			checked.MinGap = gap
+			if err := c.admit(ctx, tx, checked, false, now); err != nil {
+				return row, nil, err
+			}
+		}
 		if !dry {
 			if err := c.store.RecordCronEditOccurrences(ctx, tx, row.Tenant, row.Name, r.occurrences); err != nil {
 				return row, nil, err
@@ -249,6 +273,7 @@ func (c *Client) change(ctx context.Context, tx pgx.Tx, row store.CronEntry, nex
 		}
 	}
 	after := next.row(tmpl)
+	after.MinGap = gap
 	after.CreatedAt, after.UpdatedAt = row.CreatedAt, row.UpdatedAt
 	after.LastJobID, after.LastJobState, after.LastFiredAt, after.LastOccurrenceAt = row.LastJobID, row.LastJobState, row.LastFiredAt, row.LastOccurrenceAt
 	after.LastError, after.LastErrorAt, after.ConsecutiveFailures = row.LastError, row.LastErrorAt, row.ConsecutiveFailures
@@ -399,4 +424,14 @@ func replacedOccurrences(row store.CronEntry, now time.Time) []store.CronOccurre
 		reason += fmt.Sprintf(" (%d occurrences, %s to %s)", n, first.UTC().Format(time.RFC3339), last.UTC().Format(time.RFC3339))
 	}
 	return []store.CronOccurrence{{ScheduledAt: first, Status: "missed", Reason: reason, Count: n}}
+}
+
+// lockQuota takes tenant's quota lock for an edit c's quota checks,
+// before the edit locks the entry's row: a check (admit) takes it again,
+// and edits of one tenant always lock in that order.
+func (c *Client) lockQuota(ctx context.Context, tx pgx.Tx, tenant string) error {
+	if c.quota == nil {
+		return nil
+	}
+	return c.store.LockCronQuota(ctx, tx, tenant)
 }

@@ -111,7 +111,11 @@ var (
 	ErrExists   = errors.New("a cron entry with that name already exists")
 )
 
-var entryName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
+// NamePattern is what an entry's name matches (at most 128 bytes); the
+// API checks {name} in its paths against the same text.
+const NamePattern = `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`
+
+var entryName = regexp.MustCompile(NamePattern)
 
 // validate fills defaults and checks every field; the error names the
 // field. It returns the parsed schedule.
@@ -174,7 +178,7 @@ func (e *Entry) validate(kinds *job.Registry) (Schedule, store.CronJob, error) {
 
 func (e Entry) row(tmpl store.CronJob) store.CronEntry {
 	r := store.CronEntry{Tenant: e.Tenant, Name: e.Name, Schedule: e.Schedule, Timezone: e.Timezone, Job: tmpl,
-		Missed: e.Missed, MissedCap: e.MissedCap, Overlap: e.Overlap, Paused: e.Paused, NextRunAt: e.NextRunAt}
+		Missed: e.Missed, MissedCap: e.MissedCap, Overlap: e.Overlap, Paused: e.Paused, NextRunAt: e.NextRunAt, MinGap: -1}
 	if e.DoneAt != nil {
 		r.DoneAt = *e.DoneAt
 	}
@@ -204,6 +208,7 @@ func timePtr(t time.Time) *time.Time {
 type Client struct {
 	store *store.Store
 	kinds *job.Registry // nil: no kind-specific checks
+	quota *Quota        // nil: an operator's client, no quota
 }
 
 // WithKinds returns a client that also checks each entry's job template
@@ -220,7 +225,8 @@ func NewClient(pool *pgxpool.Pool) *Client { return &Client{store: store.New(poo
 // Create validates e and stores it; its first occurrence is the first
 // fire time after now (by the database clock) — for a one-shot, its
 // instant, which must be in the future and within MaxAhead. Errors: a
-// *job.ValidationError or *ScheduleError naming the field, ErrExists.
+// *job.ValidationError or *ScheduleError naming the field, a *QuotaError
+// (a client WithQuota), ErrExists.
 func (c *Client) Create(ctx context.Context, e Entry) (Entry, error) {
 	sched, tmpl, err := e.validate(c.kinds)
 	if err != nil {
@@ -234,10 +240,23 @@ func (c *Client) Create(ctx context.Context, e Entry) (Entry, error) {
 		return Entry{}, err
 	}
 	e.DoneAt = nil
-	if err := c.store.CreateCronEntry(ctx, nil, e.row(tmpl)); err != nil {
+	row := e.row(tmpl)
+	row.MinGap = minGap(sched, now)
+	tx, err := c.store.Begin(ctx)
+	if err != nil {
+		return Entry{}, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := c.admit(ctx, tx, row, true, now); err != nil {
+		return Entry{}, err
+	}
+	if err := c.store.CreateCronEntry(ctx, tx, row); err != nil {
 		if errors.Is(err, store.ErrExists) {
 			return Entry{}, fmt.Errorf("%w: %q", ErrExists, e.Name)
 		}
+		return Entry{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
 		return Entry{}, err
 	}
 	return c.Get(ctx, e.Tenant, e.Name)

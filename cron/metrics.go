@@ -6,6 +6,7 @@ type metrics struct {
 	occurrences *prometheus.CounterVec
 	lateness    prometheus.Histogram
 	errors      prometheus.Counter
+	budgetWaits prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -17,9 +18,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "gaffer", Subsystem: "cron", Name: "fire_errors_total",
 			Help: "Firings of a cron entry that failed (recorded on the entry as last_error)."}),
+		budgetWaits: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "gaffer", Subsystem: "cron", Name: "budget_waits_total",
+			Help: "Due cron entries left for a later pass because their tenant's fire budget was spent."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.occurrences, m.lateness, m.errors)
+		reg.MustRegister(m.occurrences, m.lateness, m.errors, m.budgetWaits)
 	}
 	return m
 }

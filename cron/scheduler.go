@@ -39,13 +39,23 @@ type SchedulerConfig struct {
 	// MaxSleep caps the wait between evaluations, a backstop for a missed
 	// wake-up. Default 1m.
 	MaxSleep time.Duration
+	// TenantFireRate is how many jobs per second one tenant's entries may
+	// make, sustained, and TenantFireBurst how many at once: cron-made
+	// jobs are metered like a token's API requests. A tenant past its
+	// budget waits — its due entries fire as it refills, late (past
+	// MisfireGrace, by their missed-fire policy) — and no other tenant's
+	// entry waits for it. Defaults 200 and twice the rate; a negative
+	// rate leaves cron unmetered.
+	TenantFireRate  float64
+	TenantFireBurst int
 }
 
 // Scheduler is the leader-only service that turns cron entries into jobs.
 // It sleeps until the earliest cursor (by the database clock), woken early
-// by Wake when entries change, then fires every due entry in its own
-// fenced transaction. An entry it cannot fire gets the error recorded on
-// it and is held back by a backoff; the others fire regardless.
+// by Wake when entries change, then fires every due entry, round-robin
+// by tenant, each tenant within its fire budget, several entries to a
+// fenced transaction (each under a savepoint of its own). An entry it cannot fire gets the error recorded on it and is
+// held back by a backoff; the others fire regardless.
 type Scheduler struct {
 	cfg     SchedulerConfig
 	store   *store.Store
@@ -53,7 +63,8 @@ type Scheduler struct {
 	metrics *metrics
 	runner  service.Runner
 	wake    chan struct{}
-	clock   clock.Clock // when to look again; due times are the database's
+	clock   clock.Clock // when to look again, and budgets; due times are the database's
+	budget  *fireBudget
 }
 
 // NewScheduler validates cfg and returns a stopped scheduler.
@@ -65,6 +76,14 @@ func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
 		return nil, errors.New("cron: SchedulerConfig.Fence is required")
 	case cfg.MisfireGrace < 0 || cfg.MaxSleep < 0:
 		return nil, errors.New("cron: SchedulerConfig durations must not be negative")
+	case cfg.TenantFireBurst < 0:
+		return nil, errors.New("cron: SchedulerConfig.TenantFireBurst must not be negative")
+	}
+	if cfg.TenantFireRate == 0 {
+		cfg.TenantFireRate = DefaultTenantFireRate
+	}
+	if cfg.TenantFireBurst == 0 {
+		cfg.TenantFireBurst = max(1, int(2*cfg.TenantFireRate))
 	}
 	if cfg.MisfireGrace == 0 {
 		cfg.MisfireGrace = time.Minute
@@ -76,7 +95,7 @@ func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	return &Scheduler{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("cron"), metrics: newMetrics(cfg.Registerer),
-		wake: make(chan struct{}, 1), clock: clock.Real}, nil
+		wake: make(chan struct{}, 1), clock: clock.Real, budget: newFireBudget(cfg.TenantFireRate, cfg.TenantFireBurst)}, nil
 }
 
 // Start begins evaluating in the background; non-blocking, idempotent.
@@ -121,34 +140,66 @@ func (s *Scheduler) loop(ctx context.Context) {
 	}
 }
 
-// RunOnce fires every due entry and returns how long until the next one
-// is due, by the database clock.
+// DefaultTenantFireRate is the jobs per second one tenant's cron entries
+// may make by default: the API's default request rate per token.
+const DefaultTenantFireRate = 200
+
+// turnBatch is how many due entries one pass reads. Small, because an
+// entry that falls due meanwhile waits for the rest of the batch: with
+// entries read round-robin by tenant, another tenant's entry waits at
+// most one batch, however many entries one tenant has due.
+const turnBatch = 16
+
+// fireBatch is how many entries' firings share one fenced transaction:
+// a firing is a few statements, and the transaction's begin, fence
+// check and commit cost as much again.
+const fireBatch = 8
+
+// RunOnce fires every due entry its tenant's budget allows and returns
+// how long until the next one is due, by the database clock, or until a
+// waiting tenant's budget refills.
 func (s *Scheduler) RunOnce(ctx context.Context) (time.Duration, error) {
+	var refill time.Duration
 	for {
-		due, now, err := s.store.DueCronEntries(ctx, 100)
+		var spent []string
+		spent, refill = s.budget.spent(s.clock.Now())
+		due, now, err := s.store.DueCronEntries(ctx, turnBatch, spent)
 		if err != nil {
 			return 0, err
 		}
+		read := len(due)
 		fired := 0
-		for _, e := range due {
-			ok, err := s.fire(ctx, e, now)
+		for len(due) > 0 {
+			n := min(len(due), fireBatch)
+			k, err := s.fireBatch(ctx, due[:n], now)
 			if err != nil {
 				return 0, err
 			}
-			if ok {
-				fired++
-			}
+			fired += k
+			due = due[n:]
 		}
-		if len(due) < 100 || fired == 0 {
+		if read < turnBatch || fired == 0 {
+			// Fewer than a batch (or nothing fireable): what is left is
+			// not due, or waits for a budget; spent again, in case this
+			// pass spent some.
+			if read > 0 {
+				_, refill = s.budget.spent(s.clock.Now())
+			}
 			break
 		}
 	}
-	wait, ok, err := s.store.NextCronDue(ctx)
+	spent, _ := s.budget.spent(s.clock.Now())
+	wait, ok, err := s.store.NextCronDue(ctx, spent)
 	if err != nil {
 		return 0, err
 	}
-	if !ok {
+	switch {
+	case !ok && refill == 0:
 		return s.cfg.MaxSleep, nil
+	case !ok:
+		return refill, nil
+	case refill > 0 && refill < wait:
+		return refill, nil
 	}
 	return wait, nil
 }
@@ -157,48 +208,125 @@ func (s *Scheduler) RunOnce(ctx context.Context) (time.Duration, error) {
 // (a week of "@every 1s" is 604,800).
 const maxEnumerate = 2_000_000
 
-// fire decides what becomes of one entry's due occurrences and records it
-// in a fenced transaction. It reports whether anything was written. An
-// error of the entry's own (its schedule, its template, the job insert)
-// is recorded on the entry, not returned; an error returned is one of
-// leadership or of the database, which ends this pass.
-func (s *Scheduler) fire(ctx context.Context, e store.CronEntry, now time.Time) (bool, error) {
-	sched, err := Parse(e.Schedule, e.Timezone)
-	if err != nil {
-		return false, s.failed(ctx, e, fmt.Errorf("the schedule no longer parses: %w", err))
+// firing is one entry's part of a batch.
+type firing struct {
+	e        store.CronEntry
+	plan     store.CronFiring
+	cause    error // the entry's own error, to record on it
+	recorded []store.CronOccurrence
+	written  bool
+}
+
+// fireBatch decides what becomes of the due occurrences of entries (in
+// order, each within its tenant's budget) and records them in one
+// fenced transaction, each entry's firing under a savepoint of its own:
+// an entry whose cursor moved, or whose firing fails for its own reasons
+// (its schedule, its template, the job insert), is rolled back to its
+// savepoint and the others commit. The fence and each firing's keys and
+// compare-and-set are as for a transaction of one: an occurrence still
+// yields one job. It returns how many entries it wrote. Entry errors are
+// recorded on their entries, not returned; an error returned is one of
+// leadership or of the database, which ends this pass and writes
+// nothing of the batch.
+func (s *Scheduler) fireBatch(ctx context.Context, entries []store.CronEntry, now time.Time) (int, error) {
+	batch := make([]*firing, 0, len(entries))
+	for _, e := range entries {
+		if s.budget.wait(e.Tenant, s.clock.Now()) > 0 {
+			// Spent within this pass: the next one leaves the tenant out
+			// until it refills.
+			s.metrics.budgetWaits.Inc()
+			continue
+		}
+		f := &firing{e: e}
+		batch = append(batch, f)
+		sched, err := Parse(e.Schedule, e.Timezone)
+		if err != nil {
+			f.cause = fmt.Errorf("the schedule no longer parses: %w", err)
+			continue
+		}
+		if err := checkTemplate(e); err != nil {
+			f.cause = fmt.Errorf("the job template is invalid: %w", err)
+			continue
+		}
+		plan := planOccurrences(sched, e, now, s.cfg.MisfireGrace)
+		f.plan = store.CronFiring{Tenant: e.Tenant, Name: e.Name, OldCursor: e.NextRunAt, NewCursor: plan.next,
+			Occurrences: plan.occurrences, Job: e.Job, SkipIfBusy: e.Overlap == OverlapSkip}
+		// Spent now, for the budget of the rest of the batch; a batch
+		// that does not commit has spent it for nothing, rarely.
+		s.budget.spend(e.Tenant, plannedJobs(plan.occurrences), s.clock.Now())
 	}
-	if err := checkTemplate(e); err != nil {
-		return false, s.failed(ctx, e, fmt.Errorf("the job template is invalid: %w", err))
-	}
-	plan := planOccurrences(sched, e, now, s.cfg.MisfireGrace)
-	firing := store.CronFiring{Tenant: e.Tenant, Name: e.Name, OldCursor: e.NextRunAt, NewCursor: plan.next,
-		Occurrences: plan.occurrences, Job: e.Job, SkipIfBusy: e.Overlap == OverlapSkip}
-	var recorded []store.CronOccurrence
-	err = s.cfg.Fence.Do(ctx, func(q pgx.Tx) error {
-		var err error
-		recorded, err = s.store.FireCron(ctx, q, firing)
-		return err
+	err := s.cfg.Fence.Do(ctx, func(q pgx.Tx) error {
+		for _, f := range batch {
+			f.recorded, f.written = nil, false
+			if f.cause != nil {
+				continue
+			}
+			sp, err := q.Begin(ctx) // a savepoint
+			if err != nil {
+				return err
+			}
+			rec, err := s.store.FireCron(ctx, sp, f.plan)
+			if err != nil {
+				if rbErr := sp.Rollback(ctx); rbErr != nil {
+					return errors.Join(err, rbErr)
+				}
+				switch {
+				case errors.Is(err, store.ErrCursorMoved):
+					// Edited or paused meanwhile: the next pass sees the
+					// new state.
+				case leadershipLost(ctx, err):
+					return err
+				default:
+					f.cause = err
+				}
+				continue
+			}
+			if err := sp.Commit(ctx); err != nil {
+				return err
+			}
+			f.recorded, f.written = rec, true
+		}
+		return nil
 	})
-	switch {
-	case errors.Is(err, store.ErrCursorMoved):
-		return false, nil // edited or paused meanwhile: the next pass sees the new state
-	case err == nil:
-	case leadershipLost(ctx, err):
-		return false, err
-	default:
-		return false, s.failed(ctx, e, err)
+	if err != nil {
+		return 0, err
 	}
-	key := e.Tenant + "/" + e.Name
-	for _, o := range recorded {
-		s.metrics.occurrences.WithLabelValues(o.Status).Add(float64(max(o.Count, 1)))
+	written := 0
+	for _, f := range batch {
+		if f.cause != nil {
+			if err := s.failed(ctx, f.e, f.cause); err != nil {
+				return written, err
+			}
+			continue
+		}
+		if !f.written {
+			continue
+		}
+		written++
+		key := f.e.Tenant + "/" + f.e.Name
+		for _, o := range f.recorded {
+			s.metrics.occurrences.WithLabelValues(o.Status).Add(float64(max(o.Count, 1)))
+			if o.Status == "fired" {
+				s.metrics.lateness.Observe(now.Sub(o.ScheduledAt).Seconds())
+			}
+			if o.Status == "missed" || o.Status == "skipped" {
+				s.log.Info("cron occurrence not fired", "entry", key, "scheduled_at", o.ScheduledAt, "status", o.Status, "count", o.Count, "reason", o.Reason)
+			}
+		}
+	}
+	return written, nil
+}
+
+// plannedJobs is how many jobs occ would make (overlap skip may make
+// fewer).
+func plannedJobs(occ []store.CronOccurrence) int {
+	n := 0
+	for _, o := range occ {
 		if o.Status == "fired" {
-			s.metrics.lateness.Observe(now.Sub(o.ScheduledAt).Seconds())
-		}
-		if o.Status == "missed" || o.Status == "skipped" {
-			s.log.Info("cron occurrence not fired", "entry", key, "scheduled_at", o.ScheduledAt, "status", o.Status, "count", o.Count, "reason", o.Reason)
+			n++
 		}
 	}
-	return true, nil
+	return n
 }
 
 // leadershipLost: err says this node may not write as the leader (or is

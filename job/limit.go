@@ -146,11 +146,47 @@ func (c *Client) SetLimit(ctx context.Context, l Limit) (bool, error) {
 	return created, err
 }
 
+// ErrLimitTaken: the limit's name is held by a limit of another tenant,
+// or by a shared one (no tenant).
+var ErrLimitTaken = errors.New("a limit of that name is another tenant's or shared")
+
+// SetTenantLimit is SetLimit for a tenant's own limit (l.Tenant, not
+// empty): it creates the limit, or replaces one only if that is already
+// l.Tenant's, never a shared or another tenant's limit of the same name.
+// Errors: *ValidationError, ErrLimitTaken.
+func (c *Client) SetTenantLimit(ctx context.Context, l Limit) (bool, error) {
+	if l.Tenant == "" {
+		return false, &ValidationError{Field: "tenant", Message: "a tenant's limit must name its tenant"}
+	}
+	if err := l.Validate(); err != nil {
+		return false, err
+	}
+	created, err := c.store.UpsertTenantLimit(ctx, store.LimitRow{Name: l.Name, Queue: l.Queue, Kind: l.Kind, Tenant: l.Tenant, KeyFrom: l.Key,
+		Concurrency: l.Concurrency, Rate: l.Rate, Period: l.Period, Burst: l.Burst})
+	switch {
+	case errors.Is(err, store.ErrBadLimitKey):
+		return false, badKey(l.Key)
+	case errors.Is(err, store.ErrLimitTaken):
+		return false, fmt.Errorf("%w: %q", ErrLimitTaken, l.Name)
+	}
+	return created, err
+}
+
 // DeleteLimit deletes a limit. Errors: ErrLimitNotFound.
 func (c *Client) DeleteLimit(ctx context.Context, name string) error {
 	err := c.store.DeleteLimit(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("%w: %q", ErrLimitNotFound, name)
+	}
+	return err
+}
+
+// DeleteTenantLimit deletes a limit only if it is tenant's. Errors:
+// ErrLimitNotFound (none of that name is tenant's).
+func (c *Client) DeleteTenantLimit(ctx context.Context, tenant, name string) error {
+	err := c.store.DeleteTenantLimit(ctx, tenant, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: %q of tenant %q", ErrLimitNotFound, name, tenant)
 	}
 	return err
 }

@@ -28,9 +28,17 @@ const (
 	MaxKindLen         = 128
 )
 
+// NamePattern is what a queue, tenant or limit name matches; KindPattern
+// what a kind matches (at most MaxKindLen bytes). The API checks path and
+// query parameters against the same text.
+const (
+	NamePattern = `^[a-z0-9][a-z0-9_.-]{0,63}$`
+	KindPattern = `^[A-Za-z0-9][A-Za-z0-9_.:/-]*$`
+)
+
 var (
-	namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
-	kindPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]*$`)
+	namePattern = regexp.MustCompile(NamePattern)
+	kindPattern = regexp.MustCompile(KindPattern)
 )
 
 // Request is a job to enqueue. Only Kind is required.
@@ -78,6 +86,13 @@ func ValidateName(field, name string) error {
 	}
 	return nil
 }
+
+// ReservedKindPrefix starts the kinds Gaffer runs itself: gaffer.sleep
+// and gaffer.signal are a workflow's sleep and signal steps. Only the
+// workflow package makes jobs of them; a tenant that enqueued one outside
+// a workflow, or a remote worker that claimed one, could finish a step's
+// wait itself, so the API refuses both (reserved_kind).
+const ReservedKindPrefix = "gaffer."
 
 // ValidateKind checks a job kind.
 func ValidateKind(kind string) error {

@@ -2,7 +2,6 @@ package remote
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -60,16 +59,27 @@ type ClaimResult struct {
 	// finish (or fail) those it runs, then stop (Leave). Its running jobs
 	// are released at the drain deadline.
 	Draining bool
+	// Replaced: a later claim of the same worker came to wait on this
+	// node, and this one answered at once, empty (one claim of a worker
+	// waits at a time). A worker that sees it has a second claim loop, or
+	// a claim it gave up on that the node still held.
+	Replaced bool
 }
 
 // Claim takes up to c.Max due jobs of the worker's tenant, queues and
 // kinds, each under a new lease, through the same fairness and limit
 // admission as a node's claim. With none due it waits up to c.Wait for
-// one, woken by the notifications that wake nodes (an insert, a retry, a
-// queue resumed, a drain order) and looking again every PollInterval;
-// it returns early, empty, when ctx ends or EndWaits is called. Jobs
-// claimed after ctx ended are released, not returned. Errors:
-// *job.ValidationError, ErrUnknownWorker, ErrWorkerGone.
+// one: it parks, and the tenant's poller on this node looks for due work
+// in its queues for every parked claim of the tenant at once, woken by
+// the notifications that wake nodes (an insert, a retry, a queue resumed)
+// and every PollInterval; a claim claims again only from a queue the
+// poller saw work in. One claim of a worker waits at a time: a later one
+// replaces it (it answers Replaced, empty). It returns early, empty, when
+// ctx ends or EndWaits is called. Jobs claimed after ctx ended are
+// released, not returned. Errors: *job.ValidationError, ErrUnknownWorker,
+// ErrWorkerGone, ErrTooManyWaiting (the tenant has MaxWaitingPerTenant
+// claims waiting on this node, and none of the worker's queues had a job
+// for this one).
 func (r *Workers) Claim(ctx context.Context, c Claim) (ClaimResult, error) {
 	switch {
 	case c.Max < 1 || c.Max > r.cfg.MaxClaim:
@@ -83,15 +93,26 @@ func (r *Workers) Claim(ctx context.Context, c Claim) (ClaimResult, error) {
 	}
 	deadline := r.clock.Now().Add(c.Wait)
 	var wt *waiter
+	var tooMany error
 	if c.Wait > 0 {
-		// Subscribed before the first look, so that a job inserted between
-		// the look and the wait still wakes it.
-		wt = r.subscribe(c.Worker, w.Queues)
-		defer r.unsubscribe(wt, c.Worker, w.Queues)
+		// Parked before the first look, so that a job inserted between the
+		// look and the wait still wakes it.
+		wt, tooMany = r.park(c.Worker, w.Tenant, w.Queues)
+		if wt != nil {
+			defer r.unpark(wt)
+		}
+	}
+	queues := w.Queues
+	if len(queues) > 1 {
+		// One look for all its queues rather than a claim of each: a
+		// claim of a worker whose queues are empty costs one statement.
+		if queues, err = r.store.RemoteDueQueues(ctx, w.Tenant, queues); err != nil {
+			return ClaimResult{}, err
+		}
 	}
 	busyWait := time.Duration(0)
 	for {
-		jobs, busy, err := r.claimOnce(c.Worker, w, c.Max, c.MaxBytes)
+		jobs, busy, err := r.claimOnce(c.Worker, w, queues, c.Max, c.MaxBytes)
 		if err != nil {
 			return ClaimResult{}, err
 		}
@@ -104,37 +125,49 @@ func (r *Workers) Claim(ctx context.Context, c Claim) (ClaimResult, error) {
 			}
 			return ClaimResult{Jobs: jobs}, nil
 		}
+		if tooMany != nil {
+			return ClaimResult{}, tooMany
+		}
 		left := deadline.Sub(r.clock.Now())
 		if wt == nil || left <= 0 {
 			return ClaimResult{}, nil
 		}
-		next := jitter(r.cfg.PollInterval, 0.1)
+		next := left
 		if busy {
 			// A limit was being changed: it commits at once, so claim
 			// again shortly, backing off while it stays in the way.
 			busyWait = min(max(2*busyWait, 10*time.Millisecond), maxBusyWait, r.cfg.PollInterval)
-			next = busyWait
+			next = min(left, busyWait)
 		} else {
 			busyWait = 0
 		}
-		poll := r.clock.NewTimer(min(left, next))
+		timer := r.clock.NewTimer(next)
 		select {
 		case <-ctx.Done():
-			poll.Stop()
+			timer.Stop()
 			return ClaimResult{}, nil
 		case <-r.ending:
-			poll.Stop()
+			timer.Stop()
 			return ClaimResult{}, nil
+		case <-wt.replaced:
+			timer.Stop()
+			return ClaimResult{Replaced: true}, nil
 		case <-wt.wake:
+			queues = wt.takeDue()
 		case <-wt.control:
 			// A drain (or undrain) order for this worker: read it again.
 			if w, err = r.worker(ctx, c.Tenant, c.Worker); err != nil || w.Draining {
-				poll.Stop()
+				timer.Stop()
 				return ClaimResult{Draining: w.Draining}, err
 			}
-		case <-poll.C():
+			queues = w.Queues
+		case <-timer.C():
+			if !busy {
+				return ClaimResult{}, nil // its wait is over
+			}
+			queues = w.Queues // claim again after a limit's change
 		}
-		poll.Stop()
+		timer.Stop()
 	}
 }
 
@@ -157,24 +190,28 @@ func (r *Workers) worker(ctx context.Context, tenant, id string) (store.RemoteWo
 	return w, nil
 }
 
-// claimOnce claims up to max jobs from the worker's queues, starting at a
-// rotating queue so that each gets its turn to fill a claim. The
-// statements do not follow the caller's context: a claim the server
-// commits after pgx gave up on it would leave jobs running for a worker
-// that never heard of them. They are bounded by the lease TTL instead.
-// The claims of the queues share one budget of maxBytes (0: none).
-func (r *Workers) claimOnce(worker string, w store.RemoteWorkerRow, limit, maxBytes int) (out []ClaimedJob, busy bool, err error) {
+// claimOnce claims up to max jobs from queues (the worker's, or those of
+// them its poller saw work in), starting at a rotating queue so that each
+// gets its turn to fill a claim. The statements do not follow the
+// caller's context: a claim the server commits after pgx gave up on it
+// would leave jobs running for a worker that never heard of them. They
+// are bounded by the lease TTL instead. The claims of the queues share
+// one budget of maxBytes (0: none).
+func (r *Workers) claimOnce(worker string, w store.RemoteWorkerRow, queues []string, limit, maxBytes int) (out []ClaimedJob, busy bool, err error) {
+	if len(queues) == 0 {
+		return nil, false, nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.LeaseTTL)
 	defer cancel()
 	token := rand.Int64()
 	start := int(r.rotor.Add(1))
 	used := 0
-	for i := range w.Queues {
+	for i := range queues {
 		n := limit - len(out)
 		if n <= 0 || maxBytes > 0 && used >= maxBytes {
 			break
 		}
-		q := w.Queues[(start+i)%len(w.Queues)]
+		q := queues[(start+i)%len(queues)]
 		cur := r.cursor(worker, q)
 		params := store.ClaimParams{Queue: q, Limit: n, Token: token, LeaseTTL: r.cfg.LeaseTTL, Node: worker,
 			Remote: true, Tenant: w.Tenant, Kinds: w.Kinds, MaxBytes: maxBytes, BytesUsed: used}
@@ -250,132 +287,6 @@ func (r *Workers) retryWrite(fn func(ctx context.Context) error) error {
 
 func jitter(d time.Duration, frac float64) time.Duration {
 	return d + time.Duration((rand.Float64()*2-1)*frac*float64(d))
-}
-
-// waiter is one claim waiting for work.
-type waiter struct {
-	wake    chan struct{} // a job may be due in one of its queues
-	control chan struct{} // an order for its worker (drain, undrain)
-}
-
-func (r *Workers) subscribe(worker string, queues []string) *waiter {
-	w := &waiter{wake: make(chan struct{}, 1), control: make(chan struct{}, 1)}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, q := range queues {
-		if r.byQueue[q] == nil {
-			r.byQueue[q] = map[*waiter]struct{}{}
-		}
-		r.byQueue[q][w] = struct{}{}
-	}
-	if r.byWorker[worker] == nil {
-		r.byWorker[worker] = map[*waiter]struct{}{}
-	}
-	r.byWorker[worker][w] = struct{}{}
-	return w
-}
-
-func (r *Workers) unsubscribe(w *waiter, worker string, queues []string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, q := range queues {
-		delete(r.byQueue[q], w)
-		if len(r.byQueue[q]) == 0 {
-			delete(r.byQueue, q)
-		}
-	}
-	delete(r.byWorker[worker], w)
-	if len(r.byWorker[worker]) == 0 {
-		delete(r.byWorker, worker)
-	}
-}
-
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}
-
-// WakeQueue wakes the claims waiting on queue.
-func (r *Workers) WakeQueue(queue string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for w := range r.byQueue[queue] {
-		signal(w.wake)
-	}
-}
-
-func (r *Workers) wakeWorker(worker string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for w := range r.byWorker[worker] {
-		signal(w.control)
-	}
-}
-
-// WakeAll wakes every waiting claim, e.g. after notifications may have
-// been missed (the listener reconnected).
-func (r *Workers) WakeAll() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, ws := range r.byQueue {
-		for w := range ws {
-			signal(w.wake)
-		}
-	}
-}
-
-// Waiting returns how many claims wait for work on this node.
-func (r *Workers) Waiting() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, ws := range r.byWorker {
-		n += len(ws)
-	}
-	return n
-}
-
-// EndWaits makes every waiting claim, and every later one, return at once
-// with what it has: for a node that is shutting down, so that its remote
-// workers claim from another node. Idempotent.
-func (r *Workers) EndWaits() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.ended {
-		r.ended = true
-		close(r.ending)
-	}
-}
-
-// controlMessage is a control notification as remote workers read it.
-type controlMessage struct {
-	Op    string `json:"op"`
-	Node  string `json:"node"`
-	Queue string `json:"queue"`
-}
-
-// HandleNotification fans a notification out to the waiting claims: a
-// queue's due job (store.ChannelJobs) wakes the claims on that queue; a
-// queue resumed, or a drain or undrain order for a worker
-// (store.ChannelControl), wakes the claims concerned. It does not block.
-func (r *Workers) HandleNotification(channel, payload string) {
-	switch channel {
-	case store.ChannelJobs:
-		r.WakeQueue(payload)
-	case store.ChannelControl:
-		var m controlMessage
-		if json.Unmarshal([]byte(payload), &m) != nil {
-			return
-		}
-		switch m.Op {
-		case "resume":
-			r.WakeQueue(m.Queue)
-		case "drain", "undrain":
-			r.wakeWorker(m.Node)
-		}
-	}
 }
 
 // cursorKey names a remote worker's claims of one queue.

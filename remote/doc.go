@@ -44,8 +44,15 @@
 //	the sweep acts on a drain's deadline, a finished drain and a
 //	silence within 5S.
 //
-// The sweep and a claim's wait, its polls (PollInterval, ±10%) and its
-// cursor's age read the Workers' clock (the wall clock; a fake one in
+// A waiting claim is parked: the tenant's poller on this node looks for
+// due work for all the tenant's parked claims at once, every
+// PollInterval (±10%) and on each notification naming one of their
+// queues, and wakes those of a queue it saw work in (parking.go); one
+// claim of a worker is parked at a time, at most MaxWaitingPerTenant of
+// a tenant.
+//
+// The sweep, a claim's wait, the pollers' polls and the cursors' age
+// read the Workers' clock (the wall clock; a fake one in
 // tests); leases and due times are the database's.
 //
 // # What this package must never do

@@ -53,6 +53,12 @@ type Config struct {
 	// MaxPerTenant caps a tenant's remote workers, live or gone within
 	// Keep. Default 1000.
 	MaxPerTenant int
+	// MaxWaitingPerTenant caps the claims of a tenant's workers (its
+	// spanning workers count as one tenant) that wait for work on this
+	// node at once; past it a claim that finds nothing answers
+	// ErrTooManyWaiting instead of waiting. A worker has one claim
+	// waiting at a time (a later one replaces it). Default 256.
+	MaxWaitingPerTenant int
 	// SweepInterval: how often this node moves remote workers along
 	// (drains, deadlines, silence) while any is live; five times that
 	// while none is. Default 1s.
@@ -85,8 +91,8 @@ func (c *Config) setDefaults() error {
 			return fmt.Errorf("remote: Config.%s must not be negative, got %s", name, d)
 		}
 	}
-	if c.MaxClaim < 0 || c.MaxPerTenant < 0 {
-		return errors.New("remote: Config.MaxClaim and MaxPerTenant must not be negative")
+	if c.MaxClaim < 0 || c.MaxPerTenant < 0 || c.MaxWaitingPerTenant < 0 {
+		return errors.New("remote: Config.MaxClaim, MaxPerTenant and MaxWaitingPerTenant must not be negative")
 	}
 	if c.LeaseTTL > 0 && c.LeaseTTL < 500*time.Millisecond {
 		return fmt.Errorf("remote: Config.LeaseTTL must be at least 500ms, got %s", c.LeaseTTL)
@@ -114,6 +120,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.MaxPerTenant == 0 {
 		c.MaxPerTenant = 1000
+	}
+	if c.MaxWaitingPerTenant == 0 {
+		c.MaxWaitingPerTenant = 256
 	}
 	return nil
 }
@@ -147,11 +156,13 @@ type Workers struct {
 	// database's. Tests set a fake one (SetClock in export_test.go).
 	clock clock.Clock
 
-	mu       sync.Mutex
-	byQueue  map[string]map[*waiter]struct{}
-	byWorker map[string]map[*waiter]struct{}
-	ending   chan struct{} // closed by EndWaits
-	ended    bool
+	// Waiting claims (parking.go).
+	mu      sync.Mutex
+	parked  map[string]*waiter // by worker
+	pollers map[string]*poller // by tenant
+	ending  chan struct{}      // closed by EndWaits
+	ended   bool
+	polls   sync.WaitGroup // the pollers' loops
 
 	cursorMu sync.Mutex
 	cursors  map[cursorKey]*claimCursor
@@ -166,7 +177,7 @@ func NewWorkers(cfg Config) (*Workers, error) {
 		return nil, err
 	}
 	return &Workers{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("remote_workers"), metrics: cfg.Metrics, clock: clock.Real,
-		byQueue: map[string]map[*waiter]struct{}{}, byWorker: map[string]map[*waiter]struct{}{}, ending: make(chan struct{}),
+		parked: map[string]*waiter{}, pollers: map[string]*poller{}, ending: make(chan struct{}),
 		cursors: map[cursorKey]*claimCursor{}}, nil
 }
 
@@ -182,6 +193,10 @@ var (
 	// ErrTooManyWorkers: the tenant holds Config.MaxPerTenant
 	// remote workers.
 	ErrTooManyWorkers = errors.New("too many remote workers")
+	// ErrTooManyWaiting: the claim found no job, and the tenant has
+	// Config.MaxWaitingPerTenant claims waiting on this node already, so
+	// it may not wait; claim again later.
+	ErrTooManyWaiting = errors.New("too many waiting claims")
 )
 
 // Limits on what a remote worker names.
@@ -338,10 +353,12 @@ func (r *Workers) Start(ctx context.Context) error {
 }
 
 // Stop ends the sweep and every claim waiting for work (they return
-// empty at once), and waits for the sweep to return.
+// empty at once), and waits for the sweep and the waiting claims'
+// pollers to return.
 func (r *Workers) Stop() {
 	r.EndWaits()
 	r.sweeper.Stop()
+	r.polls.Wait()
 }
 
 func (r *Workers) sweepLoop(ctx context.Context) {

@@ -251,6 +251,11 @@ func (s *Store) GetJob(ctx context.Context, tenant string, id int64) (Job, error
 	if err != nil {
 		return Job{}, notFound(err)
 	}
+	one := []Job{j}
+	if _, err := s.readStepInputs(ctx, nil, one, MaxClaimInputBytes); err != nil {
+		return Job{}, err
+	}
+	j = one[0]
 	if percent != nil && attempt != nil && at != nil {
 		j.Progress = &Progress{Percent: float64(*percent), Attempt: int(*attempt), At: *at}
 		if message != nil {

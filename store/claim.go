@@ -27,7 +27,8 @@ type ClaimParams struct {
 	Node string
 	// Remote makes this a remote worker's claim: nothing for a worker
 	// that is draining, gone or unknown, and only the jobs of Tenant
-	// (AllTenants or "": any tenant's) and of Kinds (none: any kind).
+	// (AllTenants or "": any tenant's) and of Kinds (none: any kind but
+	// Gaffer's own, gaffer.*, which only nodes run).
 	Remote bool
 	Tenant string
 	Kinds  []string
@@ -144,6 +145,9 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) (Claimed, error) {
 		if p.Tenant != AllTenants {
 			tenant = nullString(p.Tenant)
 		}
+		// No kinds named: every kind but Gaffer's own (an empty array,
+		// which claim_unit reads so); a node passes NULL, every kind.
+		kinds = []string{}
 		if len(p.Kinds) > 0 {
 			kinds = p.Kinds
 		}
@@ -162,7 +166,13 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) (Claimed, error) {
 		afterTenant, afterKey, kTenants, kKeys, p.Grace.Milliseconds())
 	if p.MaxBytes <= 0 {
 		c, err := readClaim(s.pool.SendBatch(ctx, &b), 0, 0)
-		return c.Claimed, err
+		if err != nil {
+			return Claimed{}, err
+		}
+		if err := s.readClaimedInputs(ctx, &c.Claimed); err != nil {
+			return Claimed{}, err
+		}
+		return c.Claimed, nil
 	}
 	// With a budget the claim runs in a transaction of its own, so that
 	// the jobs past the budget are released before it commits: nobody
@@ -198,6 +208,9 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) (Claimed, error) {
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Claimed{}, fmt.Errorf("claim jobs: commit: %w", err)
+	}
+	if err := s.readClaimedInputs(ctx, &out.Claimed); err != nil {
+		return Claimed{}, err
 	}
 	return out.Claimed, nil
 }
@@ -261,7 +274,45 @@ func readClaim(br pgx.BatchResults, maxBytes, used int) (claimRead, error) {
 	if !sawTrailer {
 		return claimRead{}, fmt.Errorf("claim jobs: the claim statement returned no trailer row")
 	}
+	rows.Close()
+	if err := br.Close(); err != nil {
+		return claimRead{}, fmt.Errorf("claim jobs: %w", err)
+	}
 	return out, nil
+}
+
+// readClaimedInputs reads the inputs of the claimed step jobs that carry
+// them by reference, at most MaxClaimInputBytes of them; the jobs past
+// that are given back unstarted, and leave the claim. (The claim
+// statement itself is the same for every job: a claim of no such job
+// runs nothing more.)
+func (s *Store) readClaimedInputs(ctx context.Context, out *Claimed) error {
+	over, err := s.readStepInputs(ctx, nil, out.Jobs, claimInputBudget)
+	if err != nil {
+		// The jobs stay claimed until their leases lapse and the rescuer
+		// gives them back, as when a claimer dies with its claim.
+		return fmt.Errorf("claim jobs: %w", err)
+	}
+	if len(over) == 0 {
+		return nil
+	}
+	leases := make([]Lease, len(over))
+	drop := make(map[int]bool, len(over))
+	for k, i := range over {
+		j := out.Jobs[i]
+		leases[k], drop[i] = Lease{ID: j.ID, Attempt: j.Attempt, Token: j.LeaseToken}, true
+	}
+	if _, err := s.ReleaseJobs(ctx, leases, releasedForInputs); err != nil {
+		return fmt.Errorf("claim jobs: give back jobs over the claim's input budget: %w", err)
+	}
+	kept := out.Jobs[:0]
+	for i, j := range out.Jobs {
+		if !drop[i] {
+			kept = append(kept, j)
+		}
+	}
+	out.Jobs = kept
+	return nil
 }
 
 // ClaimJobs is Claim for a caller that keeps no place among the units

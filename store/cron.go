@@ -30,6 +30,10 @@ var (
 	sqlRecordCronError       = query("record_cron_error")
 	sqlRecordCronEditOcc     = query("record_cron_edit_occurrences")
 	sqlJSONEqual             = query("json_equal")
+	sqlLockCronQuota         = query("lock_cron_quota")
+	sqlCronTenantLoad        = query("cron_tenant_load")
+	sqlCronUnmeasured        = query("cron_unmeasured")
+	sqlSetCronMinGap         = query("set_cron_min_gap")
 )
 
 // ErrExists is returned when creating something whose name is taken.
@@ -81,6 +85,11 @@ type CronEntry struct {
 	DoneAt    time.Time
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// MinGap is the schedule's shortest gap between two fires, as the
+	// writer measured it (0: it fires at most once; negative: not
+	// measured, an update keeps the one stored). Written, not read back:
+	// the quotas sum it (CronTenantLoad).
+	MinGap time.Duration
 
 	// Status, written by the scheduler.
 	LastJobID           int64
@@ -133,7 +142,7 @@ func (s *Store) CreateCronEntry(ctx context.Context, q DB, e CronEntry) error {
 	job := e.Job.encode()
 	var told int64
 	err := s.db(q).QueryRow(ctx, sqlInsertCronEntry, e.Tenant, e.Name, e.Schedule, e.Timezone, job, e.Missed,
-		e.MissedCap, e.Overlap, e.Paused, e.NextRunAt).Scan(&told)
+		e.MissedCap, e.Overlap, e.Paused, e.NextRunAt, gapMS(e.MinGap)).Scan(&told)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrExists
 	}
@@ -150,7 +159,7 @@ func (s *Store) UpdateCronEntry(ctx context.Context, q DB, e CronEntry) error {
 	job := e.Job.encode()
 	var told int64
 	err := s.db(q).QueryRow(ctx, sqlUpdateCronEntry, e.Tenant, e.Name, e.Schedule, e.Timezone, job, e.Missed,
-		e.MissedCap, e.Overlap, e.Paused, nullTime(e.NextRunAt), nullTime(e.DoneAt)).Scan(&told)
+		e.MissedCap, e.Overlap, e.Paused, nullTime(e.NextRunAt), nullTime(e.DoneAt), gapMS(e.MinGap)).Scan(&told)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound
 	}
@@ -211,10 +220,17 @@ func (s *Store) ListCronEntries(ctx context.Context, tenant, afterTenant, afterN
 	return out, rows.Err()
 }
 
+// CronDueWindow is how many of the earliest due entries DueCronEntries
+// deals its turns among: a read costs the same however many are due.
+const CronDueWindow = 2000
+
 // DueCronEntries returns up to limit unpaused entries whose cursor has
-// passed, earliest first, and the database's now.
-func (s *Store) DueCronEntries(ctx context.Context, limit int) ([]CronEntry, time.Time, error) {
-	rows, err := s.pool.Query(ctx, sqlDueCronEntries, limit)
+// passed, and the database's now; none of the tenants in skip. The order
+// is round-robin by tenant among the CronDueWindow earliest due entries:
+// every tenant's earliest (earliest first), then every tenant's second,
+// and so on.
+func (s *Store) DueCronEntries(ctx context.Context, limit int, skip []string) ([]CronEntry, time.Time, error) {
+	rows, err := s.pool.Query(ctx, sqlDueCronEntries, limit, nonNil(skip), CronDueWindow)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("due cron entries: %w", err)
 	}
@@ -238,11 +254,11 @@ func (s *Store) DueCronEntries(ctx context.Context, limit int) ([]CronEntry, tim
 }
 
 // NextCronDue returns how long until the earliest cursor of an unpaused
-// entry, by the database clock (negative when overdue), and false when
-// there is none.
-func (s *Store) NextCronDue(ctx context.Context) (time.Duration, bool, error) {
+// entry of a tenant not in skip, by the database clock (negative when
+// overdue), and false when there is none.
+func (s *Store) NextCronDue(ctx context.Context, skip []string) (time.Duration, bool, error) {
 	var ms *int64
-	if err := s.pool.QueryRow(ctx, sqlNextCronDue).Scan(&ms); err != nil {
+	if err := s.pool.QueryRow(ctx, sqlNextCronDue, nonNil(skip)).Scan(&ms); err != nil {
 		return 0, false, fmt.Errorf("next cron due: %w", err)
 	}
 	if ms == nil {
@@ -298,4 +314,78 @@ func (s *Store) JSONEqual(ctx context.Context, q DB, a, b []byte) (bool, error) 
 		return false, fmt.Errorf("compare JSON: %w", err)
 	}
 	return eq, nil
+}
+
+// gapMS is a measured gap in ms, or NULL when not measured.
+func gapMS(d time.Duration) *int64 {
+	if d < 0 {
+		return nil
+	}
+	ms := d.Milliseconds()
+	return &ms
+}
+
+// LockCronQuota locks tenant's cron quota until tx ends (as
+// CronTenantLoad does; the lock is re-entrant), for an edit that must
+// take it before an entry's row lock.
+func (s *Store) LockCronQuota(ctx context.Context, tx DB, tenant string) error {
+	if _, err := tx.Exec(ctx, sqlLockCronQuota, tenant); err != nil {
+		return fmt.Errorf("lock the cron quota of %q: %w", tenant, err)
+	}
+	return nil
+}
+
+// nonNil makes a nil list an empty array: "x <> ALL (NULL)" is NULL.
+func nonNil(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
+}
+
+// CronLoad is what a tenant's cron entries may cost.
+type CronLoad struct {
+	Entries int
+	// FiresPerMinute sums each entry's fastest rate (one fire per its
+	// shortest gap), leaving out Unmeasured.
+	FiresPerMinute float64
+	// Unmeasured are entries written before their gap was recorded: the
+	// caller measures them (and may record it, SetCronMinGap).
+	Unmeasured []CronEntry // Name, Schedule and Timezone only
+}
+
+// CronTenantLoad locks tenant's quota until tx ends — so that the edits
+// a quota checks are serialized, per tenant — and returns the load of
+// its entries other than except. Call it before locking any entry's row
+// in tx.
+func (s *Store) CronTenantLoad(ctx context.Context, tx DB, tenant, except string) (CronLoad, error) {
+	var l CronLoad
+	if _, err := tx.Exec(ctx, sqlLockCronQuota, tenant); err != nil {
+		return l, fmt.Errorf("lock the cron quota of %q: %w", tenant, err)
+	}
+	if err := tx.QueryRow(ctx, sqlCronTenantLoad, tenant, except).Scan(&l.Entries, &l.FiresPerMinute); err != nil {
+		return l, fmt.Errorf("cron load of %q: %w", tenant, err)
+	}
+	rows, err := tx.Query(ctx, sqlCronUnmeasured, tenant, except)
+	if err != nil {
+		return l, fmt.Errorf("cron load of %q: %w", tenant, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		e := CronEntry{Tenant: tenant}
+		if err := rows.Scan(&e.Name, &e.Schedule, &e.Timezone); err != nil {
+			return l, err
+		}
+		l.Unmeasured = append(l.Unmeasured, e)
+	}
+	return l, rows.Err()
+}
+
+// SetCronMinGap records the gap measured for an entry that had none,
+// unless its schedule or zone changed meanwhile.
+func (s *Store) SetCronMinGap(ctx context.Context, tx DB, e CronEntry, gap time.Duration) error {
+	if _, err := tx.Exec(ctx, sqlSetCronMinGap, e.Tenant, e.Name, e.Schedule, e.Timezone, gap.Milliseconds()); err != nil {
+		return fmt.Errorf("record the gap of cron entry %q: %w", e.Name, err)
+	}
+	return nil
 }

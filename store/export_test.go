@@ -12,3 +12,11 @@ func SetListenProbeTimeout(d time.Duration) func() {
 	listenProbeTimeout = d
 	return func() { listenProbeTimeout = old }
 }
+
+// SetClaimInputBudget changes MaxClaimInputBytes for a test; the returned
+// func restores it. Not for parallel tests.
+func SetClaimInputBudget(n int64) func() {
+	old := claimInputBudget
+	claimInputBudget = n
+	return func() { claimInputBudget = old }
+}

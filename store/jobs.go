@@ -41,10 +41,14 @@ type Job struct {
 	CronEntry string
 	CronAt    *time.Time
 	// WorkflowRun and Step name the workflow step the job runs; Inputs are
-	// its dependencies' results, {"step": result}.
+	// its dependencies' results, {"step": result}. A step started since
+	// migration 0034 carries them by reference (InputsFrom: the jobs its
+	// dependencies followed when it started), and Claim and GetJob read
+	// them from the run's steps into Inputs; ListJobs leaves Inputs out.
 	WorkflowRun int64
 	Step        string
 	Inputs      json.RawMessage
+	InputsFrom  []int64
 	// FairnessKey and Tenant are the job's fairness unit; LimitKey is the
 	// key limits with key_from "limit_key" count it under.
 	FairnessKey string
@@ -144,6 +148,7 @@ type jobScanner struct {
 	result    []byte
 	errors    []byte
 	inputs    []byte
+	from      []int64
 
 	attemptedAt, finalizedAt, leaseExpiresAt, cronAt                    pgtype.Timestamptz
 	token, replayOf, run                                                pgtype.Int8
@@ -159,12 +164,12 @@ func newJobScanner(extra ...any) *jobScanner {
 		&s.timeoutMS, &j.RunAt, &j.CreatedAt, &s.attemptedAt, &s.finalizedAt, &s.token,
 		&s.leaseExpiresAt, &j.CancelRequested, &s.node, &s.uniqueKey, &s.replayOf, &s.args, &s.result, &s.errors,
 		&s.cronEntry, &s.cronAt, &s.run, &s.step, &s.inputs, &j.FairnessKey, &s.limitKey,
-		&s.traceParent, &s.traceState}, extra...)
+		&s.traceParent, &s.traceState, &s.from}, extra...)
 	return s
 }
 
 func (s *jobScanner) scan(row pgx.Row) (Job, error) {
-	s.j = Job{}
+	s.j, s.from = Job{}, nil
 	if err := row.Scan(s.dest...); err != nil {
 		return Job{}, err
 	}
@@ -177,6 +182,10 @@ func (s *jobScanner) scan(row pgx.Row) (Job, error) {
 	j.Node, j.UniqueKey, j.CronEntry, j.Step = s.node.String, s.uniqueKey.String, s.cronEntry.String, s.step.String
 	j.LimitKey, j.TraceParent, j.TraceState = s.limitKey.String, s.traceParent.String, s.traceState.String
 	j.Args, j.Result, j.Errors, j.Inputs = jsonValue(s.args), jsonValue(s.result), jsonValue(s.errors), jsonValue(s.inputs)
+	if s.from != nil {
+		// pgx reuses the slice's array for the next row.
+		j.InputsFrom = append([]int64{}, s.from...)
+	}
 	return j, nil
 }
 

@@ -38,12 +38,34 @@ var ErrBadLimitKey = errors.New("not a limit key")
 // created. A changed key or rate starts its buckets afresh. It waits for
 // the claims in flight (the limits lock). Errors: ErrBadLimitKey.
 func (s *Store) UpsertLimit(ctx context.Context, l LimitRow) (bool, error) {
+	return s.upsertLimit(ctx, l, nil)
+}
+
+// ErrLimitTaken: a limit of that name exists and belongs to another
+// tenant, or to none (shared).
+var ErrLimitTaken = errors.New("the limit's name is another's")
+
+// UpsertTenantLimit is UpsertLimit for a limit of l.Tenant (not empty)
+// that replaces only a limit of the same tenant, in one statement: a
+// tenant's admin token cannot take over a shared or another tenant's
+// limit by its name. Errors: ErrBadLimitKey, ErrLimitTaken.
+func (s *Store) UpsertTenantLimit(ctx context.Context, l LimitRow) (bool, error) {
+	if l.Tenant == "" {
+		return false, fmt.Errorf("set limit %q: a tenant's limit needs its tenant", l.Name)
+	}
+	return s.upsertLimit(ctx, l, &l.Tenant)
+}
+
+func (s *Store) upsertLimit(ctx context.Context, l LimitRow, owner *string) (bool, error) {
 	var created bool
 	err := s.pool.QueryRow(ctx, sqlUpsertLimit, l.Name, nullString(l.Queue), nullString(l.Kind), nullString(l.Tenant), l.KeyFrom,
-		nullInt(l.Concurrency), nullInt(l.Rate), nullInt64(l.Period.Milliseconds()), nullInt(l.Burst)).Scan(&created)
+		nullInt(l.Concurrency), nullInt(l.Rate), nullInt64(l.Period.Milliseconds()), nullInt(l.Burst), owner).Scan(&created)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23514" && pe.ConstraintName == "limits_key_check" {
 		return false, fmt.Errorf("set limit %q: %w: %q", l.Name, ErrBadLimitKey, l.KeyFrom)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, fmt.Errorf("set limit %q: %w", l.Name, ErrLimitTaken)
 	}
 	if err != nil {
 		return false, fmt.Errorf("set limit %q: %w", l.Name, err)
@@ -53,8 +75,18 @@ func (s *Store) UpsertLimit(ctx context.Context, l LimitRow) (bool, error) {
 
 // DeleteLimit deletes a limit. Errors: ErrNotFound.
 func (s *Store) DeleteLimit(ctx context.Context, name string) error {
+	return s.deleteLimit(ctx, name, nil)
+}
+
+// DeleteTenantLimit deletes a limit only if it is tenant's. Errors:
+// ErrNotFound (no limit of that name is tenant's).
+func (s *Store) DeleteTenantLimit(ctx context.Context, tenant, name string) error {
+	return s.deleteLimit(ctx, name, &tenant)
+}
+
+func (s *Store) deleteLimit(ctx context.Context, name string, owner *string) error {
 	var got string
-	if err := s.pool.QueryRow(ctx, sqlDeleteLimit, name).Scan(&got); err != nil {
+	if err := s.pool.QueryRow(ctx, sqlDeleteLimit, name, owner).Scan(&got); err != nil {
 		return notFound(err)
 	}
 	return nil

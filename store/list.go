@@ -31,14 +31,16 @@ type JobFilter struct {
 	MaxBytes int
 }
 
-// ListJobs returns jobs matching f, newest first.
+// ListJobs returns jobs matching f, newest first, without step inputs
+// (GetJob reads them).
 func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	jobs, _, err := s.ListJobsPage(ctx, f)
 	return jobs, err
 }
 
 // ListJobsPage is ListJobs saying also whether jobs may follow those it
-// returns: it stopped at f.Limit or at f.MaxBytes.
+// returns: it stopped at f.Limit or at f.MaxBytes. Like ListJobs, it
+// leaves step inputs out.
 func (s *Store) ListJobsPage(ctx context.Context, f JobFilter) (jobs []Job, more bool, _ error) {
 	sql, args, err := listJobsSQL(f)
 	if err != nil {
@@ -61,6 +63,9 @@ func (s *Store) ListJobsPage(ctx context.Context, f JobFilter) (jobs []Job, more
 		if err != nil {
 			return nil, false, fmt.Errorf("list jobs: %w", err)
 		}
+		// A listing leaves step inputs out (GetJob has them): a page of step
+		// jobs would carry up to its length times a step's input budget.
+		j.Inputs = nil
 		jobs = append(jobs, j)
 		if b.spent(j.WireBytes()) {
 			return jobs, true, nil
@@ -129,8 +134,7 @@ func listJobsSQL(f JobFilter) (string, []any, error) {
 // compressed value counts less than it will take on the wire, so the
 // page may send a few rows more than fit, which ListJobsPage reads and
 // drops; it never sends fewer.
-const listRowBytes = "(pg_column_size(args) + coalesce(pg_column_size(result), 0) + pg_column_size(errors)" +
-	" + coalesce(pg_column_size(inputs), 0) + " + rowOverheadText + ")"
+const listRowBytes = "(pg_column_size(args) + coalesce(pg_column_size(result), 0) + pg_column_size(errors) + " + rowOverheadText + ")"
 
 func clampLimit(n int) int {
 	switch {

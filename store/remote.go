@@ -11,7 +11,10 @@ import (
 )
 
 var (
+	sqlLockRemoteTenant     = query("lock_remote_tenant")
 	sqlRegisterRemoteWorker = query("register_remote_worker")
+	sqlRemoteDueQueues      = query("remote_due_queues")
+	sqlRemoteDueQueuesAny   = query("remote_due_queues_any")
 	sqlTouchRemoteWorker    = query("touch_remote_worker")
 	sqlJobsOfTenant         = query("jobs_of_tenant")
 	sqlReleaseNodeJobs      = query("release_node_jobs")
@@ -41,7 +44,9 @@ type RemoteWorkerParams struct {
 }
 
 // RegisterRemoteWorker records a new remote worker as active. Errors:
-// ErrTooMany at the tenant's cap, ErrConflict for an id in use.
+// ErrTooMany at the tenant's cap, ErrConflict for an id in use. The cap
+// holds under concurrent registrations: each counts the tenant's rows
+// under a lock of the tenant's that it holds until it commits.
 func (s *Store) RegisterRemoteWorker(ctx context.Context, p RemoteWorkerParams) error {
 	queues := make(map[string]int, len(p.Queues))
 	for _, q := range p.Queues {
@@ -53,8 +58,13 @@ func (s *Store) RegisterRemoteWorker(ctx context.Context, p RemoteWorkerParams) 
 		kinds = []string{}
 	}
 	kj, _ := json.Marshal(kinds)
-	var id string
-	err := s.pool.QueryRow(ctx, sqlRegisterRemoteWorker, p.ID, p.Name, p.Version, qj, kj, p.Tenant, p.MaxPerTenant).Scan(&id)
+	err := s.InTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlLockRemoteTenant, p.Tenant); err != nil {
+			return err
+		}
+		var id string
+		return tx.QueryRow(ctx, sqlRegisterRemoteWorker, p.ID, p.Name, p.Version, qj, kj, p.Tenant, p.MaxPerTenant).Scan(&id)
+	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return ErrTooMany
@@ -94,6 +104,27 @@ func (s *Store) TouchRemoteWorker(ctx context.Context, id, tenant string) (Remot
 	}
 	_ = json.Unmarshal(kinds, &w.Kinds)
 	return w, nil
+}
+
+// RemoteDueQueues returns which of queues hold a due job of tenant
+// (AllTenants: of any tenant) and are not paused. It claims nothing: a
+// remote claim waiting on one of them claims it.
+func (s *Store) RemoteDueQueues(ctx context.Context, tenant string, queues []string) ([]string, error) {
+	var rows pgx.Rows
+	var err error
+	if tenant == AllTenants {
+		rows, err = s.pool.Query(ctx, sqlRemoteDueQueuesAny, queues)
+	} else {
+		rows, err = s.pool.Query(ctx, sqlRemoteDueQueues, queues, tenant)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look for due queues: %w", err)
+	}
+	due, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("look for due queues: %w", err)
+	}
+	return due, nil
 }
 
 // JobLabel is a job's queue and kind.

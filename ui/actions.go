@@ -44,7 +44,40 @@ func (h *Handler) retryJob(r *http.Request, p auth.Principal) (string, string, e
 	return fmt.Sprintf("/ui/jobs/%d", newID), fmt.Sprintf("Job %d was replayed from the DLQ as job %d.", id, newID), nil
 }
 
-func (h *Handler) pauseQueue(r *http.Request, _ auth.Principal) (string, string, error) {
+// errOperatorOnly refuses a tenant's token what acts on every tenant.
+func errOperatorOnly(p auth.Principal) error {
+	return fmt.Errorf("%w: only an operator's token spanning tenants may do this; this token acts for tenant %s", errForbidden, p.Tenant)
+}
+
+// mayDrain: a spanning token drains any node or remote worker, a tenant's
+// admin token only its own tenant's remote workers (another tenant's is
+// not found, as the token does not see it).
+func (h *Handler) mayDrain(r *http.Request, p auth.Principal, id string) error {
+	if p.Spans() {
+		return nil
+	}
+	rows, err := h.cfg.Admin.Nodes(r.Context())
+	if err != nil {
+		return err
+	}
+	for _, n := range rows {
+		if n.ID != id {
+			continue
+		}
+		if n.Kind != "remote" {
+			return errOperatorOnly(p)
+		}
+		if n.Tenant == p.Tenant {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: no remote worker %s of tenant %s", errNotFound, id, p.Tenant)
+}
+
+func (h *Handler) pauseQueue(r *http.Request, p auth.Principal) (string, string, error) {
+	if !p.Spans() {
+		return "/ui/queues", "", errOperatorOnly(p)
+	}
 	q := r.PathValue("queue")
 	if err := h.cfg.Jobs.PauseQueue(r.Context(), q); err != nil {
 		return "/ui/queues", "", err
@@ -52,7 +85,10 @@ func (h *Handler) pauseQueue(r *http.Request, _ auth.Principal) (string, string,
 	return "/ui/queues", fmt.Sprintf("Queue %s paused: no node claims from it until it is resumed; running jobs finish.", q), nil
 }
 
-func (h *Handler) resumeQueue(r *http.Request, _ auth.Principal) (string, string, error) {
+func (h *Handler) resumeQueue(r *http.Request, p auth.Principal) (string, string, error) {
+	if !p.Spans() {
+		return "/ui/queues", "", errOperatorOnly(p)
+	}
 	q := r.PathValue("queue")
 	if err := h.cfg.Jobs.ResumeQueue(r.Context(), q); err != nil {
 		return "/ui/queues", "", err
@@ -60,8 +96,11 @@ func (h *Handler) resumeQueue(r *http.Request, _ auth.Principal) (string, string
 	return "/ui/queues", fmt.Sprintf("Queue %s resumed.", q), nil
 }
 
-func (h *Handler) drainNode(r *http.Request, _ auth.Principal) (string, string, error) {
-	id := r.PathValue("id")
+func (h *Handler) drainNode(r *http.Request, p auth.Principal) (string, string, error) {
+	id := r.PathValue("node")
+	if err := h.mayDrain(r, p, id); err != nil {
+		return "/ui/nodes", "", err
+	}
 	text := strings.TrimSpace(r.PostForm.Get("deadline"))
 	if text == "" {
 		text = "30s"
@@ -76,8 +115,11 @@ func (h *Handler) drainNode(r *http.Request, _ auth.Principal) (string, string, 
 	return "/ui/nodes", fmt.Sprintf("Node %s is draining: it claims nothing more, and jobs still running after %s are released to other nodes.", id, d), nil
 }
 
-func (h *Handler) undrainNode(r *http.Request, _ auth.Principal) (string, string, error) {
-	id := r.PathValue("id")
+func (h *Handler) undrainNode(r *http.Request, p auth.Principal) (string, string, error) {
+	id := r.PathValue("node")
+	if err := h.mayDrain(r, p, id); err != nil {
+		return "/ui/nodes", "", err
+	}
 	if err := h.cfg.Admin.Undrain(r.Context(), id); err != nil {
 		return "/ui/nodes", "", err
 	}

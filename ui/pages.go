@@ -28,7 +28,10 @@ func (n nodeView) Shown() string {
 	return n.State
 }
 
-func (h *Handler) nodes(r *http.Request) ([]nodeView, cluster.FenceState, error) {
+// nodes are the nodes and remote workers p sees: a tenant's token sees
+// the nodes, which carry nothing of any tenant, and only its own tenant's
+// remote workers (G9).
+func (h *Handler) nodes(r *http.Request, p auth.Principal) ([]nodeView, cluster.FenceState, error) {
 	rows, err := h.cfg.Admin.Nodes(r.Context())
 	if err != nil {
 		return nil, cluster.FenceState{}, err
@@ -37,9 +40,12 @@ func (h *Handler) nodes(r *http.Request) ([]nodeView, cluster.FenceState, error)
 	if err != nil {
 		return nil, fence, err
 	}
-	out := make([]nodeView, len(rows))
-	for i, n := range rows {
-		out[i] = nodeView{NodeRecord: n, Leader: n.ID == fence.Leader && n.State != "dead"}
+	out := make([]nodeView, 0, len(rows))
+	for _, n := range rows {
+		if n.Kind == "remote" && !p.Owns(n.Tenant) {
+			continue
+		}
+		out = append(out, nodeView{NodeRecord: n, Leader: n.ID == fence.Leader && n.State != "dead"})
 	}
 	return out, fence, nil
 }
@@ -60,12 +66,13 @@ type overviewData struct {
 	Status  *cluster.Status
 	Chart   chart
 	Queues  []job.Queue
-	// Nodes are the live nodes and those that left within the hour.
+	// Nodes are the live nodes and those that left within the hour
+	// (remote workers: a tenant's token sees its own tenant's only).
 	Nodes []nodeView
 	// ZoneRules says how live nodes' time zone rules differ; "" if not.
 	ZoneRules string
 	Counts    map[string]int
-	// Remote is how many remote workers are live.
+	// Remote is how many remote workers the token sees are live.
 	Remote int
 	DLQ    int64
 }
@@ -75,7 +82,7 @@ func (h *Handler) overview(r *http.Request, v *view) error {
 	ctx := r.Context()
 	d := overviewData{Counts: map[string]int{}, Cluster: v.Can(auth.ScopeClusterRead)}
 	if d.Cluster {
-		nodes, fence, err := h.nodes(r)
+		nodes, fence, err := h.nodes(r, v.P)
 		if err != nil {
 			return err
 		}
@@ -221,10 +228,17 @@ func (h *Handler) queuesPage(r *http.Request, v *view) error {
 		return err
 	}
 	d := queuesData{Queues: qs}
-	// Limits name queues, kinds and tenants: the operator's to see.
+	// Limits name queues, kinds and tenants, and their keys are args
+	// values: a tenant's token sees its own tenant's only.
 	if v.Can(auth.ScopeClusterRead) {
-		if d.Limits, err = h.cfg.Jobs.Limits(r.Context()); err != nil {
+		all, err := h.cfg.Jobs.Limits(r.Context())
+		if err != nil {
 			return err
+		}
+		for _, l := range all {
+			if v.P.Owns(l.Tenant) {
+				d.Limits = append(d.Limits, l)
+			}
 		}
 	}
 	v.Data = d
@@ -236,7 +250,7 @@ func (h *Handler) nodesPage(r *http.Request, v *view) error {
 	if !v.Can(auth.ScopeClusterRead) {
 		return errNeedsScope(auth.ScopeClusterRead)
 	}
-	nodes, fence, err := h.nodes(r)
+	nodes, fence, err := h.nodes(r, v.P)
 	if err != nil {
 		return err
 	}

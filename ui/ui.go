@@ -69,6 +69,8 @@ type Handler struct {
 	log   hclog.Logger
 	mux   *http.ServeMux
 	pages map[string]*template.Template
+	// patterns are the routes get and post registered, in order.
+	patterns []string
 }
 
 const (
@@ -164,8 +166,8 @@ func (h *Handler) routes() {
 	h.post("POST /ui/jobs/{id}/retry", auth.ScopeJobsWrite, h.retryJob)
 	h.post("POST /ui/queues/{queue}/pause", auth.ScopeAdmin, h.pauseQueue)
 	h.post("POST /ui/queues/{queue}/resume", auth.ScopeAdmin, h.resumeQueue)
-	h.post("POST /ui/nodes/{id}/drain", auth.ScopeAdmin, h.drainNode)
-	h.post("POST /ui/nodes/{id}/undrain", auth.ScopeAdmin, h.undrainNode)
+	h.post("POST /ui/nodes/{node}/drain", auth.ScopeAdmin, h.drainNode)
+	h.post("POST /ui/nodes/{node}/undrain", auth.ScopeAdmin, h.undrainNode)
 	h.post("POST /ui/cron/{tenant}/{name}/pause", auth.ScopeJobsWrite, h.pauseCron)
 	h.post("POST /ui/cron/{tenant}/{name}/resume", auth.ScopeJobsWrite, h.resumeCron)
 	h.post("POST /ui/cron/{tenant}/{name}/trigger", auth.ScopeJobsWrite, h.triggerCron)
@@ -179,7 +181,7 @@ func (h *Handler) routes() {
 		if !ok {
 			return
 		}
-		h.renderError(w, r, p, "", http.StatusNotFound, "No such page: "+r.URL.Path)
+		h.renderError(w, r, p, "", http.StatusNotFound, "No such page: "+quoteBounded(r.URL.Path))
 	})
 }
 
@@ -213,6 +215,8 @@ func (h *Handler) get(pattern, name string, pg page) {
 	if _, ok := h.pages[name]; !ok {
 		panic("ui: no template for page " + name)
 	}
+	params := routeParams(pattern)
+	h.patterns = append(h.patterns, pattern)
 	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		p, ok := h.signedIn(w, r)
 		if !ok {
@@ -220,6 +224,10 @@ func (h *Handler) get(pattern, name string, pg page) {
 		}
 		if !p.Allows(auth.ScopeJobsRead) {
 			h.renderError(w, r, p, "", http.StatusForbidden, "This token lacks the jobs:read scope the dashboard needs.")
+			return
+		}
+		if msg := checkParams(r, params); msg != "" {
+			h.renderError(w, r, p, "", http.StatusBadRequest, msg)
 			return
 		}
 		v := &view{P: p, Nav: strings.SplitN(name, "_", 2)[0], CSRF: h.csrf(r), Flash: h.takeFlash(w, r), Now: time.Now()}
@@ -239,6 +247,8 @@ func (h *Handler) get(pattern, name string, pg page) {
 }
 
 func (h *Handler) post(pattern, scope string, act action) {
+	params := routeParams(pattern)
+	h.patterns = append(h.patterns, pattern)
 	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		p, ok := h.signedIn(w, r)
 		if !ok {
@@ -259,6 +269,15 @@ func (h *Handler) post(pattern, scope string, act action) {
 		}
 		if !p.Allows(scope) {
 			h.renderError(w, r, p, "", http.StatusForbidden, "This token lacks the "+scope+" scope this action needs.")
+			return
+		}
+		if msg := checkParams(r, params); msg != "" {
+			to := "/ui/"
+			if b := r.PostForm.Get("back"); localPath(b) {
+				to = b
+			}
+			h.setFlash(w, r, "Refused: "+msg)
+			http.Redirect(w, r, to, http.StatusSeeOther)
 			return
 		}
 		to, msg, err := act(r, p)
@@ -287,8 +306,12 @@ func backTo(r *http.Request) string {
 	return "/ui/"
 }
 
+// localPath reports whether p is a dashboard path fit to redirect to:
+// under /ui/, not another host's, and text a Location header carries as
+// it is (see textRule.check: UTF-8, no control characters, bounded).
 func localPath(p string) bool {
-	return strings.HasPrefix(p, "/ui/") && !strings.HasPrefix(p, "//") && !strings.ContainsAny(p, "\\\r\n")
+	return strings.HasPrefix(p, "/ui/") && !strings.HasPrefix(p, "//") && !strings.ContainsRune(p, '\\') &&
+		(textRule{maxLen: maxFieldLen}).check("path", p) == ""
 }
 
 // describe turns an error into a status and a message for the user.

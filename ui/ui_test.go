@@ -31,6 +31,7 @@ import (
 
 type env struct {
 	t      *testing.T
+	h      *ui.Handler
 	st     *store.Store
 	srv    *httptest.Server
 	tokens *auth.Tokens
@@ -61,6 +62,7 @@ func startEnv(t *testing.T, serve func(http.Handler) *httptest.Server, mut ...fu
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.h = h
 	e.srv = serve(h)
 	t.Cleanup(e.srv.Close)
 	return e
@@ -566,7 +568,7 @@ func TestQueuesPageShowsLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	ops := e.browser()
-	ops.login(e.token("default", auth.ScopeJobsRead, auth.ScopeClusterRead))
+	ops.login(e.token(auth.AllTenants, auth.ScopeAdmin))
 	p := ops.get("/ui/queues")
 	for _, want := range []string{"mail-slow", "queue mail", "http-per-host", "host(args.url)"} {
 		if !strings.Contains(p.body, want) {

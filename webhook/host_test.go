@@ -24,7 +24,7 @@ import (
 // SQL and after the last in Go, and poisoned the claim of its queue. This
 // generates URLs from the characters that decide the reading (@ : [ ] / ?
 // # % and case), keeps those Validate accepts (refused destinations
-// included: only the parse matters), and requires the two readings to be
+// included, but for hosts spelled as the kind never takes), and requires the two readings to be
 // equal. CLAIM_HOST_SEED replays a run.
 func TestURLHostMatchesSQL(t *testing.T) {
 	t.Parallel()
@@ -80,8 +80,14 @@ func TestURLHostMatchesSQL(t *testing.T) {
 			continue
 		}
 		if err != nil {
-			// A refused destination still parses: read it as Go does.
+			// A refused destination still parses: read it as Go does,
+			// unless its host's spelling is one the kind refuses too (an
+			// IPv6 zone, a percent escape): such a URL is never stored,
+			// whatever its address.
 			a = webhook.Args{URL: u}
+			if webhook.CheckHost(a.Host()) != nil {
+				continue
+			}
 		}
 		urls = append(urls, u)
 		want = append(want, a.Host())

@@ -74,9 +74,15 @@ type Config struct {
 	Allow []string
 	// OwnEndpoints are the node's own API, PostgreSQL and etcd endpoints,
 	// as "host:port" or URLs. They are refused even on public addresses
-	// unless Allow names one exactly as host:port; an empty or unspecified
-	// host (":8080") means every local address with that port.
+	// unless Allow names one exactly as host:port, and so are their ports
+	// on every address of this host (all of loopback, 0.0.0.0, the
+	// interface addresses and OwnHosts).
 	OwnEndpoints []string
+	// OwnHosts are addresses and host names of this cluster that its
+	// interfaces do not show (a NAT's public address): every port of
+	// OwnEndpoints is refused there too. An entry with a port is one more
+	// own endpoint. Default: none.
+	OwnHosts []string
 	// DefaultTimeout bounds a call whose args set none. Default 30s.
 	DefaultTimeout time.Duration
 	// MaxResultBytes of the response body kept in the job's result.
@@ -165,10 +171,10 @@ type Handler struct {
 // (webhook-signature). Call it before the node runs jobs.
 func (h *Handler) SetSecrets(s *Secrets) { h.secrets.Store(s) }
 
-// New checks cfg and returns the handler; a bad Allow or OwnEndpoints
-// entry is an error. ctx bounds resolving the host names in
-// cfg.OwnEndpoints; one that does not resolve is logged and refused by
-// name only.
+// New checks cfg and returns the handler; a bad Allow, OwnEndpoints or
+// OwnHosts entry is an error. ctx bounds resolving the host names in
+// cfg.OwnEndpoints and cfg.OwnHosts; one that does not resolve is logged
+// and refused by name only.
 func New(ctx context.Context, cfg Config) (*Handler, error) {
 	if cfg.DefaultTimeout == 0 {
 		cfg.DefaultTimeout = 30 * time.Second
@@ -182,12 +188,12 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	policy, err := egress.New(ctx, egress.Config{Allow: cfg.Allow, Own: cfg.OwnEndpoints})
+	policy, err := egress.New(ctx, egress.Config{Allow: cfg.Allow, Own: cfg.OwnEndpoints, OwnHosts: cfg.OwnHosts})
 	if err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
 	for _, e := range policy.Unresolved() {
-		cfg.Logger.Warn("own endpoint did not resolve; http jobs are refused it by name only", "endpoint", e)
+		cfg.Logger.Warn("own endpoint or host did not resolve; http jobs are refused it by name only", "endpoint", e)
 	}
 	client := &http.Client{
 		Transport: policy.Transport(),

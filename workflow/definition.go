@@ -32,7 +32,18 @@ const (
 	MaxSteps        = 1000
 	MaxDependencies = 100
 	MaxWait         = 366 * 24 * time.Hour
+	// MaxStepInputBytes is the budget of one step's inputs: its
+	// dependencies' results, each up to job.MaxResultBytes (a sleep
+	// step's is empty). A definition whose step could be handed more is
+	// refused (CodeStepInputsOverBudget): at 1 MiB a result, a step
+	// depends on at most 32 job or signal steps. A claim reads at most
+	// store.MaxClaimInputBytes of inputs in all.
+	MaxStepInputBytes = 32 << 20
 )
+
+// CodeStepInputsOverBudget is the code of the validation error that
+// refuses a step whose inputs could exceed MaxStepInputBytes.
+const CodeStepInputsOverBudget = "step_inputs_over_budget"
 
 // Step is one step of a workflow: a job (Kind), a durable sleep (Sleep),
 // or a wait for an external signal (Signal: the timeout).
@@ -117,6 +128,9 @@ func (d Definition) steps(kinds *job.Registry) ([]store.WorkflowStepParams, erro
 			}
 			seen[dep] = true
 		}
+		if err := inputBudget(i, s, d.Steps, index); err != nil {
+			return nil, err
+		}
 		p, err := s.params(i, kinds)
 		if err != nil {
 			return nil, err
@@ -127,6 +141,24 @@ func (d Definition) steps(kinds *job.Registry) ([]store.WorkflowStepParams, erro
 		return nil, &job.ValidationError{Field: "steps", Message: "dependency cycle: " + strings.Join(cycle, " → ")}
 	}
 	return out, nil
+}
+
+// inputBudget refuses step i when its dependencies' results could add up
+// to more than MaxStepInputBytes: the inputs a claim reads and hands to
+// its worker, whatever the results turn out to be.
+func inputBudget(i int, s Step, steps []Step, index map[string]int) error {
+	var could int64
+	for _, dep := range s.DependsOn {
+		if steps[index[dep]].Sleep == 0 {
+			could += job.MaxResultBytes
+		}
+	}
+	if could <= MaxStepInputBytes {
+		return nil
+	}
+	return &job.ValidationError{Field: fmt.Sprintf("steps[%d].depends_on", i), Code: CodeStepInputsOverBudget,
+		Message: fmt.Sprintf("step %q could receive %d MiB of inputs (%d dependencies with results of up to %d MiB each), over the budget of %d MiB for one step's inputs: depend on at most %d job or signal steps, or join them in stages",
+			s.Name, could>>20, could/job.MaxResultBytes, job.MaxResultBytes>>20, MaxStepInputBytes>>20, MaxStepInputBytes/job.MaxResultBytes)}
 }
 
 func (s Step) params(i int, kinds *job.Registry) (store.WorkflowStepParams, error) {
@@ -151,7 +183,7 @@ func (s Step) params(i int, kinds *job.Registry) (store.WorkflowStepParams, erro
 		p.Wait = wait
 	case s.Kind == "":
 		return p, stepErr(i, "kind", "is required (or make the step a sleep or a signal wait)")
-	case strings.HasPrefix(s.Kind, "gaffer."):
+	case strings.HasPrefix(s.Kind, job.ReservedKindPrefix):
 		return p, stepErr(i, "kind", "%q is reserved", s.Kind)
 	}
 	maxAttempts := s.MaxAttempts

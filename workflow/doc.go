@@ -23,8 +23,12 @@
 // finishes a step's job (completion, failure into the DLQ, cancellation,
 // lease rescue): the step records its result, its dependents recount the
 // dependencies they still wait for, and those left with none are enqueued
-// with their dependencies' results as inputs — all in that one
-// transaction. A dependency is done when it completed, or failed with
+// — all in that one transaction. A step's job carries its inputs by
+// reference (the jobs its dependencies followed when it started); a claim
+// reads their results from the run's steps, where each is stored once, so
+// a completion that starts m steps after n results writes m small rows,
+// not n × m results, and a definition whose step could receive more than
+// MaxStepInputBytes is refused. A dependency is done when it completed, or failed with
 // allow_failure; the count is taken from those states, never decremented,
 // so a dependency counts once however often it is replayed. A step is
 // therefore never lost between "its dependency finished" and "it was

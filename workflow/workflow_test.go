@@ -163,7 +163,8 @@ func TestFanOutFanIn(t *testing.T) {
 	e.start()
 	b := workflow.New("fan").Job("start", "echo", nil)
 	var all []string
-	for i := range 100 {
+	// As wide as a join may be: workflow.MaxStepInputBytes of results.
+	for i := range workflow.MaxStepInputBytes / job.MaxResultBytes {
 		name := fmt.Sprintf("part-%03d", i)
 		all = append(all, name)
 		b.Job(name, "echo", nil, workflow.After("start"))
@@ -171,13 +172,13 @@ func TestFanOutFanIn(t *testing.T) {
 	b.Job("join", "join", nil, workflow.After(all...))
 	run := e.submit(b)
 	done := e.wait(run.ID, workflow.Completed)
-	if string(done.Output) != `{"join":100}` || len(done.Steps) != 102 {
+	if string(done.Output) != `{"join":32}` || len(done.Steps) != 34 {
 		t.Fatalf("output %s, %d steps", done.Output, len(done.Steps))
 	}
 	var n int
 	e.st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM gaffer.jobs WHERE workflow_run = $1`, run.ID).Scan(&n)
-	if n != 102 {
-		t.Fatalf("%d jobs for 102 steps", n)
+	if n != 34 {
+		t.Fatalf("%d jobs for 34 steps", n)
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 )
 
 func benchNode(ctx context.Context, url string, o benchOpts, reg prometheus.Registerer, extra ...func(*gaffer.Node)) (*gaffer.Node, error) {
-	hooks, err := newWebhooks(ctx, nil, nil, url)
+	hooks, err := newWebhooks(ctx, outbound{}, nil, url)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +260,7 @@ func benchIdle(ctx context.Context, st *store.Store, o benchOpts, r *benchResult
 		}
 	}()
 	for i := range o.nodes {
-		hooks, err := newWebhooks(ctx, nil, nil, o.url, etcd.Endpoint())
+		hooks, err := newWebhooks(ctx, outbound{}, nil, o.url, etcd.Endpoint())
 		if err != nil {
 			return err
 		}

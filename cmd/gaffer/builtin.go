@@ -18,13 +18,19 @@ import (
 // --webhook-allow, so that a receiver on the developer's machine works.
 var devLoopback = []string{"127.0.0.0/8", "::1"}
 
+// outbound is what the operator says about the calls http jobs make:
+// what --webhook-allow opens and what --own-hosts adds to the node itself.
+type outbound struct {
+	allow, ownHosts []string
+}
+
 // newWebhooks builds the "http" kind's handler (signed with each tenant's
 // secrets once SetSecrets is called), calling only what the outbound
-// guard lets through — allow
-// opened, and the node's own endpoints (dbURL's hosts, and own: its API
-// listener and etcd endpoints) refused even when public. ctx bounds
-// resolving their names.
-func newWebhooks(ctx context.Context, allow []string, log hclog.Logger, dbURL string, own ...string) (*webhook.Handler, error) {
+// guard lets through — out.allow opened, and the node's own endpoints
+// (dbURL's hosts, and own: its API listener and etcd endpoints) refused
+// even when public, with their ports on every address of this host and
+// of out.ownHosts. ctx bounds resolving their names.
+func newWebhooks(ctx context.Context, out outbound, log hclog.Logger, dbURL string, own ...string) (*webhook.Handler, error) {
 	db, err := store.Endpoints(dbURL)
 	if err != nil {
 		return nil, err
@@ -32,7 +38,7 @@ func newWebhooks(ctx context.Context, allow []string, log hclog.Logger, dbURL st
 	own = append(db, own...)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return webhook.New(ctx, webhook.Config{Allow: allow, OwnEndpoints: own, Logger: log})
+	return webhook.New(ctx, webhook.Config{Allow: out.allow, OwnEndpoints: own, OwnHosts: out.ownHosts, Logger: log})
 }
 
 // registerBuiltinKinds registers the kinds every gaffer node handles

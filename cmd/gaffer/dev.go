@@ -50,7 +50,7 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	allow, err := nf.allowList()
+	out, err := nf.outbound()
 	if err != nil {
 		return err
 	}
@@ -117,7 +117,8 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	defer ln.Close()
 	// Loopback is open in dev so a receiver on this machine works; the
 	// cluster's own API, PostgreSQL and etcd ports stay refused.
-	hooks, err := newWebhooks(ctx, append(slices.Clone(devLoopback), allow...), log, url, append(append([]string{ln.Addr().String()}, ownEtcd...), tracingEndpoints(tp)...)...)
+	out.allow = append(slices.Clone(devLoopback), out.allow...)
+	hooks, err := newWebhooks(ctx, out, log, url, append(append([]string{ln.Addr().String()}, ownEtcd...), tracingEndpoints(tp)...)...)
 	if err != nil {
 		return err
 	}

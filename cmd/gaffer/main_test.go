@@ -54,6 +54,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"server", "--database-url", "postgres://127.0.0.1:1/x", "--webhook-allow", "10.0.0.0/8,*.internal"}, nil, `--webhook-allow: allow entry "*.internal"`},
 		{[]string{"server"}, map[string]string{"DATABASE_URL": "postgres://127.0.0.1:1/x", "GAFFER_WEBHOOK_ALLOW": "2130706433"}, "--webhook-allow"},
 		{[]string{"dev", "--webhook-allow", "hooks:99999"}, nil, `allow entry "hooks:99999"`},
+		{[]string{"server", "--database-url", "postgres://127.0.0.1:1/x", "--own-hosts", "203.0.113.7,10.0.0.0/8"}, nil, `--own-hosts: own host "10.0.0.0/8"`},
+		{[]string{"server"}, map[string]string{"DATABASE_URL": "postgres://127.0.0.1:1/x", "GAFFER_OWN_HOSTS": "0x7f.1"}, `--own-hosts: own host "0x7f.1"`},
+		{[]string{"dev", "--own-hosts", "nat.example:0"}, nil, `own host "nat.example:0"`},
 		{[]string{"dev", "--nodes", "0"}, nil, "--nodes must be between 1 and 16"},
 		{[]string{"dev", "--token", "short"}, nil, "--token must be at least 16 characters"},
 		{[]string{"dev", "--data", "/tmp/x", "--database-url", "postgres://127.0.0.1:1/x"}, nil, "do not mix"},
@@ -76,7 +79,7 @@ func TestUsageErrors(t *testing.T) {
 func TestHelpListsEnvironmentVariables(t *testing.T) {
 	t.Parallel()
 	_, stderr, _ := run(t, nil, "server", "--help")
-	for _, want := range []string{"--lease-ttl", "$GAFFER_LEASE_TTL", "$DATABASE_URL", "--drain-timeout", "--webhook-allow", "$GAFFER_WEBHOOK_ALLOW"} {
+	for _, want := range []string{"--lease-ttl", "$GAFFER_LEASE_TTL", "$DATABASE_URL", "--drain-timeout", "--webhook-allow", "$GAFFER_WEBHOOK_ALLOW", "--own-hosts", "$GAFFER_OWN_HOSTS"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("server --help lacks %q:\n%s", want, stderr)
 		}

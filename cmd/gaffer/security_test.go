@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -248,4 +249,104 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// forward listens on listen and passes each connection to target, as a
+// service bound to every interface answers on each address of the
+// machine; it counts the connections it accepts.
+func forward(t *testing.T, listen, target string) *atomic.Int32 {
+	t.Helper()
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		t.Fatalf("listen on %s: %v", listen, err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			go func() {
+				defer c.Close()
+				s, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer s.Close()
+				go io.Copy(s, c)
+				io.Copy(c, s)
+			}()
+		}
+	}()
+	return &accepted
+}
+
+// etcd, PostgreSQL and the node's API also answer on 127.0.0.2 (as
+// services bound to every interface do), and the operator opens all of
+// loopback for a local receiver: a tenant's http job to 127.0.0.2 on
+// any of their ports is refused at the door, and through a redirect from
+// the allowed receiver it fails destination_blocked when dialled —
+// nothing reaches them there, while the receiver itself is called.
+func TestTenantCannotReachClusterOnAnotherLoopbackAddress(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	e.ok("migrate", "up")
+	tenant := strings.TrimSpace(e.ok("tokens", "create", "--name", "attacker", "--tenant", "acme", "--scopes", "jobs:write"))
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if to := r.URL.Query().Get("to"); to != "" {
+			http.Redirect(w, r, to, http.StatusFound)
+			return
+		}
+		fmt.Fprintln(w, `{"ok":true}`)
+	}))
+	defer receiver.Close()
+	_, base := e.server("own-1", "--webhook-allow", "127.0.0.0/8", "--queues", "default=4")
+	e.waitSQL("registered", `SELECT count(*) FROM gaffer.nodes WHERE id = 'own-1'`, "1")
+
+	pg, err := url.Parse(e.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var targets []string
+	var reached []*atomic.Int32
+	for _, hostPort := range []string{strings.TrimPrefix(e.etcd, "http://"), pg.Host, strings.TrimPrefix(base, "http://")} {
+		_, port, err := net.SplitHostPort(hostPort)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reached = append(reached, forward(t, "127.0.0.2:"+port, hostPort))
+		targets = append(targets, "http://127.0.0.2:"+port+"/version")
+	}
+	// The stand-ins do reach the services: what the guard refuses is real.
+	if resp, err := http.Get(targets[0]); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("etcd through 127.0.0.2: %v", err)
+	} else {
+		resp.Body.Close()
+	}
+	before := make([]int32, len(reached))
+	for i, n := range reached {
+		before[i] = n.Load()
+	}
+
+	for _, target := range targets {
+		if r := enqueueHTTP(t, base, tenant, "default", target); r.status != 400 || r.code != "destination_not_allowed" || r.field != "args.url" {
+			t.Errorf("enqueue at %s: %+v, want 400 destination_not_allowed on args.url", target, r)
+		}
+		r := enqueueHTTP(t, base, tenant, "default", receiver.URL+"/hook?to="+url.QueryEscape(target))
+		if r.status != 201 {
+			t.Fatalf("enqueue via the receiver: %+v", r)
+		}
+		const outcome = `SELECT state || ' ' || attempt || ' ' || coalesce(errors->0->>'kind', left(result::text, 80)) FROM gaffer.jobs WHERE id = $1`
+		e.waitSQL("blocked at "+target+" through a redirect", outcome, "failed 1 destination_blocked", r.id)
+	}
+	r := enqueueHTTP(t, base, tenant, "default", receiver.URL+"/hook")
+	e.waitSQL("the allowed receiver is called", `SELECT state FROM gaffer.jobs WHERE id = $1`, "completed", r.id)
+	for i, n := range reached {
+		if got := n.Load() - before[i]; got != 0 {
+			t.Errorf("%d connections reached %s", got, targets[i])
+		}
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/gafferhq/gaffer/api"
 	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/cluster"
+	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/internal/egress"
 	"github.com/gafferhq/gaffer/internal/redact"
 	"github.com/gafferhq/gaffer/store"
@@ -28,6 +29,7 @@ import (
 // nodeFlags are the flags shared by `server` and `dev` that shape a node.
 type nodeFlags struct {
 	webhookAllow  *string
+	ownHosts      *string
 	rateLimit     *int
 	maxResponse   *int
 	tlsCert       *string
@@ -39,6 +41,7 @@ type nodeFlags struct {
 	leaseTTL      *time.Duration
 	pollInterval  *time.Duration
 	remoteWait    *time.Duration
+	remoteWaiting *int
 	drainTimeout  *time.Duration
 	jobRetention  *time.Duration
 	dlqRetention  *time.Duration
@@ -47,6 +50,10 @@ type nodeFlags struct {
 	nodeRetention *time.Duration
 	cronRetention *time.Duration
 	tokRetention  *time.Duration
+	cronEntries   *int
+	cronInterval  *time.Duration
+	cronPerMinute *int
+	cronFireRate  *int
 	logLevel      *string
 	logJSON       *bool
 	metricsToken  *string
@@ -58,6 +65,8 @@ func addNodeFlags(fs *flagSet) *nodeFlags {
 	return &nodeFlags{
 		webhookAllow: fs.String("webhook-allow", "", "", "destinations http jobs may call that are refused by default (loopback, private, link-local, this node's API, PostgreSQL and etcd): "+
 			"comma-separated CIDRs, addresses, host names and host:port; only an exact host:port opens one of the node's own endpoints"),
+		ownHosts: fs.String("own-hosts", "", "", "addresses and host names of this cluster that its interfaces do not show (a NAT's or load balancer's public address), comma-separated: "+
+			"http jobs are refused the API, PostgreSQL and etcd ports there, as on every address of this host; host:port adds one more own endpoint (a forwarded port)"),
 		rateLimit: fs.Int("rate-limit", "", 200, "API requests per second allowed per token (burst: twice that)"),
 		maxResponse: fs.Int("max-response-bytes", "", api.DefaultMaxResponseBytes, "the byte budget of one API list page or remote claim: a page ends before the item that would pass it (with a next_cursor), "+
 			"a claim returns no more jobs than fit; also bounds the rows a list holds in memory"),
@@ -71,6 +80,8 @@ func addNodeFlags(fs *flagSet) *nodeFlags {
 		pollInterval: fs.Duration("poll-interval", "", time.Second, "fallback poll for due jobs (inserts wake nodes at once)"),
 		remoteWait: fs.Duration("remote-max-wait", "", 30*time.Second, "the longest a remote worker's claim may wait for work (keep it below any proxy's idle timeout); "+
 			"a remote worker silent for this plus two lease TTLs is marked lost"),
+		remoteWaiting: fs.Int("remote-max-waiting", "", 256, "the most claims of one tenant's remote workers that may wait for work on this node at once "+
+			"(one per worker; past it a claim that finds nothing answers 429 too_many_waiting_claims)"),
 		drainTimeout:  fs.Duration("drain-timeout", "", 30*time.Second, "on SIGTERM, how long running jobs get to finish before they are released"),
 		jobRetention:  fs.Duration("job-retention", "", 24*time.Hour, "how long finished jobs are kept"),
 		dlqRetention:  fs.Duration("dlq-retention", "", 14*24*time.Hour, "how long DLQ entries are kept"),
@@ -79,11 +90,16 @@ func addNodeFlags(fs *flagSet) *nodeFlags {
 		nodeRetention: fs.Duration("dead-node-retention", "", 7*24*time.Hour, "how long a node that left or died stays in the nodes list"),
 		cronRetention: fs.Duration("cron-history-retention", "", 7*24*time.Hour, "how long cron occurrence history is kept"),
 		tokRetention:  fs.Duration("revoked-token-retention", "", 30*24*time.Hour, "how long a revoked API token stays listed"),
-		logLevel:      fs.String("log-level", "", "info", "trace, debug, info, warn or error"),
-		logJSON:       fs.Bool("log-json", "", false, "log JSON lines instead of text"),
-		metricsToken:  fs.String("metrics-token", "", "", "when set, /metrics answers only requests with Authorization: Bearer <this token>"),
-		httpFlags:     addHTTPFlags(fs),
-		etcdFlags:     addEtcdFlags(fs),
+		cronEntries:   fs.Int("cron-max-entries", "", cron.DefaultMaxEntries, "cron entries a tenant's tokens may hold per tenant (tokens spanning tenants are not held to the cron quotas)"),
+		cronInterval:  fs.Duration("cron-min-interval", "", cron.DefaultMinInterval, "the shortest gap between two fires a tenant's token may give an entry's schedule"),
+		cronPerMinute: fs.Int("cron-max-fires-per-minute", "", cron.DefaultMaxFiresPerMinute,
+			"the most a tenant's entries may fire per minute, all together, each counted at its fastest; checked when a tenant's token creates an entry or changes a schedule"),
+		cronFireRate: fs.Int("cron-fire-rate", "", cron.DefaultTenantFireRate, "jobs per second the leader's cron makes per tenant, whoever made the entries (burst: twice that); a tenant past it waits, others do not"),
+		logLevel:     fs.String("log-level", "", "info", "trace, debug, info, warn or error"),
+		logJSON:      fs.Bool("log-json", "", false, "log JSON lines instead of text"),
+		metricsToken: fs.String("metrics-token", "", "", "when set, /metrics answers only requests with Authorization: Bearer <this token>"),
+		httpFlags:    addHTTPFlags(fs),
+		etcdFlags:    addEtcdFlags(fs),
 	}
 }
 
@@ -97,13 +113,22 @@ func (f *nodeFlags) logger(m *Main) (hclog.Logger, error) {
 	return hclog.New(&hclog.LoggerOptions{Name: "gaffer", Level: level, JSONFormat: *f.logJSON, Output: redact.Writer(m.Stderr)}), nil
 }
 
-// allowList reads --webhook-allow.
-func (f *nodeFlags) allowList() ([]string, error) {
+// outbound reads --webhook-allow and --own-hosts.
+func (f *nodeFlags) outbound() (outbound, error) {
 	allow, err := egress.SplitAllow(*f.webhookAllow)
 	if err != nil {
-		return nil, usageError("--webhook-allow: " + err.Error())
+		return outbound{}, usageError("--webhook-allow: " + err.Error())
 	}
-	return allow, nil
+	hosts, err := egress.SplitOwnHosts(*f.ownHosts)
+	if err != nil {
+		return outbound{}, usageError("--own-hosts: " + err.Error())
+	}
+	return outbound{allow: allow, ownHosts: hosts}, nil
+}
+
+// cronQuota is the cron quota of tenants' tokens (checked by config).
+func (f *nodeFlags) cronQuota() cron.Quota {
+	return cron.Quota{MaxEntries: *f.cronEntries, MinInterval: *f.cronInterval, MaxFiresPerMinute: float64(*f.cronPerMinute)}
 }
 
 func (f *nodeFlags) config() (gaffer.Config, error) {
@@ -128,7 +153,15 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 	if *f.rateLimit < 1 {
 		return gaffer.Config{}, usageError(fmt.Sprintf("--rate-limit must be at least 1, got %d", *f.rateLimit))
 	}
-	if _, err := f.allowList(); err != nil {
+	for name, v := range map[string]int{"cron-max-entries": *f.cronEntries, "cron-max-fires-per-minute": *f.cronPerMinute, "cron-fire-rate": *f.cronFireRate} {
+		if v < 1 {
+			return gaffer.Config{}, usageError(fmt.Sprintf("--%s must be at least 1, got %d", name, v))
+		}
+	}
+	if *f.cronInterval < time.Second {
+		return gaffer.Config{}, usageError(fmt.Sprintf("--cron-min-interval must be at least 1s (schedules fire at most every second), got %s", *f.cronInterval))
+	}
+	if _, err := f.outbound(); err != nil {
 		return gaffer.Config{}, err
 	}
 	if *f.sessionTTL < 2*time.Second || *f.sessionTTL%time.Second != 0 {
@@ -143,6 +176,9 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 			endpoints = append(endpoints, e)
 		}
 	}
+	if *f.remoteWaiting < 1 {
+		return gaffer.Config{}, usageError(fmt.Sprintf("--remote-max-waiting must be at least 1, got %d", *f.remoteWaiting))
+	}
 	if *f.remoteWait > 5*time.Minute {
 		return gaffer.Config{}, usageError(fmt.Sprintf("--remote-max-wait must be at most 5m, got %s", *f.remoteWait))
 	}
@@ -150,9 +186,10 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 		return gaffer.Config{}, usageError(fmt.Sprintf("--remote-max-wait (%s) must be below --http-write-timeout (%s): a waiting claim must be able to answer", *f.remoteWait, *f.writeTimeout))
 	}
 	cfg := gaffer.Config{Queues: queues, LeaseTTL: *f.leaseTTL, PollInterval: *f.pollInterval, RemoteMaxWait: *f.remoteWait,
-		JobRetention: *f.jobRetention, DLQRetention: *f.dlqRetention, IdempotencyRetention: *f.idemRetention,
+		RemoteMaxWaiting: *f.remoteWaiting,
+		JobRetention:     *f.jobRetention, DLQRetention: *f.dlqRetention, IdempotencyRetention: *f.idemRetention,
 		WorkflowRetention: *f.runRetention, DeadNodeRetention: *f.nodeRetention, CronHistoryRetention: *f.cronRetention,
-		RevokedTokenRetention: *f.tokRetention, EtcdEndpoints: endpoints,
+		RevokedTokenRetention: *f.tokRetention, EtcdEndpoints: endpoints, CronTenantFireRate: float64(*f.cronFireRate),
 		SessionTTL: *f.sessionTTL, ClusterPrefix: *f.prefix, Version: version()}
 	if err := f.etcdAccess(&cfg); err != nil {
 		return gaffer.Config{}, err
@@ -208,7 +245,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	allow, err := nf.allowList()
+	out, err := nf.outbound()
 	if err != nil {
 		return err
 	}
@@ -235,7 +272,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 		}
 		own = append(own, eps...)
 	}
-	hooks, err := newWebhooks(ctx, allow, log, *dbURL, own...)
+	hooks, err := newWebhooks(ctx, out, log, *dbURL, own...)
 	if err != nil {
 		return err
 	}
@@ -366,7 +403,7 @@ func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, hook
 	a, err := api.New(api.Config{Pool: n.Pool(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
 		Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Remote: n.RemoteWorkers(), WebhookSecrets: secrets, Logger: log, Registerer: reg,
 		RateLimit: float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit, IdempotencyRetention: *nf.idemRetention,
-		MaxResponseBytes: *nf.maxResponse, TrustedProxies: hs.proxies, Failures: failures})
+		MaxResponseBytes: *nf.maxResponse, TrustedProxies: hs.proxies, Failures: failures, CronQuota: nf.cronQuota()})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -37,7 +37,7 @@ func (m *Main) tokenStore(ctx context.Context, fs *flagSet, dbURL *string) (*sto
 }
 
 func (m *Main) tokensCreate(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("tokens create", "tokens create --name NAME --scopes jobs:read,jobs:write [--tenant T] [flags]\n\nScopes: jobs:read, jobs:write, cluster:read (nodes and cluster state), worker (remote\nworkers: claim and finish jobs over HTTP), admin (implies the others). --tenant \"*\" (admin only)\nspans tenants. The token is printed once; only its hash is stored.")
+	fs := m.newFlagSet("tokens create", "tokens create --name NAME --scopes jobs:read,jobs:write [--tenant T] [flags]\n\nScopes: jobs:read, jobs:write, cluster:read (nodes and cluster state), worker (remote\nworkers: claim and finish jobs over HTTP), admin (implies the others). --tenant \"*\" (admin only)\nspans tenants: an operator's token. A tenant's admin or cluster:read token is confined to its\ntenant (its own limits and remote workers; no weights, queue pauses or node drains).\nThe token is printed once; only its hash is stored.")
 	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL connection URL")
 	name := fs.String("name", "-", "", "what the token is for")
 	tenant := fs.String("tenant", "-", "default", "tenant the token acts for, or * (admin)")

@@ -113,3 +113,51 @@ func TestTransportDialsThroughThePolicy(t *testing.T) {
 		t.Fatalf("%d hits, want 1", hits.Load())
 	}
 }
+
+// A service bound to every interface (here: a stand-in for etcd on
+// 127.0.0.2, the port of the etcd endpoint at 127.0.0.1) is refused
+// with all of loopback opened, dialled directly and through a redirect
+// from an allowed receiver, and nothing reaches it; the allowed
+// receiver itself is called.
+func TestOwnPortRefusedOnAnotherLoopbackAddress(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("cannot listen on 127.0.0.2: %v", err)
+	}
+	var hits atomic.Int32
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprintln(w, `{"etcdserver":"3.5"}`)
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	target := "http://" + ln.Addr().String() + "/version"
+	port := ln.Addr().(*net.TCPAddr).Port
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hook" {
+			http.Redirect(w, r, target, http.StatusFound)
+		}
+	}))
+	defer receiver.Close()
+
+	p := newPolicy(t, Config{Allow: []string{"127.0.0.0/8", "::1"}, Own: []string{fmt.Sprintf("http://127.0.0.1:%d", port)}})
+	client := &http.Client{Transport: p.Transport()}
+	for _, u := range []string{target, receiver.URL + "/hook"} {
+		resp, err := client.Get(u)
+		if err == nil {
+			resp.Body.Close()
+			t.Errorf("GET %s: HTTP %d, want refused", u, resp.StatusCode)
+		} else if !errors.Is(err, ErrBlocked) {
+			t.Errorf("GET %s: %v, want ErrBlocked", u, err)
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("%d requests reached the own port on 127.0.0.2", n)
+	}
+	resp, err := client.Get(receiver.URL + "/other")
+	if err != nil {
+		t.Fatalf("the allowed receiver: %v", err)
+	}
+	resp.Body.Close()
+}

@@ -17,8 +17,11 @@
 //     and IPv4-compatible, SIIT, NAT64 64:ff9b::/96, 6to4 2002::/16 and
 //     Teredo 2001::/32 (server and client addresses)
 //   - the node's own endpoints (its API, PostgreSQL and etcd), even on
-//     public addresses; when the API listens on every interface, any local
-//     interface address with its port.
+//     public addresses; and their ports on every address of this host —
+//     all of 127.0.0.0/8 and ::1, 0.0.0.0 and ::, each interface address
+//     (listed at each check) — and of the operator's OwnHosts (a NAT's
+//     public address), since a service bound to every interface answers
+//     on each of them.
 //
 // Operators open destinations with allow rules (--webhook-allow): a CIDR
 // or address opens those addresses, a host name opens the addresses it

@@ -37,16 +37,27 @@ type Config struct {
 	// ("10.20.0.0/16"), an address ("10.20.0.7", "[fd00::7]"), a host name
 	// ("hooks.internal": the addresses it resolves to, any port) or
 	// host:port ("hooks.internal:8443", "10.20.0.7:9000", "[::1]:9000").
-	// Only an exact host:port entry opens one of Own.
+	// Only an exact host:port entry opens one of Own, or an own port on
+	// an address of this host.
 	Allow []string
 	// Own are the node's own endpoints (its API, PostgreSQL, etcd),
 	// refused even on public addresses: "host:port", or a URL with a host
-	// ("http://etcd-1:2379", "postgres://db:5432/gaffer"). An empty or
-	// unspecified host (":8080", "0.0.0.0:8080", "[::]:8080") means every
-	// local interface address with that port. Host names are refused by
-	// name and by the addresses New resolves them to.
+	// ("http://etcd-1:2379", "postgres://db:5432/gaffer"). Host names are
+	// refused by name and by the addresses New resolves them to. Whatever
+	// its host, an endpoint's port is also refused on every address of
+	// this host: all of 127.0.0.0/8 and ::1, 0.0.0.0 and ::, the
+	// machine's interface addresses, and OwnHosts — a service bound to
+	// every interface answers on each of them.
 	Own []string
-	// Resolver resolves the host names in Own. Default net.DefaultResolver.
+	// OwnHosts are further addresses and host names of this cluster that
+	// the machine's interfaces do not show: a NAT's or load balancer's
+	// public address, a name for the nodes. Every port of Own is refused
+	// on them, by address and by name. An entry with a port
+	// ("203.0.113.7:15432", a port forwarded to PostgreSQL) is one more
+	// endpoint of Own instead. SplitOwnHosts checks a list.
+	OwnHosts []string
+	// Resolver resolves the host names in Own and OwnHosts. Default
+	// net.DefaultResolver.
 	Resolver *net.Resolver
 }
 
@@ -60,8 +71,9 @@ type Policy struct {
 }
 
 // New checks cfg and returns its policy; the error names a bad entry. ctx
-// bounds resolving the host names in cfg.Own. A name that does not
-// resolve is refused by name only: Unresolved lists them, for the log.
+// bounds resolving the host names in cfg.Own and cfg.OwnHosts. A name
+// that does not resolve is refused by name only: Unresolved lists them,
+// for the log.
 func New(ctx context.Context, cfg Config) (*Policy, error) {
 	p := &Policy{localAddrs: interfaceAddrs}
 	for _, e := range cfg.Allow {
@@ -76,18 +88,24 @@ func New(ctx context.Context, cfg Config) (*Policy, error) {
 	if resolver == nil {
 		resolver = net.DefaultResolver
 	}
-	p.own = ownEndpoints{addrs: map[netip.AddrPort]bool{}, names: map[string]bool{}, anyPorts: map[uint16]bool{}}
+	p.own = newOwnEndpoints()
 	for _, e := range cfg.Own {
 		if err := p.own.add(ctx, resolver, e); err != nil {
+			return nil, err
+		}
+	}
+	for _, e := range cfg.OwnHosts {
+		if err := p.own.addHost(ctx, resolver, e); err != nil {
 			return nil, err
 		}
 	}
 	return p, nil
 }
 
-// Unresolved lists the entries of Config.Own whose host names did not
-// resolve when the policy was made: connections to their addresses by
-// another name or by address are not known to be the node's own.
+// Unresolved lists the entries of Config.Own and OwnHosts whose host
+// names did not resolve when the policy was made: connections to their
+// addresses by another name or by address are not known to be the
+// node's own.
 func (p *Policy) Unresolved() []string { return p.own.unresolved }
 
 // Check decides whether a connection to addr, the resolved address about
@@ -115,18 +133,26 @@ func (p *Policy) Check(host string, addr netip.AddrPort) error {
 
 // ownReason says how a connection is one to the node itself, or "".
 func (p *Policy) ownReason(name string, a netip.Addr, port uint16) string {
-	if name != "" && p.own.names[hostPort(name, port)] {
+	if name != "" && (p.own.names[hostPort(name, port)] || p.own.ports[port] && p.own.hostNames[name]) {
 		return "the node's own endpoint, by name"
 	}
 	for _, f := range forms(a) {
 		if p.own.addrs[netip.AddrPortFrom(f, port)] {
 			return "the node's own endpoint"
 		}
-		if p.own.anyPorts[port] && (f.IsUnspecified() || f.IsLoopback() || p.isLocal(f)) {
-			return "the node's own endpoint (listening on every interface)"
+		if p.own.ports[port] && p.isThisHost(f) {
+			return "an own endpoint's port on an address of this host"
 		}
 	}
 	return ""
+}
+
+// isThisHost reports whether a connection to a reaches this machine (or
+// what the operator named as the cluster's): loopback (all of
+// 127.0.0.0/8 and ::1 is one host), unspecified (which Linux connects to
+// locally), an interface address or one of OwnHosts.
+func (p *Policy) isThisHost(a netip.Addr) bool {
+	return a.IsLoopback() || a.IsUnspecified() || p.own.hosts[a] || p.isLocal(a)
 }
 
 // isLocal reports whether a is one of this machine's addresses. If they

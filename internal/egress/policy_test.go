@@ -3,8 +3,10 @@ package egress
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -144,13 +146,67 @@ func TestOwnEndpointsRefusedEvenWhenPublic(t *testing.T) {
 		{[]string{"198.51.100.20:5432"}, "", "198.51.100.20:5432", true}, // an exact host:port does
 		{[]string{"127.0.0.0/8"}, "", "127.0.0.1:2379", false},           // resolved from localhost:2379
 		{[]string{"127.0.0.0/8"}, "localhost", "127.0.0.2:2379", false},  // refused by name too
-		{[]string{"127.0.0.0/8"}, "", "127.0.0.2:2379", true},
+		{[]string{"127.0.0.0/8"}, "", "127.0.0.2:2379", false},           // etcd bound to every interface answers there too
+		{[]string{"127.0.0.0/8"}, "", "127.0.0.2:2380", true},
 		{[]string{"localhost:2379"}, "localhost", "127.0.0.1:2379", true},
 	}
 	for _, c := range cases {
 		p := newPolicy(t, Config{Allow: c.allow, Own: own})
 		if open := !check(t, p, c.host, c.addr); open != c.wantOpen {
 			t.Errorf("allow %v: Check(%q, %s) open = %v, want %v", c.allow, c.host, c.addr, open, c.wantOpen)
+		}
+	}
+}
+
+// A service bound to every interface answers on each address of the
+// machine, whatever address its URL names: an own endpoint's port is
+// refused on all of loopback, on 0.0.0.0 and ::, and on every interface
+// address — however the operator opened loopback or the private ranges —
+// while the same port elsewhere, and other ports here, stay as allowed.
+func TestOwnPortsRefusedOnEveryAddressOfThisHost(t *testing.T) {
+	t.Parallel()
+	noDNS := &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
+		return nil, errors.New("no DNS in this test")
+	}}
+	ifaces := func() ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("10.0.0.4"), netip.MustParseAddr("2001:db8::9"),
+			netip.MustParseAddr("fe80::1")}, nil
+	}
+	for _, own := range [][]string{
+		{"127.0.0.1:5432", "http://127.0.0.1:2379", "127.0.0.1:8080"},               // all on loopback, as in gaffer dev
+		{"postgres://gaffer@10.0.0.4:5432/gaffer", "http://10.0.0.4:2379", ":8080"}, // an interface address; the API on every interface
+		{"postgres://db.example:5432/gaffer", "http://[::1]:2379", "[2001:db8::9]:8080"},
+		{"postgres://localhost/gaffer", "http://etcd.gone.example:2379", "0.0.0.0:8080"}, // a default port, an unresolvable name
+		// Elsewhere: a database VIP may move onto this machine, and a
+		// remote service may be forwarded to a local port of the same number.
+		{"postgres://198.51.100.20:5432/gaffer", "http://198.51.100.30:2379", "203.0.113.7:8080"},
+	} {
+		p := newPolicy(t, Config{Own: own, Allow: []string{"127.0.0.0/8", "::1", "10.0.0.0/8", "fe80::/10"}, Resolver: noDNS})
+		p.localAddrs = ifaces
+		for addr, wantOpen := range map[string]bool{
+			"127.0.0.1:5432": false, "127.0.0.2:5432": false, "127.255.255.254:5432": false, "[::1]:5432": false,
+			"0.0.0.0:5432": false, "[::]:5432": false, "10.0.0.4:5432": false, "[2001:db8::9]:5432": false, "[fe80::1%eth0]:5432": false,
+			"127.0.0.2:2379": false, "[::ffff:127.0.0.2]:2379": false, "[::127.0.0.2]:2379": false, "10.0.0.4:2379": false,
+			"127.0.0.2:8080": false, "127.9.9.9:8080": false, "[::1]:8080": false, "[::ffff:10.0.0.4]:8080": false,
+			// Other ports of this host, and the same ports on addresses
+			// that are not this host's, are as the allow list says.
+			"127.0.0.2:9000": true, "10.0.0.4:9000": true, "[::1]:9000": true,
+			"10.0.0.5:5432": true, "10.0.0.5:2379": true, "10.0.0.5:8080": true, "[fe80::2]:5432": true,
+		} {
+			if open := !check(t, p, "", addr); open != wantOpen {
+				t.Errorf("own %q: Check(%s) open = %v, want %v", own, addr, open, wantOpen)
+			}
+		}
+		// Reached by a name that resolved to this host (the dialler
+		// checks the address it connects to, whatever the name).
+		if !check(t, p, "rebind.example", "127.0.0.2:5432") {
+			t.Errorf("own %q: a name resolving to 127.0.0.2 reached the database port", own)
+		}
+		// Only an exact host:port opens an own port on this host.
+		exact := newPolicy(t, Config{Own: own, Allow: []string{"127.0.0.0/8", "127.0.0.2:5432"}, Resolver: noDNS})
+		exact.localAddrs = ifaces
+		if check(t, exact, "", "127.0.0.2:5432") || !check(t, exact, "", "127.0.0.3:5432") {
+			t.Errorf("own %q: an exact allow entry does not open just its own address", own)
 		}
 	}
 }
@@ -183,6 +239,55 @@ func TestOwnEndpointOnEveryInterface(t *testing.T) {
 	}
 }
 
+// Behind a NAT or load balancer the cluster is also reachable at
+// addresses no interface shows: the operator names them (OwnHosts), and
+// every own port is refused there — by address, by the addresses a named
+// host resolves to, and by name — while an entry with a port adds that
+// one endpoint (a forwarded port).
+func TestOwnHostsAreThisCluster(t *testing.T) {
+	t.Parallel()
+	resolver := fakeResolver(t, map[string][]string{"gaffer.example.com": {"198.51.100.40", "2001:db8::40"}})
+	p := newPolicy(t, Config{
+		Own:      []string{"127.0.0.1:8080", "postgres://127.0.0.1:5432/gaffer"},
+		OwnHosts: []string{"203.0.113.7", "[2001:db8::7]", "gaffer.example.com", "gaffer-gone.example", "203.0.113.8:15432"},
+		Resolver: resolver,
+	})
+	p.localAddrs = func() ([]netip.Addr, error) { return nil, nil }
+	if got := p.Unresolved(); len(got) != 1 || got[0] != "gaffer-gone.example" {
+		t.Fatalf("Unresolved() = %q", got)
+	}
+	for c, wantOpen := range map[[2]string]bool{
+		{"", "203.0.113.7:8080"}: false, {"", "203.0.113.7:5432"}: false, {"", "[::ffff:203.0.113.7]:5432"}: false,
+		{"", "[64:ff9b::203.0.113.7]:5432"}: false, {"", "[2001:db8::7]:8080"}: false,
+		{"", "198.51.100.40:8080"}: false, {"", "[2001:db8::40]:5432"}: false,
+		{"gaffer.example.com", "203.0.113.99:8080"}: false, {"Gaffer-Gone.Example.", "203.0.113.99:5432"}: false,
+		{"", "203.0.113.8:15432"}: false, {"", "127.0.0.2:15432"}: false,
+		{"", "203.0.113.7:9000"}: true, {"gaffer.example.com", "198.51.100.41:443"}: true, {"", "198.51.100.41:8080"}: true,
+		{"", "203.0.113.8:8081"}: true, {"", "203.0.113.9:15432"}: true,
+	} {
+		if open := !check(t, p, c[0], c[1]); open != wantOpen {
+			t.Errorf("Check(%q, %s) open = %v, want %v", c[0], c[1], open, wantOpen)
+		}
+	}
+	if _, err := New(context.Background(), Config{OwnHosts: []string{"10.0.0.0/8"}}); err == nil || !strings.Contains(err.Error(), `"10.0.0.0/8"`) {
+		t.Fatalf("a range as an own host: %v, want an error naming it", err)
+	}
+}
+
+func TestSplitOwnHosts(t *testing.T) {
+	t.Parallel()
+	got, err := SplitOwnHosts(" 203.0.113.7, [2001:db8::7],2001:db8::8 ,gaffer.example.com,gaffer.example.com:8443,[2001:db8::9]:15432,,")
+	if err != nil || len(got) != 6 {
+		t.Fatalf("SplitOwnHosts = %q, %v", got, err)
+	}
+	for _, bad := range []string{"10.0.0.0/8", "*.example.com", "host:0", "host:99999", "2130706433", "0x7f.1:80",
+		"fe80::1%eth0", "[::1", "a b", "host:port", "0.0.0.0", "::", "-", "http://gaffer.example.com"} {
+		if _, err := SplitOwnHosts(bad); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", bad)) {
+			t.Errorf("SplitOwnHosts(%q) = %v, want an error naming it", bad, err)
+		}
+	}
+}
+
 func TestCheckLiteral(t *testing.T) {
 	t.Parallel()
 	p := newPolicy(t, Config{})
@@ -208,12 +313,12 @@ func TestCheckLiteral(t *testing.T) {
 	}
 	// Like gaffer dev: loopback open, the node's own API port not.
 	dev := newPolicy(t, Config{Allow: []string{"127.0.0.0/8", "::1"}, Own: []string{"127.0.0.1:8080"}})
-	for host, port := range map[string]uint16{"localhost": 9000, "127.0.0.1": 9000, "::1": 8080} {
+	for host, port := range map[string]uint16{"localhost": 9000, "127.0.0.1": 9000, "::1": 9000} {
 		if err := dev.CheckLiteral(host, port); err != nil {
 			t.Errorf("dev: CheckLiteral(%q, %d) = %v, want nil", host, port, err)
 		}
 	}
-	for host, port := range map[string]uint16{"localhost": 8080, "127.0.0.1": 8080, "2130706433": 9000} {
+	for host, port := range map[string]uint16{"localhost": 8080, "127.0.0.1": 8080, "127.0.0.2": 8080, "::1": 8080, "2130706433": 9000} {
 		if err := dev.CheckLiteral(host, port); err == nil {
 			t.Errorf("dev: CheckLiteral(%q, %d) allowed", host, port)
 		}

@@ -7,6 +7,10 @@ package testnode
 import (
 	"bufio"
 	"context"
+	"crypto/md5"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -61,6 +65,9 @@ func runNode() int {
 		QueueMonitorInterval: 200 * time.Millisecond,
 		PollInterval:         200 * time.Millisecond, Logger: log, Registerer: reg,
 		SessionTTL: sessionTTL, ReportInterval: 500 * time.Millisecond, ClusterPrefix: os.Getenv("GAFFER_TEST_PREFIX"),
+	}
+	if r, err := strconv.ParseFloat(os.Getenv("GAFFER_TEST_CRON_FIRE_RATE"), 64); err == nil {
+		cfg.CronTenantFireRate = r
 	}
 	knobs.SetTrustFenceOnly(cfg.ID, os.Getenv("GAFFER_TEST_FENCE_ONLY") != "")
 	if e := os.Getenv("GAFFER_TEST_ETCD"); e != "" {
@@ -134,6 +141,30 @@ func runNode() int {
 		}
 		return tx.Commit(ctx)
 	}, job.KindOptions{Backoff: job.ExponentialBackoff{Base: 200 * time.Millisecond, Max: 2 * time.Second}})
+	// fanin: a workflow step that records, in test_fanin, the md5 of each
+	// dependency's result among its inputs as it received them (the
+	// inputs as a whole when it has none: "{}"), then returns a result of
+	// args.bytes random hex digits, so that the stored bytes of a fan-in
+	// do not compress away.
+	type faninArgs struct {
+		Bytes int `json:"bytes"`
+	}
+	job.HandleArgs(node.Registry(), "fanin", func(ctx context.Context, j *job.Job, a faninArgs) error {
+		var inputs map[string]json.RawMessage
+		if err := json.Unmarshal(j.Inputs, &inputs); err != nil {
+			return job.Permanent(fmt.Errorf("fanin: inputs %.40q: %w", j.Inputs, err))
+		}
+		for dep, raw := range inputs {
+			sum := md5.Sum(raw)
+			if _, err := pool.Exec(ctx, `INSERT INTO test_fanin (job_id, attempt, step, dep, md5) VALUES ($1, $2, $3, $4, $5)`,
+				j.ID, j.Attempt, j.Step, dep, hex.EncodeToString(sum[:])); err != nil {
+				return err
+			}
+		}
+		fill := make([]byte, a.Bytes/2)
+		rand.Read(fill)
+		return j.SetResult(map[string]string{"step": j.Step, "fill": hex.EncodeToString(fill)})
+	})
 	// http: the built-in kind, allowed to call the loopback destinations
 	// GAFFER_TEST_WEBHOOK_ALLOW names.
 	if allow := os.Getenv("GAFFER_TEST_WEBHOOK_ALLOW"); allow != "" {

@@ -153,6 +153,9 @@ type Job struct {
 type Claimed struct {
 	Jobs     []Job `json:"jobs"`
 	Draining bool  `json:"draining"`
+	// Replaced: a later claim of the same worker came to wait, and this
+	// one answered, empty.
+	Replaced bool `json:"replaced"`
 }
 
 // Claim takes up to max jobs, waiting up to wait for one.

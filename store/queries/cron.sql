@@ -3,8 +3,8 @@
 
 -- name: insert_cron_entry
 WITH ins AS (
-    INSERT INTO gaffer.cron_entries (tenant, name, schedule, timezone, job, missed, missed_cap, overlap, paused, next_run_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+    INSERT INTO gaffer.cron_entries (tenant, name, schedule, timezone, job, missed, missed_cap, overlap, paused, next_run_at, min_gap_ms)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
     ON CONFLICT (tenant, name) DO NOTHING
     RETURNING tenant, name
 ), tell AS (
@@ -14,12 +14,13 @@ SELECT (SELECT count(*) FROM tell) FROM ins;
 
 -- name: update_cron_entry
 -- Replaces every field; $10 is the new cursor, $11 when the entry was
--- done (both set: one is NULL). An edit clears a failing entry's backoff:
+-- done (both set: one is NULL), $12 the schedule's shortest gap (NULL:
+-- unchanged). An edit clears a failing entry's backoff:
 -- the scheduler tries the edited entry at once.
 WITH upd AS (
     UPDATE gaffer.cron_entries
     SET schedule = $3, timezone = $4, job = $5, missed = $6, missed_cap = $7, overlap = $8, paused = $9,
-        next_run_at = $10, done_at = $11, retry_at = NULL, updated_at = now()
+        next_run_at = $10, done_at = $11, min_gap_ms = coalesce($12, min_gap_ms), retry_at = NULL, updated_at = now()
     WHERE tenant = $1 AND name = $2
     RETURNING tenant, name
 ), tell AS (
@@ -65,22 +66,46 @@ LIMIT $4;
 
 -- name: due_cron_entries
 -- Entries whose cursor has passed, by the database clock, and that clock;
--- not those a failure holds back until retry_at.
-SELECT tenant, name, schedule, timezone, job, missed, missed_cap, overlap, paused, next_run_at, last_job_id,
-       created_at, updated_at, done_at, last_fired_at, last_occurrence_at, last_error, last_error_at,
-       consecutive_failures, retry_at, (SELECT state FROM gaffer.jobs WHERE id = last_job_id), now()
-FROM gaffer.cron_entries
-WHERE NOT paused AND next_run_at <= now() AND (retry_at IS NULL OR retry_at <= now())
-ORDER BY next_run_at
-LIMIT $1;
+-- not those a failure holds back until retry_at, nor those of the tenants
+-- in $2 (whose fire budget is spent). Round-robin by tenant: each
+-- tenant's earliest due entry first (earliest of those first), then each
+-- tenant's second, and so on — so a tenant with hundreds of due entries
+-- delays another tenant's entry by at most one turn, never by its whole
+-- backlog. The turns are dealt among the $3 earliest due entries (read
+-- from cron_entries_due_idx, keys only), so a read costs the same
+-- whatever the backlog; past $3 due entries the rest wait their turn
+-- earliest first.
+SELECT e.tenant, e.name, e.schedule, e.timezone, e.job, e.missed, e.missed_cap, e.overlap, e.paused, e.next_run_at, e.last_job_id,
+       e.created_at, e.updated_at, e.done_at, e.last_fired_at, e.last_occurrence_at, e.last_error, e.last_error_at,
+       e.consecutive_failures, e.retry_at, (SELECT state FROM gaffer.jobs WHERE id = e.last_job_id), now()
+FROM (
+    -- Keys only, until the $1 entries are chosen: then their rows.
+    SELECT tenant, name, next_run_at, turn
+    FROM (
+        SELECT tenant, name, next_run_at, row_number() OVER (PARTITION BY tenant ORDER BY next_run_at, name) AS turn
+        FROM (
+            SELECT tenant, name, next_run_at
+            FROM gaffer.cron_entries
+            WHERE NOT paused AND next_run_at <= now() AND (retry_at IS NULL OR retry_at <= now())
+              AND tenant <> ALL ($2::text[])
+            ORDER BY next_run_at
+            LIMIT $3
+        ) earliest
+    ) ranked
+    ORDER BY turn, next_run_at, tenant
+    LIMIT $1
+) dealt
+JOIN gaffer.cron_entries e ON e.tenant = dealt.tenant AND e.name = dealt.name
+ORDER BY dealt.turn, dealt.next_run_at, dealt.tenant;
 
 -- name: next_cron_due
 -- Milliseconds until the earliest cursor, or the end of a failing entry's
 -- backoff when later (negative: overdue); NULL if none. Done entries have
--- no cursor and count for nothing.
+-- no cursor and count for nothing; nor do the tenants in $1 (whose fire
+-- budget is spent: the scheduler knows when it refills).
 SELECT (extract(epoch FROM min(greatest(next_run_at, retry_at)) - now()) * 1000)::bigint
 FROM gaffer.cron_entries
-WHERE NOT paused AND next_run_at IS NOT NULL;
+WHERE NOT paused AND next_run_at IS NOT NULL AND tenant <> ALL ($1::text[]);
 
 -- name: db_now
 SELECT now();
@@ -170,3 +195,29 @@ WITH doomed AS (
 )
 DELETE FROM gaffer.cron_occurrences o USING doomed
 WHERE o.tenant = doomed.tenant AND o.entry = doomed.entry AND o.scheduled_at = doomed.scheduled_at;
+
+-- name: lock_cron_quota
+-- Serializes the edits of one tenant's entries that a quota checks ($1
+-- the tenant), until the transaction ends: two creates cannot both fit
+-- in the last free place. Taken before any entry's row lock.
+SELECT pg_advisory_xact_lock(hashtextextended('gaffer.cron_quota/' || $1, 0));
+
+-- name: cron_tenant_load
+-- The tenant's entries other than $2, and the fires per minute they may
+-- make at their fastest (60000 / min_gap_ms each; done one-shots and
+-- one-shots make none). Entries written before min_gap_ms existed
+-- (NULL) are not in the sum: cron_unmeasured lists them.
+SELECT count(*), coalesce(sum(60000.0 / min_gap_ms) FILTER (WHERE min_gap_ms > 0 AND done_at IS NULL), 0)::float8
+FROM gaffer.cron_entries
+WHERE tenant = $1 AND name <> $2;
+
+-- name: cron_unmeasured
+SELECT name, schedule, timezone
+FROM gaffer.cron_entries
+WHERE tenant = $1 AND name <> $2 AND min_gap_ms IS NULL AND done_at IS NULL;
+
+-- name: set_cron_min_gap
+-- Records an older entry's measured gap, unless it changed meanwhile.
+UPDATE gaffer.cron_entries
+SET min_gap_ms = $5
+WHERE tenant = $1 AND name = $2 AND schedule = $3 AND timezone = $4 AND min_gap_ms IS NULL;

@@ -2,8 +2,11 @@
 
 -- name: upsert_limit
 -- $1 name, $2 queue, $3 kind, $4 tenant, $5 key_from, $6 concurrency,
--- $7 rate, $8 period_ms, $9 burst. A changed key or rate starts the
--- limit's buckets afresh. Returns whether a limit was created.
+-- $7 rate, $8 period_ms, $9 burst; $10 owner: when not NULL, an existing
+-- limit is replaced only if its tenant is $10 (a tenant's admin token
+-- changes only its own tenant's limits), else nothing is written and no
+-- row comes back. A changed key or rate starts the limit's buckets
+-- afresh. Returns whether a limit was created.
 WITH old AS (
     SELECT key_from, rate, period_ms, burst FROM gaffer.limits WHERE name = $1
 ), up AS (
@@ -12,15 +15,18 @@ WITH old AS (
     ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, kind = excluded.kind, tenant = excluded.tenant,
         key_from = excluded.key_from, concurrency = excluded.concurrency, rate = excluded.rate,
         period_ms = excluded.period_ms, burst = excluded.burst, updated_at = now()
+    WHERE $10::text IS NULL OR gaffer.limits.tenant = $10::text
     RETURNING name
 ), reset AS (
     DELETE FROM gaffer.limit_buckets b USING old
     WHERE b.limit_name = $1 AND (old.key_from, old.rate, old.period_ms, old.burst) IS DISTINCT FROM ($5, $7, $8, $9)
+      AND EXISTS (SELECT 1 FROM up)
 )
 SELECT NOT EXISTS (SELECT 1 FROM old) FROM up;
 
 -- name: delete_limit
-DELETE FROM gaffer.limits WHERE name = $1 RETURNING name;
+-- $2 owner: when not NULL, only a limit whose tenant is $2 is deleted.
+DELETE FROM gaffer.limits WHERE name = $1 AND ($2::text IS NULL OR tenant = $2::text) RETURNING name;
 
 -- name: list_limits
 SELECT name, coalesce(queue, ''), coalesce(kind, ''), coalesce(tenant, ''), key_from, coalesce(concurrency, 0),

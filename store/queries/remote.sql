@@ -2,10 +2,22 @@
 -- running attempt (complete, fail, snooze, heartbeat) are the statements
 -- in jobs.sql, compare-and-set like a node's.
 
+-- name: lock_remote_tenant
+-- Serialises the registrations of tenant $1 ('*': the spanning workers)
+-- until the transaction ends, so that register_remote_worker, run after
+-- it in the same transaction, counts every row another registration of
+-- the tenant committed: without it, concurrent registrations under READ
+-- COMMITTED each counted the rows before the others' and all inserted,
+-- past the cap. The two-key form keeps it apart from the one-key locks
+-- (limits, migrations); a collision of two tenants' hashes only
+-- serialises their registrations.
+SELECT pg_advisory_xact_lock(hashtext('gaffer.remote_workers'), hashtext($1));
+
 -- name: register_remote_worker
 -- $1 id, $2 name, $3 version, $4 queues, $5 kinds, $6 tenant ('*': all),
 -- $7 the most rows a tenant's workers may hold (live, or gone and not yet
--- deleted). Nothing is inserted at the cap.
+-- deleted). Nothing is inserted at the cap. Run after lock_remote_tenant
+-- in the same transaction: the count is exact only under that lock.
 INSERT INTO gaffer.nodes (id, kind, tenant, hostname, version, queues, kinds, state, in_flight, started_at, last_seen)
 SELECT $1, 'remote', $6, $2, $3, $4, $5, 'active', 0, now(), now()
 WHERE (SELECT count(*) FROM gaffer.nodes WHERE kind = 'remote' AND tenant = $6) < $7
@@ -58,3 +70,32 @@ UPDATE gaffer.jobs
 SET progress = $4, progress_message = $5, progress_attempt = attempt, progress_at = now()
 WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state = 'running'
 RETURNING id;
+
+-- name: remote_due_queues
+-- Which of the queues $1 hold a job of tenant $2 whose time has come, and
+-- are not paused: the one look a node takes for all the remote claims of
+-- a tenant waiting on those queues (remote's poller), instead of one
+-- claim per waiting claim and queue. Read only; one index probe per queue
+-- in jobs_due_idx (queue, tenant), and one in jobs_scheduled_idx (queue,
+-- run_at) for a job whose run_at passed that no claim has marked due yet.
+-- The tenant is an equality, not "$2 = '*' OR …": a generic plan of that
+-- form could not seek to the tenant and would read past every other
+-- tenant's due jobs in the queue (remote_due_queues_any is the spanning
+-- workers' form).
+SELECT q FROM unnest($1::text[]) AS q
+WHERE NOT EXISTS (SELECT FROM gaffer.queues qq WHERE qq.name = q AND qq.paused)
+  AND (EXISTS (SELECT FROM gaffer.jobs j
+               WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q
+                 AND j.tenant COLLATE "C" = $2::text AND j.run_at <= now())
+       OR EXISTS (SELECT FROM gaffer.jobs s
+                  WHERE s.state IN ('pending', 'retrying') AND NOT s.due AND s.queue = q
+                    AND s.run_at <= now() AND s.tenant = $2::text));
+
+-- name: remote_due_queues_any
+-- remote_due_queues for the spanning workers: a due job of any tenant.
+SELECT q FROM unnest($1::text[]) AS q
+WHERE NOT EXISTS (SELECT FROM gaffer.queues qq WHERE qq.name = q AND qq.paused)
+  AND (EXISTS (SELECT FROM gaffer.jobs j
+               WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q AND j.run_at <= now())
+       OR EXISTS (SELECT FROM gaffer.jobs s
+                  WHERE s.state IN ('pending', 'retrying') AND NOT s.due AND s.queue = q AND s.run_at <= now()));

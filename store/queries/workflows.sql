@@ -19,13 +19,15 @@ FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::json[], $7::smal
 SELECT gaffer.workflow_start_ready($1);
 
 -- name: get_workflow_run
-SELECT id, tenant, name, state, output, coalesce(error, ''), created_at, finished_at
+-- A run completed since migration 0034 keeps no copy of its output: it is
+-- read from its steps (gaffer.workflow_output).
+SELECT id, tenant, name, state, coalesce(output, gaffer.workflow_output(id)), coalesce(error, ''), created_at, finished_at
 FROM gaffer.workflow_runs
 WHERE id = $1 AND ($2::text IS NULL OR tenant = $2);
 
 -- name: list_workflow_runs
 -- $1 tenant (NULL: all), $2 state (NULL: any), $3 before id, $4 limit.
-SELECT id, tenant, name, state, output, coalesce(error, ''), created_at, finished_at
+SELECT id, tenant, name, state, coalesce(output, gaffer.workflow_output(id)), coalesce(error, ''), created_at, finished_at
 FROM gaffer.workflow_runs
 WHERE ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR state = $2) AND ($3::bigint IS NULL OR id < $3)
 ORDER BY id DESC
@@ -120,3 +122,21 @@ WITH doomed AS (
     FOR UPDATE SKIP LOCKED
 )
 DELETE FROM gaffer.workflow_runs r USING doomed WHERE r.id = doomed.id;
+
+-- name: step_inputs
+-- The inputs of step jobs that carry them by reference (jobs.inputs_from),
+-- read from their runs' steps (gaffer.step_inputs): $1 job ids, in the
+-- order they are wanted, $2 the bytes of inputs to send at most. Each row
+-- is a job, whether its inputs are sent, and its inputs: sent while the
+-- sizes so far (its own too) are within $2, and always for the first
+-- job; NULL past it (and for a job whose run is gone).
+SELECT id, ord = 1 OR upto <= $2, CASE WHEN ord = 1 OR upto <= $2 THEN inputs END
+FROM (
+    SELECT c.id, c.ord, x.inputs, coalesce(octet_length(x.inputs::text), 0) AS size,
+           sum(coalesce(octet_length(x.inputs::text), 0)) OVER (ORDER BY c.ord) AS upto
+    FROM unnest($1::bigint[]) WITH ORDINALITY AS c(id, ord)
+    JOIN gaffer.jobs j ON j.id = c.id
+    CROSS JOIN LATERAL (SELECT gaffer.step_inputs(j.workflow_run, j.step, j.inputs_from) AS inputs) x
+    WHERE j.inputs_from IS NOT NULL
+) t
+ORDER BY ord;

@@ -13,6 +13,7 @@
 --                  in the claim's transaction)
 --   claim_pick, claim_pick_units, claim_pick_remote, queue_units: the
 --                  signatures of earlier builds, for a rolling upgrade
+--   claim_older_build  what of those claims an earlier build can start
 --
 -- How a claim of n jobs goes:
 --   1. the gate: nothing for a paused queue, a draining node, or a remote
@@ -120,8 +121,10 @@ LANGUAGE sql STABLE AS $fn$
 $fn$;
 
 -- claim_unit locks and returns up to lim due jobs of unit (t, k) of
--- queue q, of the kinds ks (NULL: any), by (priority, run_at, id) past
--- the position (cp, cr, ci): a unit's part of a claim. Rows another
+-- queue q, of the kinds ks (NULL: any; empty: any but Gaffer's own
+-- gaffer.* kinds, a workflow's sleep and signal steps, which only nodes
+-- run — a remote worker that named no kinds), by (priority, run_at, id)
+-- past the position (cp, cr, ci): a unit's part of a claim. Rows another
 -- transaction holds are passed over.
 CREATE FUNCTION gaffer.claim_unit(q text, t text, k text, ks text[], cp smallint, cr timestamptz, ci bigint, lim integer)
 RETURNS TABLE (id bigint, kind text)
@@ -132,7 +135,7 @@ BEGIN
     WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q
       AND j.tenant COLLATE "C" = t AND j.fairness_key COLLATE "C" = k AND j.run_at <= now()
       AND (j.priority, j.run_at, j.id) > (coalesce(cp, -1::smallint), coalesce(cr, '-infinity'::timestamptz), coalesce(ci, 0::bigint))
-      AND (ks IS NULL OR j.kind = ANY (ks))
+      AND (ks IS NULL OR j.kind = ANY (ks) OR cardinality(ks) = 0 AND NOT starts_with(j.kind, 'gaffer.'))
     ORDER BY j.priority, j.run_at, j.id
     LIMIT lim
     FOR UPDATE SKIP LOCKED;
@@ -478,6 +481,19 @@ $fn$;
 -- rolling upgrade: each is the claim above, then the promotion of the
 -- queue's scheduled jobs whose time came, for the claims after it (their
 -- claim statement starts the jobs, so it cannot promote first).
+-- claim_older_build keeps, of the jobs an older build's claim picked (in
+-- claim order), those that build can start: not a workflow step whose
+-- inputs are read by reference (jobs.inputs_from, workflow.sql), which an
+-- older build would hand its worker without inputs. Such a step waits for
+-- a node of this build; during a rolling upgrade that is until the first
+-- one starts. The picked jobs it leaves stay pending.
+CREATE FUNCTION gaffer.claim_older_build(ids bigint[]) RETURNS bigint[]
+LANGUAGE sql STABLE AS $fn$
+    SELECT array_agg(x.id ORDER BY x.ord)
+    FROM unnest(ids) WITH ORDINALITY AS x(id, ord)
+    WHERE NOT EXISTS (SELECT 1 FROM gaffer.jobs j WHERE j.id = x.id AND j.inputs_from IS NOT NULL)
+$fn$;
+
 CREATE FUNCTION gaffer.claim_pick(q text, n integer, node_id text,
     c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[],
     after_tenant text, after_fkey text, k_tenant text[], k_fkey text[], grace_ms integer)
@@ -489,7 +505,7 @@ BEGIN
     SELECT c.ids INTO ids FROM gaffer.claim(q, n, node_id, false, NULL, NULL, NULL, NULL, c_tenant, c_fkey, c_prio, c_run_at, c_id,
                                             after_tenant, after_fkey, k_tenant, k_fkey, grace_ms) c;
     PERFORM gaffer.claim_promote(q);
-    RETURN ids;
+    RETURN gaffer.claim_older_build(ids);
 END
 $fn$;
 
@@ -513,7 +529,7 @@ BEGIN
     SELECT c.ids INTO ids FROM gaffer.claim(q, n, node_id, false, NULL, NULL, u_tenant, u_fkey, '{}', '{}', '{}', '{}', '{}',
                                             NULL, NULL, '{}', '{}', 0) c;
     PERFORM gaffer.claim_promote(q);
-    RETURN ids;
+    RETURN gaffer.claim_older_build(ids);
 END
 $fn$;
 
@@ -528,7 +544,7 @@ BEGIN
     SELECT c.ids INTO ids FROM gaffer.claim(q, n, worker_id, true, t, ks, NULL, NULL, c_tenant, c_fkey, c_prio, c_run_at, c_id,
                                             after_tenant, after_fkey, '{}', '{}', 0) c;
     PERFORM gaffer.claim_promote(q);
-    RETURN ids;
+    RETURN gaffer.claim_older_build(ids);
 END
 $fn$;
 

@@ -44,7 +44,9 @@ CREATE TABLE gaffer.jobs (
     -- A workflow step's job: its run and step.
     workflow_run     bigint,
     step             text,
-    -- A step's dependencies' results, {"step": result}, set when it starts.
+    -- A step's dependencies' results, {"step": result}, as copied into
+    -- the job when it started, by migrations before 0034. A step started
+    -- since carries inputs_from instead and leaves this NULL.
     inputs           json,
     -- A job's fairness unit is (tenant, fairness_key): within a queue, each
     -- claim shares its slots among the units with due jobs, by weight. An
@@ -72,6 +74,14 @@ CREATE TABLE gaffer.jobs (
     -- an earlier build leaves it true whatever the run_at: the claim also
     -- compares run_at with now().
     due              boolean     NOT NULL DEFAULT true,
+    -- A workflow step's inputs by reference: the jobs its dependencies
+    -- were following when it started (workflow_start_ready). Its inputs
+    -- are read from the run's steps whenever the job is read
+    -- (gaffer.step_inputs), never copied into the job, so a fan-in of n
+    -- results to m steps stores n results, not n x m. NULL for every other
+    -- job, and for steps started before migration 0034 (inputs holds
+    -- theirs).
+    inputs_from      bigint[],
     CONSTRAINT jobs_state_check CHECK (state IN ('pending', 'running', 'retrying', 'completed', 'failed', 'cancelled')),
     CONSTRAINT jobs_priority_check CHECK (priority BETWEEN 0 AND 9),
     CONSTRAINT jobs_attempts_check CHECK (max_attempts >= 1 AND attempt >= 0),
@@ -211,7 +221,10 @@ CREATE TABLE gaffer.workflow_runs (
     tenant      text        NOT NULL DEFAULT 'default',
     name        text        NOT NULL,
     state       text        NOT NULL DEFAULT 'running',
-    -- The results of the final steps (those no step depends on).
+    -- The results of the final steps (those no step depends on), as
+    -- copied here when the run completed, by migrations before 0034. A run
+    -- completed since leaves it NULL: readers take its output from its
+    -- steps (gaffer.workflow_output), where the results already are.
     output      json,
     error       text,
     created_at  timestamptz NOT NULL DEFAULT now(),
@@ -289,6 +302,11 @@ CREATE TABLE gaffer.cron_entries (
     last_error_at        timestamptz,
     consecutive_failures integer NOT NULL DEFAULT 0,
     retry_at             timestamptz,
+    -- The schedule's shortest gap between two fires (ms), measured when
+    -- the entry was written: the per-tenant quotas sum 60000 / it as the
+    -- entry's fastest fires per minute. 0: it fires at most once (@at).
+    -- NULL: written before 0033; measured when a quota first needs it.
+    min_gap_ms           bigint,
     PRIMARY KEY (tenant, name),
     CONSTRAINT cron_missed_check CHECK (missed IN ('skip', 'once', 'all')),
     CONSTRAINT cron_missed_cap_check CHECK (missed_cap BETWEEN 1 AND 10000),

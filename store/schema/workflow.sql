@@ -9,7 +9,13 @@
 -- run's lock must not stamp a time earlier than the one it waited for.
 
 -- Start every waiting step of a running run whose dependencies are done:
--- each gets its job, with its dependencies' results as inputs.
+-- each gets its job, carrying its inputs by reference: the jobs its
+-- dependencies follow now (inputs_from), not a copy of their results.
+-- Copies would write every dependency's result once per dependent, in
+-- the transaction of the completion that made them ready (issue 24: 20
+-- results of 250 KB to 40 steps wrote 213 MB); the results are read where
+-- they live, in the run's steps, whenever the job is read
+-- (gaffer.step_inputs).
 CREATE FUNCTION gaffer.workflow_start_ready(p_run bigint) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -28,10 +34,10 @@ BEGIN
         ORDER BY name
         FOR UPDATE
     LOOP
-        INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, args, run_at, due, workflow_run, step, inputs)
+        INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, args, run_at, due, workflow_run, step, inputs_from)
         VALUES (r.tenant, st.kind, st.queue, st.priority, st.max_attempts, st.timeout_ms, st.args,
                 now() + st.wait_ms * interval '1 millisecond', st.wait_ms <= 0, p_run, st.name,
-                gaffer.step_results(p_run, st.depends_on))
+                gaffer.step_dependency_jobs(p_run, st.depends_on))
         RETURNING id INTO jid;
         UPDATE gaffer.workflow_steps SET state = 'active', job_id = jid, started_at = clock_timestamp()
         WHERE run_id = p_run AND name = st.name;
@@ -42,8 +48,11 @@ BEGIN
 END
 $$;
 
--- Complete a running run once no step waits or runs: its output is the
--- results of the steps nothing depends on.
+-- Complete a running run once no step waits or runs. Its output, the
+-- results of the steps nothing depends on, is not copied into the run:
+-- gaffer.workflow_output reads it from the steps. (A completed run's
+-- steps no longer change: nothing waits or runs, and no replay resumes a
+-- completed run.)
 CREATE FUNCTION gaffer.workflow_finish_if_done(p_run bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -51,13 +60,50 @@ BEGIN
         RETURN;
     END IF;
     UPDATE gaffer.workflow_runs r
-    SET state = 'completed', finished_at = now(),
-        output = gaffer.step_results(p_run, ARRAY(
-            SELECT s.name FROM gaffer.workflow_steps s
-            WHERE s.run_id = p_run
-              AND NOT EXISTS (SELECT 1 FROM gaffer.workflow_steps d WHERE d.run_id = p_run AND s.name = ANY (d.depends_on))))
+    SET state = 'completed', finished_at = now()
     WHERE r.id = p_run AND r.state = 'running';
 END
+$$;
+
+-- A completed run's output: {"name": result, ...} of the steps nothing
+-- depends on. NULL for a run that has not completed.
+CREATE FUNCTION gaffer.workflow_output(p_run bigint) RETURNS json
+LANGUAGE sql STABLE AS $$
+    SELECT gaffer.step_results(p_run, ARRAY(
+        SELECT s.name FROM gaffer.workflow_steps s
+        WHERE s.run_id = p_run
+          AND NOT EXISTS (SELECT 1 FROM gaffer.workflow_steps d WHERE d.run_id = p_run AND s.name = ANY (d.depends_on))))
+    FROM gaffer.workflow_runs r
+    WHERE r.id = p_run AND r.state = 'completed';
+$$;
+
+-- The jobs the run's steps named follow, in name order: what a step
+-- starting now records as its inputs (jobs.inputs_from).
+CREATE FUNCTION gaffer.step_dependency_jobs(p_run bigint, p_names text[]) RETURNS bigint[]
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(array_agg(s.job_id ORDER BY s.name), '{}')
+    FROM gaffer.workflow_steps s
+    WHERE s.run_id = p_run AND s.name = ANY (p_names);
+$$;
+
+-- A step's inputs, {"dependency": result, ...}, read from the run's
+-- steps: each dependency's result as it was recorded, if the dependency
+-- still follows one of the jobs p_from names (those it followed when the
+-- step started), null otherwise. A completed step's result never changes
+-- (only a failed step is replayed), so a step reads the inputs it started
+-- with however often it is read, and a dependency with allow_failure
+-- that was replayed after the step started stays null to it, as when its
+-- result was copied. NULL when the run is gone (retention deletes a run
+-- only once every job of its steps finished).
+CREATE FUNCTION gaffer.step_inputs(p_run bigint, p_step text, p_from bigint[]) RETURNS json
+LANGUAGE sql STABLE AS $$
+    SELECT (SELECT coalesce('{' || string_agg(to_json(d.name)::text || ':'
+                                              || coalesce(CASE WHEN d.job_id = ANY (p_from) THEN d.result::text END, 'null'),
+                                              ',' ORDER BY d.name) || '}', '{}')
+            FROM gaffer.workflow_steps d
+            WHERE d.run_id = c.run_id AND d.name = ANY (c.depends_on))::json
+    FROM gaffer.workflow_steps c
+    WHERE c.run_id = p_run AND c.name = p_step;
 $$;
 
 -- Recount the waiting steps of a run (only the dependents of
@@ -158,7 +204,8 @@ BEGIN
     IF NOT FOUND OR s.state <> 'failed' OR r.state NOT IN ('running', 'failed') THEN
         RETURN NEW;
     END IF;
-    NEW.inputs := gaffer.step_results(r.id, s.depends_on);
+    NEW.inputs := NULL;
+    NEW.inputs_from := gaffer.step_dependency_jobs(r.id, s.depends_on);
     -- The step starts over as workflow_start_ready starts it: a signal
     -- step's timer runs its whole timeout again (due at once, it would
     -- fail before any signal could arrive), a sleep sleeps again.

@@ -28,6 +28,10 @@ const OpenAPIVersion = "3.0.3"
 // operation needs.
 const ScopeExtension = "x-gaffer-scope"
 
+// OperatorExtension is the operation member, true, of a route only a
+// token spanning tenants may call (api.Route.Operator).
+const OperatorExtension = "x-gaffer-operator"
+
 // securityScheme is the name of the bearer token scheme.
 const securityScheme = "bearerToken"
 
@@ -100,7 +104,7 @@ func Build() (*openapi3.T, error) {
 
 const description = `Jobs, cron, dead letters, workflows and cluster control.
 
-Authenticate with Authorization: Bearer <token>. A token carries scopes — jobs:read, jobs:write, cluster:read (nodes and the cluster's state) and admin, which implies the others — and belongs to one tenant (admin tokens may span tenants: tenant "*"). Each operation names the scope it needs.
+Authenticate with Authorization: Bearer <token>. A token carries scopes — jobs:read, jobs:write, cluster:read (nodes and the cluster's state), worker, and admin, which implies the others — and belongs to one tenant (admin tokens may span tenants: tenant "*"). Each operation names the scope it needs. A tenant's cluster:read or admin token is confined to its tenant: it sees and changes only its own tenant's limits and remote workers, and operations marked x-gaffer-operator (weights, pausing queues) need a token spanning tenants.
 
 Every error is application/problem+json with a stable code; each response lists the codes it may carry. A path no operation has answers 404 not_found; a path served with other methods answers 405 method_not_allowed with an Allow header.`
 
@@ -120,6 +124,10 @@ func operation(s *schemas, problems openapi3.ResponseBodies, r api.Route, types 
 			op.Description = "Needs a token with scope admin."
 		}
 		op.Extensions = map[string]any{ScopeExtension: r.Scope}
+		if r.Operator {
+			op.Description += " Only a token spanning tenants (tenant \"*\"): a tenant's token is refused with 403, whatever its scopes."
+			op.Extensions[OperatorExtension] = true
+		}
 	}
 
 	var inPath []string
@@ -205,12 +213,13 @@ func parameter(s *schemas, p api.Param) (*openapi3.Parameter, error) {
 			Minimum   *float64 `json:"minimum"`
 			Maximum   *float64 `json:"maximum"`
 			MaxLength *uint64  `json:"maxLength"`
+			Pattern   string   `json:"pattern"`
 			Enum      []string `json:"enum"`
 		}
 		if err := dec.Decode(&extra); err != nil {
 			return nil, fmt.Errorf("Schema %s: %w", p.Schema, err)
 		}
-		schema.Min, schema.Max, schema.MaxLength = extra.Minimum, extra.Maximum, extra.MaxLength
+		schema.Min, schema.Max, schema.MaxLength, schema.Pattern = extra.Minimum, extra.Maximum, extra.MaxLength, extra.Pattern
 		if extra.Enum != nil {
 			enum(extra.Enum...)(schema)
 		}
@@ -221,10 +230,15 @@ func parameter(s *schemas, p api.Param) (*openapi3.Parameter, error) {
 		param = openapi3.NewPathParameter(p.Name)
 	case "query":
 		param = openapi3.NewQueryParameter(p.Name).WithRequired(p.Required)
+		// The API takes ?name= (empty) as no value: the default.
+		param.AllowEmptyValue = true
 	case "header":
 		param = openapi3.NewHeaderParameter(p.Name).WithRequired(p.Required)
 	default:
 		return nil, fmt.Errorf("In %q is not path, query or header", p.In)
+	}
+	if p.Example != "" {
+		param.Example = p.Example
 	}
 	return param.WithDescription(p.Description).WithSchema(schema), nil
 }

@@ -1,0 +1,1 @@
+ALTER TABLE gaffer.cron_entries DROP COLUMN min_gap_ms;
