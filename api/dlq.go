@@ -66,18 +66,12 @@ func (s *Server) listDLQ(r *http.Request, p auth.Principal, _ []byte) (int, any,
 	if f.BeforeID, pr = idCursor(r); pr != nil {
 		return 0, nil, pr
 	}
-	entries, err := s.cfg.DLQ.List(r.Context(), f)
+	f.MaxBytes = s.cfg.MaxResponseBytes
+	entries, more, err := s.cfg.DLQ.ListPage(r.Context(), f)
 	if err != nil {
 		return 0, nil, err
 	}
-	out := list[dlq.Entry]{Data: entries}
-	if entries == nil {
-		out.Data = []dlq.Entry{}
-	}
-	if len(entries) == f.Limit {
-		out.NextCursor = encodeCursor(strconv.FormatInt(entries[len(entries)-1].ID, 10))
-	}
-	return http.StatusOK, out, nil
+	return http.StatusOK, page[dlq.Entry]{items: entries, more: more, id: func(e dlq.Entry) int64 { return e.ID }}, nil
 }
 
 func (s *Server) getDLQ(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {

@@ -157,7 +157,8 @@ func (s *Server) listJobs(r *http.Request, p auth.Principal, _ []byte) (int, any
 	if f.BeforeID, pr = idCursor(r); pr != nil {
 		return 0, nil, pr
 	}
-	jobs, err := s.cfg.Jobs.List(r.Context(), f)
+	f.MaxBytes = s.cfg.MaxResponseBytes
+	jobs, more, err := s.cfg.Jobs.ListPage(r.Context(), f)
 	if err != nil {
 		return 0, nil, paramError(err)
 	}
@@ -165,11 +166,7 @@ func (s *Server) listJobs(r *http.Request, p auth.Principal, _ []byte) (int, any
 	for i, j := range jobs {
 		views[i] = viewJob(j)
 	}
-	out := list[jobView]{Data: views}
-	if len(jobs) == f.Limit {
-		out.NextCursor = encodeCursor(strconv.FormatInt(jobs[len(jobs)-1].ID, 10))
-	}
-	return http.StatusOK, out, nil
+	return http.StatusOK, page[jobView]{items: views, more: more, id: func(v jobView) int64 { return v.ID }}, nil
 }
 
 func (s *Server) getJob(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {

@@ -61,6 +61,13 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// MaxBodyBytes caps a request body. Default 2 MiB.
 	MaxBodyBytes int64
+	// MaxResponseBytes is the budget of one list or claim answer
+	// (GET /v1/jobs, /v1/dlq, /v1/workflows, POST /v1/work/claim): a page
+	// ends before the item that would take it past the budget, with a
+	// next_cursor, and a claim takes no more jobs than fit (a single item
+	// larger than the budget is still sent alone). It also bounds the rows
+	// a list holds in memory. Default DefaultMaxResponseBytes (8 MiB).
+	MaxResponseBytes int
 	// RateLimit is the sustained requests per second allowed per token;
 	// RateBurst the burst. Defaults 200 and 400.
 	RateLimit float64
@@ -124,6 +131,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = 2 << 20
+	}
+	switch {
+	case cfg.MaxResponseBytes == 0:
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+	case cfg.MaxResponseBytes < MinMaxResponseBytes:
+		return nil, fmt.Errorf("api: Config.MaxResponseBytes must be at least %d, got %d", MinMaxResponseBytes, cfg.MaxResponseBytes)
 	}
 	if cfg.RateLimit == 0 {
 		cfg.RateLimit = 200
@@ -345,6 +358,13 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, v a
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
+	if st, ok := v.(streamer); ok {
+		// The status is sent: a failed write is a client gone away.
+		if err := st.stream(w, s.cfg.MaxResponseBytes); err != nil {
+			s.log.Debug("stream response", "method", r.Method, "path", r.URL.Path, "error", err)
+		}
+		return
+	}
 	// Not HTML-escaped: args and results are returned as they were sent.
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)

@@ -1,9 +1,11 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -139,6 +141,42 @@ type claimResponse struct {
 	Replaced bool `json:"replaced"`
 }
 
+// stream writes the answer job by job (the claim kept it within the
+// budget).
+func (c claimResponse) stream(w io.Writer, _ int) error {
+	var item bytes.Buffer
+	enc := json.NewEncoder(&item)
+	enc.SetEscapeHTML(false)
+	if _, err := io.WriteString(w, `{"jobs":[`); err != nil {
+		return err
+	}
+	for i, j := range c.Jobs {
+		item.Reset()
+		if i > 0 {
+			item.WriteByte(',')
+		}
+		if err := enc.Encode(j); err != nil {
+			return err
+		}
+		if _, err := w.Write(bytes.TrimSuffix(item.Bytes(), []byte("\n"))); err != nil {
+			return err
+		}
+	}
+	// The other fields, as the struct encodes them (after "jobs", its
+	// first).
+	rest := c
+	rest.Jobs = nil
+	tail, err := json.Marshal(rest)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(append([]byte("]"), bytes.TrimPrefix(tail, []byte(`{"jobs":null`))...)); err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, "\n")
+	return err
+}
+
 func (s *Server) claimWork(r *http.Request, p auth.Principal, body []byte) (int, any, error) {
 	var req claimRequest
 	if pr := decodeStrict(body, &req); pr != nil {
@@ -156,6 +194,9 @@ func (s *Server) claimWork(r *http.Request, p auth.Principal, body []byte) (int,
 		return 0, nil, pr
 	}
 	c.Wait = wait
+	// Jobs past the budget are released in their claim's transaction,
+	// claimable again at once.
+	c.MaxBytes = s.cfg.MaxResponseBytes - pageTailBytes
 	res, err := s.cfg.Remote.Claim(r.Context(), c)
 	if err != nil {
 		return 0, nil, workProblem(err)

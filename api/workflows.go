@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
@@ -96,18 +95,11 @@ func (s *Server) listWorkflows(r *http.Request, p auth.Principal, _ []byte) (int
 	if pr != nil {
 		return 0, nil, pr
 	}
-	runs, err := s.cfg.Workflows.List(r.Context(), tenantFilter(p, r), r.URL.Query().Get("state"), before, limit)
+	runs, more, err := s.cfg.Workflows.ListPage(r.Context(), tenantFilter(p, r), r.URL.Query().Get("state"), before, limit, s.cfg.MaxResponseBytes)
 	if err != nil {
 		return 0, nil, paramError(err)
 	}
-	out := list[workflow.Run]{Data: runs}
-	if runs == nil {
-		out.Data = []workflow.Run{}
-	}
-	if len(runs) == limit {
-		out.NextCursor = encodeCursor(strconv.FormatInt(runs[len(runs)-1].ID, 10))
-	}
-	return http.StatusOK, out, nil
+	return http.StatusOK, page[workflow.Run]{items: runs, more: more, id: func(r workflow.Run) int64 { return r.ID }}, nil
 }
 
 func (s *Server) getWorkflow(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
@@ -115,11 +107,18 @@ func (s *Server) getWorkflow(r *http.Request, p auth.Principal, _ []byte) (int, 
 	if pr != nil {
 		return 0, nil, pr
 	}
-	run, err := s.cfg.Workflows.Get(r.Context(), tenantFilter(p, r), id)
+	run, err := s.getRun(r, p, id)
 	if err != nil {
 		return 0, nil, workflowError(err, id)
 	}
 	return http.StatusOK, run, nil
+}
+
+// getRun reads a run for an answer: its steps' results within the
+// response budget, those past it left out (result_omitted, with
+// result_bytes; the step's job carries the result).
+func (s *Server) getRun(r *http.Request, p auth.Principal, id int64) (workflow.Run, error) {
+	return s.cfg.Workflows.GetBounded(r.Context(), tenantFilter(p, r), id, s.cfg.MaxResponseBytes/2)
 }
 
 func (s *Server) cancelWorkflow(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
@@ -127,7 +126,10 @@ func (s *Server) cancelWorkflow(r *http.Request, p auth.Principal, _ []byte) (in
 	if pr != nil {
 		return 0, nil, pr
 	}
-	run, err := s.cfg.Workflows.Cancel(r.Context(), tenantFilter(p, r), id)
+	if _, err := s.cfg.Workflows.Cancel(r.Context(), tenantFilter(p, r), id); err != nil {
+		return 0, nil, workflowError(err, id)
+	}
+	run, err := s.getRun(r, p, id)
 	if err != nil {
 		return 0, nil, workflowError(err, id)
 	}
@@ -154,7 +156,7 @@ func (s *Server) signalWorkflow(r *http.Request, p auth.Principal, body []byte) 
 	if err := s.cfg.Workflows.Signal(r.Context(), tenantFilter(p, r), id, b.Step, b.Payload); err != nil {
 		return 0, nil, workflowError(err, id)
 	}
-	run, err := s.cfg.Workflows.Get(r.Context(), tenantFilter(p, r), id)
+	run, err := s.getRun(r, p, id)
 	if err != nil {
 		return 0, nil, workflowError(err, id)
 	}

@@ -60,6 +60,10 @@ type Filter struct {
 	Replayed *bool
 	BeforeID int64 // pagination cursor: entries with smaller ids
 	Limit    int   // default 100, at most 1000
+	// MaxBytes ends a List early, once the entries read take about this
+	// many bytes as JSON (the entry that crosses it is the last); 0: no
+	// bound. Replays and purges do not read it.
+	MaxBytes int
 }
 
 // Validate checks the filter's fields.
@@ -85,7 +89,8 @@ func (f Filter) Validate() error {
 
 func (f Filter) store() store.DLQFilter {
 	return store.DLQFilter{Tenant: f.Tenant, Queue: f.Queue, Kind: f.Kind, FailedAfter: f.FailedAfter,
-		FailedBefore: f.FailedBefore, ErrorContains: f.ErrorContains, JobID: f.JobID, Replayed: f.Replayed, BeforeID: f.BeforeID, Limit: f.Limit}
+		FailedBefore: f.FailedBefore, ErrorContains: f.ErrorContains, JobID: f.JobID, Replayed: f.Replayed, BeforeID: f.BeforeID, Limit: f.Limit,
+		MaxBytes: f.MaxBytes}
 }
 
 // Replay is one entry replayed into one new job.
@@ -104,18 +109,26 @@ func NewClient(pool *pgxpool.Pool) *Client { return &Client{store: store.New(poo
 
 // List returns entries matching f, newest first.
 func (c *Client) List(ctx context.Context, f Filter) ([]Entry, error) {
+	entries, _, err := c.ListPage(ctx, f)
+	return entries, err
+}
+
+// ListPage is List saying also whether entries may follow those it
+// returns (it stopped at f.Limit or f.MaxBytes): the next page is the
+// entries before the last one returned (Filter.BeforeID).
+func (c *Client) ListPage(ctx context.Context, f Filter) (entries []Entry, more bool, _ error) {
 	if err := f.Validate(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	rows, err := c.store.ListDLQ(ctx, f.store())
+	rows, more, err := c.store.ListDLQPage(ctx, f.store())
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	out := make([]Entry, len(rows))
 	for i, r := range rows {
 		out[i] = fromRow(r)
 	}
-	return out, nil
+	return out, more, nil
 }
 
 // Get returns one entry; tenant, when not empty, must own it.

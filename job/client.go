@@ -177,6 +177,11 @@ type Filter struct {
 	WorkflowRun int64
 	BeforeID    int64 // pagination cursor: jobs with smaller ids
 	Limit       int   // default 100, at most 1000
+	// MaxBytes ends the list early, once the jobs read take about this
+	// many bytes as JSON (the job that crosses it is the last); 0: no
+	// bound. List holds what it returns in memory: a caller serving
+	// tenants bounds it (the API does, by its response budget).
+	MaxBytes int
 }
 
 // maxCronEntryName is the longest cron entry name (the cron package's
@@ -211,23 +216,31 @@ func (f Filter) Validate() error {
 // List returns jobs matching f, newest first. A filter that fails
 // Validate returns its *ValidationError.
 func (c *Client) List(ctx context.Context, f Filter) ([]*Job, error) {
+	jobs, _, err := c.ListPage(ctx, f)
+	return jobs, err
+}
+
+// ListPage is List saying also whether jobs may follow those it returns
+// (it stopped at f.Limit or f.MaxBytes): the next page is the jobs
+// before the last one returned (Filter.BeforeID).
+func (c *Client) ListPage(ctx context.Context, f Filter) (jobs []*Job, more bool, _ error) {
 	if err := f.Validate(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	states := make([]string, len(f.States))
 	for i, s := range f.States {
 		states[i] = string(s)
 	}
-	rows, err := c.store.ListJobs(ctx, store.JobFilter{Tenant: f.Tenant, States: states, Queue: f.Queue, Kind: f.Kind,
-		CronEntry: f.CronEntry, WorkflowRun: f.WorkflowRun, BeforeID: f.BeforeID, Limit: f.Limit})
+	rows, more, err := c.store.ListJobsPage(ctx, store.JobFilter{Tenant: f.Tenant, States: states, Queue: f.Queue, Kind: f.Kind,
+		CronEntry: f.CronEntry, WorkflowRun: f.WorkflowRun, BeforeID: f.BeforeID, Limit: f.Limit, MaxBytes: f.MaxBytes})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	out := make([]*Job, len(rows))
 	for i, r := range rows {
 		out[i] = FromRow(r)
 	}
-	return out, nil
+	return out, more, nil
 }
 
 // Cancel cancels a job: at once if it is pending or retrying; if it is

@@ -37,6 +37,11 @@ type Claim struct {
 	// Wait is how long to wait for a job when none is due: 0 answers at
 	// once, at most Config.MaxWait.
 	Wait time.Duration
+	// MaxBytes bounds the jobs returned (store.Job.WireBytes, summed;
+	// 0: no bound): the first job is always returned, and jobs claimed
+	// past the bound are released in their claim's transaction, due again
+	// at once for the next claim (store.ClaimParams.MaxBytes).
+	MaxBytes int
 }
 
 // ClaimedJob is a job a remote worker claimed: its attempt is running
@@ -107,7 +112,7 @@ func (r *Workers) Claim(ctx context.Context, c Claim) (ClaimResult, error) {
 	}
 	busyWait := time.Duration(0)
 	for {
-		jobs, busy, err := r.claimOnce(c.Worker, w, queues, c.Max)
+		jobs, busy, err := r.claimOnce(c.Worker, w, queues, c.Max, c.MaxBytes)
 		if err != nil {
 			return ClaimResult{}, err
 		}
@@ -190,8 +195,9 @@ func (r *Workers) worker(ctx context.Context, tenant, id string) (store.RemoteWo
 // gets its turn to fill a claim. The statements do not follow the
 // caller's context: a claim the server commits after pgx gave up on it
 // would leave jobs running for a worker that never heard of them. They
-// are bounded by the lease TTL instead.
-func (r *Workers) claimOnce(worker string, w store.RemoteWorkerRow, queues []string, limit int) (out []ClaimedJob, busy bool, err error) {
+// are bounded by the lease TTL instead. The claims of the queues share
+// one budget of maxBytes (0: none).
+func (r *Workers) claimOnce(worker string, w store.RemoteWorkerRow, queues []string, limit, maxBytes int) (out []ClaimedJob, busy bool, err error) {
 	if len(queues) == 0 {
 		return nil, false, nil
 	}
@@ -199,15 +205,16 @@ func (r *Workers) claimOnce(worker string, w store.RemoteWorkerRow, queues []str
 	defer cancel()
 	token := rand.Int64()
 	start := int(r.rotor.Add(1))
+	used := 0
 	for i := range queues {
 		n := limit - len(out)
-		if n <= 0 {
+		if n <= 0 || maxBytes > 0 && used >= maxBytes {
 			break
 		}
 		q := queues[(start+i)%len(queues)]
 		cur := r.cursor(worker, q)
 		params := store.ClaimParams{Queue: q, Limit: n, Token: token, LeaseTTL: r.cfg.LeaseTTL, Node: worker,
-			Remote: true, Tenant: w.Tenant, Kinds: w.Kinds}
+			Remote: true, Tenant: w.Tenant, Kinds: w.Kinds, MaxBytes: maxBytes, BytesUsed: used}
 		cur.mu.Lock()
 		cur.Prepare(&params, r.clock.Now(), r.cfg.CursorReset)
 		cur.mu.Unlock()
@@ -227,6 +234,7 @@ func (r *Workers) claimOnce(worker string, w store.RemoteWorkerRow, queues []str
 		cur.mu.Unlock()
 		rows := got.Jobs
 		for _, row := range rows {
+			used += row.WireBytes()
 			j := job.FromRow(row)
 			if j.AttemptedAt != nil {
 				r.metrics.ObserveQueueWait(j.Queue, j.Kind, max(0, j.AttemptedAt.Sub(j.RunAt)))

@@ -50,7 +50,22 @@ type ClaimParams struct {
 	// side claim, asked for by the jobs' insert, takes them.
 	Served []Unit
 	Grace  time.Duration
+	// MaxBytes, when set, bounds what the claim returns (Job.WireBytes,
+	// summed): the first job is always returned; the jobs past the bound
+	// are released in the claim's own transaction (ReleaseJobs, with
+	// ReasonOverBudget), so the claim commits without them and they are
+	// due again at once. The claim statement itself is not changed: it
+	// cannot know the jobs' sizes before it takes them.
+	MaxBytes int
+	// BytesUsed is what the caller's answer holds already (the jobs of
+	// its earlier claims for the same answer): it counts against
+	// MaxBytes, and with some used the first job is not kept regardless.
+	BytesUsed int
 }
+
+// ReasonOverBudget is the error a job released by a claim over its
+// MaxBytes carries in its history.
+const ReasonOverBudget = "released: past the claim's response budget (another claim takes it)"
 
 // Unit is a fairness unit: jobs of one tenant with one fairness key.
 // Within a queue, each claim shares its slots among the units.
@@ -149,18 +164,80 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) (Claimed, error) {
 	b.Queue(sqlClaim, p.Queue, p.Limit, p.Token, p.LeaseTTL.Milliseconds(), p.Node,
 		p.Remote, tenant, kinds, sTenants, sKey, cTenants, cKeys, cPrios, cRunAts, cIDs,
 		afterTenant, afterKey, kTenants, kKeys, p.Grace.Milliseconds())
-	br := s.pool.SendBatch(ctx, &b)
-	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return Claimed{}, fmt.Errorf("claim jobs: promote: %w", err)
+	if p.MaxBytes <= 0 {
+		c, err := readClaim(s.pool.SendBatch(ctx, &b), 0, 0)
+		if err != nil {
+			return Claimed{}, err
+		}
+		if err := s.readClaimedInputs(ctx, &c.Claimed); err != nil {
+			return Claimed{}, err
+		}
+		return c.Claimed, nil
 	}
-	rows, err := br.Query()
+	// With a budget the claim runs in a transaction of its own, so that
+	// the jobs past the budget are released before it commits: nobody
+	// ever sees them held for a worker that never got them.
+	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return Claimed{}, fmt.Errorf("claim jobs: %w", err)
 	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	out, err := readClaim(tx.SendBatch(ctx, &b), p.MaxBytes, p.BytesUsed)
+	if err != nil {
+		return Claimed{}, err
+	}
+	if len(out.over) > 0 {
+		ids, attempts, tokens := leaseArrays(out.over)
+		rows, err := tx.Query(ctx, sqlReleaseJobs, ids, attempts, tokens, ReasonOverBudget)
+		if err != nil {
+			return Claimed{}, fmt.Errorf("claim jobs: release those past the budget: %w", err)
+		}
+		released, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (int64, error) {
+			var id, woke int64
+			err := row.Scan(&id, &woke)
+			return id, err
+		})
+		if err != nil {
+			return Claimed{}, fmt.Errorf("claim jobs: release those past the budget: %w", err)
+		}
+		if len(released) != len(out.over) {
+			// They were claimed in this transaction: nothing else can
+			// have changed them.
+			return Claimed{}, fmt.Errorf("claim jobs: released %d of the %d jobs past the budget", len(released), len(out.over))
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Claimed{}, fmt.Errorf("claim jobs: commit: %w", err)
+	}
+	if err := s.readClaimedInputs(ctx, &out.Claimed); err != nil {
+		return Claimed{}, err
+	}
+	return out.Claimed, nil
+}
+
+// claimRead is a claim's answer as read: what it returns, and the leases
+// of the jobs past its budget.
+type claimRead struct {
+	Claimed
+	over []Lease
+}
+
+// readClaim reads the answer of the claim batch (promote, claim) and
+// closes br. Once the jobs read (and used, already held) would take more
+// than maxBytes (0: no bound), the later jobs' payloads are dropped as
+// they are read and only their leases kept.
+func readClaim(br pgx.BatchResults, maxBytes, used int) (claimRead, error) {
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return claimRead{}, fmt.Errorf("claim jobs: promote: %w", err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return claimRead{}, fmt.Errorf("claim jobs: %w", err)
+	}
 	defer rows.Close()
 	var (
-		out                  Claimed
+		out                  claimRead
 		nextTenant, nextFkey *string
 		busy                 *bool
 		sc                   = newJobScanner(&nextTenant, &nextFkey, &busy)
@@ -169,7 +246,7 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) (Claimed, error) {
 	for rows.Next() {
 		j, err := sc.scan(rows)
 		if err != nil {
-			return Claimed{}, fmt.Errorf("claim jobs: %w", err)
+			return claimRead{}, fmt.Errorf("claim jobs: %w", err)
 		}
 		if j.ID == 0 {
 			// The trailer: where the next claim starts.
@@ -180,20 +257,26 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) (Claimed, error) {
 			out.Busy = busy != nil && *busy
 			continue
 		}
+		n := j.WireBytes()
+		// In claim order: once one job does not fit, none after it is
+		// returned either. A first job is kept whatever its size (a job
+		// at the caps must still reach a worker).
+		if maxBytes > 0 && (len(out.over) > 0 || used > 0 && used+n > maxBytes) {
+			out.over = append(out.over, Lease{ID: j.ID, Attempt: j.Attempt, Token: j.LeaseToken})
+			continue
+		}
+		used += n
 		out.Jobs = append(out.Jobs, j)
 	}
 	if err := rows.Err(); err != nil {
-		return Claimed{}, fmt.Errorf("claim jobs: %w", err)
+		return claimRead{}, fmt.Errorf("claim jobs: %w", err)
 	}
 	if !sawTrailer {
-		return Claimed{}, fmt.Errorf("claim jobs: the claim statement returned no trailer row")
+		return claimRead{}, fmt.Errorf("claim jobs: the claim statement returned no trailer row")
 	}
 	rows.Close()
 	if err := br.Close(); err != nil {
-		return Claimed{}, fmt.Errorf("claim jobs: %w", err)
-	}
-	if err := s.readClaimedInputs(ctx, &out); err != nil {
-		return Claimed{}, err
+		return claimRead{}, fmt.Errorf("claim jobs: %w", err)
 	}
 	return out, nil
 }

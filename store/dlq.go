@@ -109,23 +109,65 @@ func (s *Store) replay(ctx context.Context, f DLQFilter, id int64, limit int, lo
 
 // ListDLQ returns entries matching f, newest first.
 func (s *Store) ListDLQ(ctx context.Context, f DLQFilter) ([]DLQEntry, error) {
+	entries, _, err := s.ListDLQPage(ctx, f)
+	return entries, err
+}
+
+// ListDLQPage is ListDLQ saying also whether entries may follow those it
+// returns: it stopped at f.Limit or at f.MaxBytes.
+func (s *Store) ListDLQPage(ctx context.Context, f DLQFilter) (entries []DLQEntry, more bool, _ error) {
 	w := f.where()
-	sql := strings.NewReplacer("{{where}}", w.sql(), "{{limit}}", w.next(clampLimit(f.Limit))).Replace(sqlListDLQ)
+	limit := clampLimit(f.Limit)
+	sql := strings.NewReplacer("{{where}}", w.sql(), "{{limit}}", w.next(limit)).Replace(sqlListDLQ)
+	var (
+		cut bool
+		row extraRow
+	)
+	if f.MaxBytes > 0 {
+		// As in ListJobsPage: the entries past the budget stay in the
+		// database; the last column says the page was cut.
+		budget := w.next(f.MaxBytes)
+		sql = "SELECT id, tenant, job_id, kind, queue, priority, max_attempts, attempts, timeout_ms, args, errors, " +
+			"reason, failed_at, replayed_at, replay_job_id, workflow_run, step, gaffer_upto >= " + budget + " FROM (" +
+			"SELECT *, sum(" + dlqRowBytes + ") OVER (ORDER BY id DESC) AS gaffer_upto, " + dlqRowBytes + " AS gaffer_size FROM (" +
+			strings.TrimSuffix(strings.TrimSpace(sql), ";") + ") l) w WHERE gaffer_upto - gaffer_size < " + budget + " ORDER BY id DESC"
+		row.extra = []any{&cut}
+	}
 	rows, err := s.pool.Query(ctx, sql, w.args...)
 	if err != nil {
-		return nil, fmt.Errorf("list DLQ: %w", err)
+		return nil, false, fmt.Errorf("list DLQ: %w", err)
 	}
 	defer rows.Close()
-	var out []DLQEntry
+	row.Row = rows
+	b := budget{max: f.MaxBytes}
 	for rows.Next() {
-		e, err := scanDLQEntry(rows)
+		e, err := scanDLQEntry(row)
 		if err != nil {
-			return nil, fmt.Errorf("list DLQ: %w", err)
+			return nil, false, fmt.Errorf("list DLQ: %w", err)
 		}
-		out = append(out, e)
+		entries = append(entries, e)
+		if b.spent(e.WireBytes()) {
+			return entries, true, nil
+		}
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("list DLQ: %w", err)
+	}
+	return entries, cut || len(entries) == limit, nil
 }
+
+// dlqRowBytes is a DLQ entry's size as a list pages it, in SQL (see
+// listRowBytes).
+const dlqRowBytes = "(pg_column_size(args) + pg_column_size(errors) + " + rowOverheadText + ")"
+
+// extraRow is a row whose scan fills extra after the caller's
+// destinations: a column a query adds after the usual ones.
+type extraRow struct {
+	pgx.Row
+	extra []any
+}
+
+func (r extraRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra...)...) }
 
 // GetDLQEntry returns one entry; tenant, when not empty, scopes it.
 func (s *Store) GetDLQEntry(ctx context.Context, tenant string, id int64) (DLQEntry, error) {

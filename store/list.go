@@ -26,25 +26,55 @@ type JobFilter struct {
 	// BeforeID is the pagination cursor: only jobs with a smaller id.
 	BeforeID int64
 	Limit    int
+	// MaxBytes stops the list once the rows read take this many bytes
+	// (Job.WireBytes), the row that crosses it included; 0: no bound.
+	MaxBytes int
 }
 
 // ListJobs returns jobs matching f, newest first, without step inputs
 // (GetJob reads them).
 func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
+	jobs, _, err := s.ListJobsPage(ctx, f)
+	return jobs, err
+}
+
+// ListJobsPage is ListJobs saying also whether jobs may follow those it
+// returns: it stopped at f.Limit or at f.MaxBytes. Like ListJobs, it
+// leaves step inputs out.
+func (s *Store) ListJobsPage(ctx context.Context, f JobFilter) (jobs []Job, more bool, _ error) {
 	sql, args, err := listJobsSQL(f)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	jobs, err := collectJobs(s.pool.Query(ctx, sql, args...))
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
+		return nil, false, fmt.Errorf("list jobs: %w", err)
 	}
-	// A listing leaves step inputs out (GetJob has them): a page of step
-	// jobs would carry up to its length times a step's input budget.
-	for i := range jobs {
-		jobs[i].Inputs = nil
+	defer rows.Close()
+	var cut bool
+	var extra []any
+	if f.MaxBytes > 0 {
+		extra = append(extra, &cut)
 	}
-	return jobs, nil
+	sc := newJobScanner(extra...)
+	b := budget{max: f.MaxBytes}
+	for rows.Next() {
+		j, err := sc.scan(rows)
+		if err != nil {
+			return nil, false, fmt.Errorf("list jobs: %w", err)
+		}
+		// A listing leaves step inputs out (GetJob has them): a page of step
+		// jobs would carry up to its length times a step's input budget.
+		j.Inputs = nil
+		jobs = append(jobs, j)
+		if b.spent(j.WireBytes()) {
+			return jobs, true, nil
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("list jobs: %w", err)
+	}
+	return jobs, cut || len(jobs) == clampLimit(f.Limit), nil
 }
 
 // listJobsSQL is ListJobs' query and its arguments.
@@ -82,9 +112,29 @@ func listJobsSQL(f JobFilter) (string, []any, error) {
 		w.add("id < ?", f.BeforeID)
 	}
 	limit := w.next(clampLimit(f.Limit))
-	sql := "SELECT " + expandJobColumns("{{job}}") + " FROM gaffer.jobs WHERE " + w.sql() + " ORDER BY id DESC LIMIT " + limit
+	page := "SELECT " + expandJobColumns("{{job}}") + " FROM gaffer.jobs WHERE " + w.sql() + " ORDER BY id DESC LIMIT " + limit
+	if f.MaxBytes <= 0 {
+		return page, w.args, nil
+	}
+	// The page's rows past the budget are not sent at all: each row's
+	// size as stored (listRowBytes) is summed in id order over the page,
+	// and the rows after the one that crosses the budget are left in the
+	// database. The last column says the page was cut there.
+	budget := w.next(f.MaxBytes)
+	sql := "SELECT " + expandJobColumns("{{job}}") + ", gaffer_upto >= " + budget + " FROM (" +
+		"SELECT *, sum(" + listRowBytes + ") OVER (ORDER BY id DESC) AS gaffer_upto, " + listRowBytes + " AS gaffer_size FROM (" + page + ") l" +
+		") w WHERE gaffer_upto - gaffer_size < " + budget + " ORDER BY id DESC"
 	return sql, w.args, nil
 }
+
+// listRowBytes is a job row's size as a list pages it, in SQL: about
+// Job.WireBytes, as the values are stored (pg_column_size reads a value's
+// header, not the value: octet_length would fetch every value from TOAST
+// and decompress it, the cost the budget is there to avoid). A
+// compressed value counts less than it will take on the wire, so the
+// page may send a few rows more than fit, which ListJobsPage reads and
+// drops; it never sends fewer.
+const listRowBytes = "(pg_column_size(args) + coalesce(pg_column_size(result), 0) + pg_column_size(errors) + " + rowOverheadText + ")"
 
 func clampLimit(n int) int {
 	switch {
@@ -111,6 +161,9 @@ type DLQFilter struct {
 	Replayed *bool
 	BeforeID int64
 	Limit    int
+	// MaxBytes stops the list once the entries read take this many bytes
+	// (DLQEntry.WireBytes), the one that crosses it included; 0: no bound.
+	MaxBytes int
 }
 
 func (f DLQFilter) where() *where {

@@ -42,14 +42,17 @@ type WorkflowStepParams struct {
 
 // WorkflowRun is a run's row.
 type WorkflowRun struct {
-	ID         int64
-	Tenant     string
-	Name       string
-	State      string
-	Output     json.RawMessage
-	Error      string
-	CreatedAt  time.Time
-	FinishedAt *time.Time
+	ID     int64
+	Tenant string
+	Name   string
+	State  string
+	Output json.RawMessage
+	// OutputBytes is the size of an output GetWorkflowRun left out
+	// (Output nil) to keep within its budget.
+	OutputBytes int
+	Error       string
+	CreatedAt   time.Time
+	FinishedAt  *time.Time
 }
 
 // WorkflowStep is a step's state, with its current job's attempt.
@@ -64,6 +67,9 @@ type WorkflowStep struct {
 	JobID        int64
 	Attempt      int
 	Result       json.RawMessage
+	// ResultBytes is the size of a result GetWorkflowRun left out (Result
+	// nil) to keep within its budget.
+	ResultBytes  int
 	Error        string
 	StartedAt    *time.Time
 	FinishedAt   *time.Time
@@ -122,12 +128,23 @@ func scanWorkflowRun(row pgx.Row) (WorkflowRun, error) {
 }
 
 // GetWorkflowRun returns a run and its steps; tenant, when not empty,
-// scopes the lookup. q is a transaction to read in, or nil. Errors:
-// ErrNotFound.
-func (s *Store) GetWorkflowRun(ctx context.Context, q DB, tenant string, id int64) (WorkflowRun, []WorkflowStep, error) {
+// scopes the lookup. q is a transaction to read in, or nil. With
+// maxResultBytes (0: no bound) the run's output and the steps' results
+// kept take at most that many bytes: past it the output or a step's
+// result is left out, its size in OutputBytes or ResultBytes. Errors: ErrNotFound.
+func (s *Store) GetWorkflowRun(ctx context.Context, q DB, tenant string, id int64, maxResultBytes int) (WorkflowRun, []WorkflowStep, error) {
 	r, err := scanWorkflowRun(s.db(q).QueryRow(ctx, sqlGetWorkflowRun, id, nullString(tenant)))
 	if err != nil {
 		return r, nil, notFound(err)
+	}
+	used := 0
+	if maxResultBytes > 0 && r.Output != nil {
+		// The output is the last steps' results: it counts first.
+		if len(r.Output) > maxResultBytes {
+			r.OutputBytes, r.Output = len(r.Output), nil
+		} else {
+			used = len(r.Output)
+		}
 	}
 	rows, err := s.db(q).Query(ctx, sqlGetWorkflowSteps, id)
 	if err != nil {
@@ -141,6 +158,16 @@ func (s *Store) GetWorkflowRun(ctx context.Context, q DB, tenant string, id int6
 			&st.Attempt, &st.Result, &st.Error, &st.StartedAt, &st.FinishedAt, &st.CancelReason); err != nil {
 			return r, nil, err
 		}
+		if maxResultBytes > 0 && st.Result != nil {
+			// Each row's result is dropped as it is read once the results
+			// kept would pass the budget: 1,000 steps of 1 MiB results are
+			// a gigabyte.
+			if used+len(st.Result) > maxResultBytes {
+				st.ResultBytes, st.Result = len(st.Result), nil
+			} else {
+				used += len(st.Result)
+			}
+		}
 		steps = append(steps, st)
 	}
 	return r, steps, rows.Err()
@@ -148,24 +175,39 @@ func (s *Store) GetWorkflowRun(ctx context.Context, q DB, tenant string, id int6
 
 // ListWorkflowRuns lists runs newest first.
 func (s *Store) ListWorkflowRuns(ctx context.Context, tenant, state string, beforeID int64, limit int) ([]WorkflowRun, error) {
+	runs, _, err := s.ListWorkflowRunsPage(ctx, tenant, state, beforeID, limit, 0)
+	return runs, err
+}
+
+// ListWorkflowRunsPage is ListWorkflowRuns reading no further once the
+// runs read take maxBytes (their outputs and names; 0: no bound), the
+// run that crosses it included; more says runs may follow.
+func (s *Store) ListWorkflowRunsPage(ctx context.Context, tenant, state string, beforeID int64, limit, maxBytes int) (runs []WorkflowRun, more bool, _ error) {
 	var before *int64
 	if beforeID > 0 {
 		before = &beforeID
 	}
-	rows, err := s.pool.Query(ctx, sqlListWorkflowRuns, nullString(tenant), nullString(state), before, clampLimit(limit))
+	limit = clampLimit(limit)
+	rows, err := s.pool.Query(ctx, sqlListWorkflowRuns, nullString(tenant), nullString(state), before, limit)
 	if err != nil {
-		return nil, fmt.Errorf("list workflow runs: %w", err)
+		return nil, false, fmt.Errorf("list workflow runs: %w", err)
 	}
 	defer rows.Close()
-	var out []WorkflowRun
+	b := budget{max: maxBytes}
 	for rows.Next() {
 		r, err := scanWorkflowRun(rows)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		out = append(out, r)
+		runs = append(runs, r)
+		if b.spent(rowOverheadBytes + len(r.Output) + len(r.Name) + len(r.Tenant) + len(r.Error)) {
+			return runs, true, nil
+		}
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("list workflow runs: %w", err)
+	}
+	return runs, len(runs) == limit, nil
 }
 
 // ErrRunFinished: the run already completed, failed or was cancelled.

@@ -45,11 +45,12 @@ func (h *Handler) dlqPage(r *http.Request, v *view) error {
 	if d.Before, err = idParam(r, "before"); err != nil {
 		return err
 	}
-	f.BeforeID, f.Limit = d.Before, pageSize
-	if d.Entries, err = h.cfg.DLQ.List(r.Context(), f); err != nil {
+	f.BeforeID, f.Limit, f.MaxBytes = d.Before, pageSize, h.cfg.MaxPageBytes
+	var more bool
+	if d.Entries, more, err = h.cfg.DLQ.ListPage(r.Context(), f); err != nil {
 		return err
 	}
-	if len(d.Entries) == pageSize {
+	if more && len(d.Entries) > 0 {
 		d.Older = d.Entries[len(d.Entries)-1].ID
 	}
 	if d.Unreplayed, err = h.cfg.DLQ.CountUnreplayed(r.Context(), f.Tenant, depthCap); err != nil {

@@ -151,11 +151,12 @@ func (h *Handler) jobsPage(r *http.Request, v *view) error {
 	if d.Before, err = idParam(r, "before"); err != nil {
 		return err
 	}
-	f.BeforeID = d.Before
-	if d.Jobs, err = h.cfg.Jobs.List(r.Context(), f); err != nil {
+	f.BeforeID, f.MaxBytes = d.Before, h.cfg.MaxPageBytes
+	var more bool
+	if d.Jobs, more, err = h.cfg.Jobs.ListPage(r.Context(), f); err != nil {
 		return err
 	}
-	if len(d.Jobs) == pageSize {
+	if more && len(d.Jobs) > 0 {
 		d.Older = d.Jobs[len(d.Jobs)-1].ID
 	}
 	if v.Spanning() {

@@ -56,6 +56,11 @@ type Config struct {
 	// Failures limits failed sign-ins per client address; share the API's.
 	// Default: a FailureLimiter of its own.
 	Failures *auth.FailureLimiter
+	// MaxPageBytes bounds the rows a page of jobs or DLQ entries reads
+	// (about this many bytes of payload; the row that crosses it is the
+	// page's last, and the page links to the next): give the API's
+	// response budget. Default 8 MiB.
+	MaxPageBytes int
 }
 
 // Handler serves the dashboard under /ui/. It is an http.Handler.
@@ -91,6 +96,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.MaxPageBytes == 0 {
+		cfg.MaxPageBytes = 8 << 20
 	}
 	if cfg.Failures == nil {
 		cfg.Failures = auth.NewFailureLimiter(auth.FailureLimiterConfig{})

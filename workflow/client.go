@@ -29,15 +29,21 @@ var RunStates = []string{Running, Completed, Failed, Cancelled}
 
 // Run is a workflow run and its steps.
 type Run struct {
-	ID         int64           `json:"id"`
-	Tenant     string          `json:"tenant"`
-	Name       string          `json:"name"`
-	State      string          `json:"state"`
-	Output     json.RawMessage `json:"output,omitempty"`
-	Error      string          `json:"error,omitempty"`
-	CreatedAt  time.Time       `json:"created_at"`
-	FinishedAt *time.Time      `json:"finished_at,omitempty"`
-	Steps      []StepState     `json:"steps,omitempty"`
+	ID     int64           `json:"id"`
+	Tenant string          `json:"tenant"`
+	Name   string          `json:"name"`
+	State  string          `json:"state"`
+	Output json.RawMessage `json:"output,omitempty"`
+	// OutputOmitted: the output (the results of the steps nothing
+	// depends on) was left out of this answer to keep it within its byte
+	// budget (GetBounded); OutputBytes is its size. Each step's job
+	// carries its result.
+	OutputOmitted bool        `json:"output_omitted,omitempty"`
+	OutputBytes   int         `json:"output_bytes,omitempty"`
+	Error         string      `json:"error,omitempty"`
+	CreatedAt     time.Time   `json:"created_at"`
+	FinishedAt    *time.Time  `json:"finished_at,omitempty"`
+	Steps         []StepState `json:"steps,omitempty"`
 }
 
 // StepState is a step as it stands: waiting, active (its job exists),
@@ -53,10 +59,15 @@ type StepState struct {
 	JobID        int64           `json:"job_id,omitempty"`
 	Attempt      int             `json:"attempt"`
 	Result       json.RawMessage `json:"result,omitempty"`
-	Error        string          `json:"error,omitempty"`
-	CancelReason string          `json:"cancel_reason,omitempty"`
-	StartedAt    *time.Time      `json:"started_at,omitempty"`
-	FinishedAt   *time.Time      `json:"finished_at,omitempty"`
+	// ResultOmitted: the step's result was left out of this answer to
+	// keep it within its byte budget (GetBounded); ResultBytes is its
+	// size. The step's job (GET /v1/jobs/{job_id}) carries it.
+	ResultOmitted bool       `json:"result_omitted,omitempty"`
+	ResultBytes   int        `json:"result_bytes,omitempty"`
+	Error         string     `json:"error,omitempty"`
+	CancelReason  string     `json:"cancel_reason,omitempty"`
+	StartedAt     *time.Time `json:"started_at,omitempty"`
+	FinishedAt    *time.Time `json:"finished_at,omitempty"`
 }
 
 // Errors.
@@ -121,16 +132,24 @@ func (c *Client) submit(ctx context.Context, tx pgx.Tx, def Definition) (Run, er
 	if err != nil {
 		return Run{}, err
 	}
-	return c.get(ctx, q, tenant, id)
+	return c.get(ctx, q, tenant, id, 0)
 }
 
 // Get returns a run with its steps; tenant, when not empty, must own it.
 func (c *Client) Get(ctx context.Context, tenant string, id int64) (Run, error) {
-	return c.get(ctx, nil, tenant, id)
+	return c.get(ctx, nil, tenant, id, 0)
 }
 
-func (c *Client) get(ctx context.Context, q store.DB, tenant string, id int64) (Run, error) {
-	r, steps, err := c.store.GetWorkflowRun(ctx, q, tenant, id)
+// GetBounded is Get holding at most maxResultBytes of the run's output
+// and the steps' results: an output past it comes out, marked
+// OutputOmitted with its size, and so do the results of the steps past
+// it (in the run's step order), marked ResultOmitted.
+func (c *Client) GetBounded(ctx context.Context, tenant string, id int64, maxResultBytes int) (Run, error) {
+	return c.get(ctx, nil, tenant, id, maxResultBytes)
+}
+
+func (c *Client) get(ctx context.Context, q store.DB, tenant string, id int64, maxResultBytes int) (Run, error) {
+	r, steps, err := c.store.GetWorkflowRun(ctx, q, tenant, id, maxResultBytes)
 	if errors.Is(err, store.ErrNotFound) {
 		return Run{}, fmt.Errorf("%w: %d", ErrNotFound, id)
 	}
@@ -142,7 +161,7 @@ func (c *Client) get(ctx context.Context, q store.DB, tenant string, id int64) (
 	for i, s := range steps {
 		run.Steps[i] = StepState{Name: s.Name, Type: s.Type, Kind: s.Kind, Queue: s.Queue, DependsOn: s.DependsOn,
 			AllowFailure: s.AllowFailure, State: s.State, JobID: s.JobID, Attempt: s.Attempt, Result: s.Result,
-			Error: s.Error, CancelReason: s.CancelReason, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt}
+			ResultOmitted: s.ResultBytes > 0, ResultBytes: s.ResultBytes, Error: s.Error, CancelReason: s.CancelReason, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt}
 		if run.Steps[i].DependsOn == nil {
 			run.Steps[i].DependsOn = []string{}
 		}
@@ -152,18 +171,27 @@ func (c *Client) get(ctx context.Context, q store.DB, tenant string, id int64) (
 
 // List returns runs newest first, without their steps.
 func (c *Client) List(ctx context.Context, tenant, state string, beforeID int64, limit int) ([]Run, error) {
+	runs, _, err := c.ListPage(ctx, tenant, state, beforeID, limit, 0)
+	return runs, err
+}
+
+// ListPage is List reading no further once the runs read take about
+// maxBytes (0: no bound; the run that crosses it is the last), saying
+// also whether runs may follow: the next page is the runs before the
+// last one returned.
+func (c *Client) ListPage(ctx context.Context, tenant, state string, beforeID int64, limit, maxBytes int) (runs []Run, more bool, _ error) {
 	if state != "" && !slices.Contains(RunStates, state) {
-		return nil, &job.ValidationError{Field: "state", Message: fmt.Sprintf("must be one of %s; got %q", strings.Join(RunStates, ", "), state)}
+		return nil, false, &job.ValidationError{Field: "state", Message: fmt.Sprintf("must be one of %s; got %q", strings.Join(RunStates, ", "), state)}
 	}
-	rows, err := c.store.ListWorkflowRuns(ctx, tenant, state, beforeID, limit)
+	rows, more, err := c.store.ListWorkflowRunsPage(ctx, tenant, state, beforeID, limit, maxBytes)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	out := make([]Run, len(rows))
 	for i, r := range rows {
 		out[i] = fromRow(r)
 	}
-	return out, nil
+	return out, more, nil
 }
 
 // Cancel cancels a running run: steps not started are cancelled, running
@@ -206,7 +234,7 @@ func (c *Client) Signal(ctx context.Context, tenant string, id int64, step strin
 }
 
 func fromRow(r store.WorkflowRun) Run {
-	return Run{ID: r.ID, Tenant: r.Tenant, Name: r.Name, State: r.State, Output: r.Output, Error: r.Error,
+	return Run{ID: r.ID, Tenant: r.Tenant, Name: r.Name, State: r.State, Output: r.Output, OutputOmitted: r.OutputBytes > 0, OutputBytes: r.OutputBytes, Error: r.Error,
 		CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt}
 }
 

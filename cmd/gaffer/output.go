@@ -119,9 +119,54 @@ func (f *pageFlags) query(q url.Values) url.Values {
 }
 
 // list GETs a list from the API and prints it: as JSON with --json,
-// otherwise as t.
+// otherwise as t. A page may end before its limit, at the API's response
+// byte budget, with a next_cursor: list follows the cursors until it has
+// the rows path's limit asks for, or the list ends, and prints them as
+// one page (with the last next_cursor).
 func list[T any](m *Main, ctx context.Context, cf *clientFlags, c *apiClient, path string, t table[T]) error {
-	return show(m, ctx, cf, c, "GET", path, nil, func(tw *tabwriter.Writer, p listPage[T]) { t.print(tw, p) })
+	u, err := url.Parse(path)
+	if err != nil {
+		return err
+	}
+	q := u.Query()
+	want, _ := strconv.Atoi(q.Get("limit"))
+	first, raw, err := call[listPage[json.RawMessage]](ctx, c, "GET", path, nil)
+	if err != nil {
+		return err
+	}
+	if first.NextCursor == "" || len(first.Data) == 0 || len(first.Data) >= want {
+		// One page: printed as the API sent it.
+		var page listPage[T]
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return fmt.Errorf("GET %s: cannot read the answer: %w", u.Path, err)
+		}
+		return m.output(*cf.json, raw, func(tw *tabwriter.Writer) { t.print(tw, page) })
+	}
+	all := first
+	for p := first; p.NextCursor != "" && len(p.Data) > 0 && len(all.Data) < want; {
+		q.Set("limit", strconv.Itoa(want-len(all.Data)))
+		q.Set("cursor", p.NextCursor)
+		u.RawQuery = q.Encode()
+		if p, _, err = call[listPage[json.RawMessage]](ctx, c, "GET", u.String(), nil); err != nil {
+			return err
+		}
+		all.Data = append(all.Data, p.Data...)
+		all.NextCursor = p.NextCursor
+	}
+	if all.Data == nil {
+		all.Data = []json.RawMessage{}
+	}
+	var joined bytes.Buffer
+	enc := json.NewEncoder(&joined)
+	enc.SetEscapeHTML(false) // the rows as the API sent them
+	if err := enc.Encode(all); err != nil {
+		return err
+	}
+	var page listPage[T]
+	if err := json.Unmarshal(joined.Bytes(), &page); err != nil {
+		return fmt.Errorf("GET %s: cannot read the answer: %w", u.Path, err)
+	}
+	return m.output(*cf.json, joined.Bytes(), func(tw *tabwriter.Writer) { t.print(tw, page) })
 }
 
 // printRows prints rows this command read itself (not from the API): as

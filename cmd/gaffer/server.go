@@ -31,6 +31,7 @@ type nodeFlags struct {
 	webhookAllow  *string
 	ownHosts      *string
 	rateLimit     *int
+	maxResponse   *int
 	tlsCert       *string
 	tlsKey        *string
 	etcd          *string
@@ -66,7 +67,9 @@ func addNodeFlags(fs *flagSet) *nodeFlags {
 			"comma-separated CIDRs, addresses, host names and host:port; only an exact host:port opens one of the node's own endpoints"),
 		ownHosts: fs.String("own-hosts", "", "", "addresses and host names of this cluster that its interfaces do not show (a NAT's or load balancer's public address), comma-separated: "+
 			"http jobs are refused the API, PostgreSQL and etcd ports there, as on every address of this host; host:port adds one more own endpoint (a forwarded port)"),
-		rateLimit:    fs.Int("rate-limit", "", 200, "API requests per second allowed per token (burst: twice that)"),
+		rateLimit: fs.Int("rate-limit", "", 200, "API requests per second allowed per token (burst: twice that)"),
+		maxResponse: fs.Int("max-response-bytes", "", api.DefaultMaxResponseBytes, "the byte budget of one API list page or remote claim: a page ends before the item that would pass it (with a next_cursor), "+
+			"a claim returns no more jobs than fit; also bounds the rows a list holds in memory"),
 		tlsCert:      fs.String("tls-cert", "", "", "serve HTTPS with this certificate (PEM); needs --tls-key"),
 		tlsKey:       fs.String("tls-key", "", "", "the certificate's private key (PEM)"),
 		etcd:         fs.String("etcd", "", "", "etcd endpoints, comma-separated; without them the node runs alone: no leader election, and cron and the other leader-only services run on it unfenced"),
@@ -143,6 +146,9 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 	}
 	if (*f.tlsCert == "") != (*f.tlsKey == "") {
 		return gaffer.Config{}, usageError("--tls-cert and --tls-key go together")
+	}
+	if *f.maxResponse < api.MinMaxResponseBytes {
+		return gaffer.Config{}, usageError(fmt.Sprintf("--max-response-bytes must be at least %d, got %d", api.MinMaxResponseBytes, *f.maxResponse))
 	}
 	if *f.rateLimit < 1 {
 		return gaffer.Config{}, usageError(fmt.Sprintf("--rate-limit must be at least 1, got %d", *f.rateLimit))
@@ -397,13 +403,13 @@ func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, hook
 	a, err := api.New(api.Config{Pool: n.Pool(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
 		Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Remote: n.RemoteWorkers(), WebhookSecrets: secrets, Logger: log, Registerer: reg,
 		RateLimit: float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit, IdempotencyRetention: *nf.idemRetention,
-		TrustedProxies: hs.proxies, Failures: failures, CronQuota: nf.cronQuota()})
+		MaxResponseBytes: *nf.maxResponse, TrustedProxies: hs.proxies, Failures: failures, CronQuota: nf.cronQuota()})
 	if err != nil {
 		return nil, nil, err
 	}
 	dash, err := ui.New(ui.Config{Tokens: tokens, Sessions: auth.NewSessions(n.Pool(), hs.sessionLength), Jobs: n.Client(), DLQ: n.DLQ(),
 		Cron: n.Cron(), Workflows: n.Workflows(), Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Logger: log,
-		TrustedProxies: hs.proxies, Failures: failures})
+		TrustedProxies: hs.proxies, Failures: failures, MaxPageBytes: *nf.maxResponse})
 	if err != nil {
 		return nil, nil, err
 	}
