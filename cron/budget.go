@@ -8,15 +8,23 @@ import (
 
 // fireBudget meters the jobs each tenant's entries make: a token bucket
 // per tenant, held by the scheduler (so by the leader: one budget for the
-// whole cluster, since only the leader fires). A tenant whose bucket is
-// empty is left out of the scheduler's passes until it refills; its due
-// entries wait, and fire late, while other tenants' fire on time.
+// whole cluster, since only the leader fires). An entry fires only when
+// its tenant's bucket holds every job the firing makes (a catch-up under
+// policy "all" makes several; one larger than the burst waits for a full
+// bucket and leaves it in debt). A tenant whose bucket cannot pay for its
+// next firing is left out of the scheduler's passes until it refills; its
+// due entries wait, and fire late, while other tenants' fire on time. So
+// over any t seconds a tenant's entries make at most burst + rate×t jobs,
+// but for a catch-up larger than the burst.
 //
 // It is used only from the scheduler's loop: no lock.
 type fireBudget struct {
 	limit   rate.Limit
 	burst   int
 	tenants map[string]*rate.Limiter
+	// need is, for a tenant whose last firing could not be paid for,
+	// the jobs it waits for (at most the burst); 1 otherwise.
+	need map[string]int
 }
 
 // newFireBudget returns a budget of perSecond jobs per tenant, burst at
@@ -25,7 +33,7 @@ func newFireBudget(perSecond float64, burst int) *fireBudget {
 	if perSecond < 0 {
 		return nil
 	}
-	return &fireBudget{limit: rate.Limit(perSecond), burst: burst, tenants: map[string]*rate.Limiter{}}
+	return &fireBudget{limit: rate.Limit(perSecond), burst: burst, tenants: map[string]*rate.Limiter{}, need: map[string]int{}}
 }
 
 // wait is how long until tenant may fire again: 0 when it may now.
@@ -37,25 +45,35 @@ func (b *fireBudget) wait(tenant string, now time.Time) time.Duration {
 	if l == nil {
 		return 0
 	}
+	need := float64(max(1, b.need[tenant]))
 	tokens := l.TokensAt(now)
-	if tokens >= 1 {
+	if tokens >= need {
 		return 0
 	}
-	return time.Duration((1 - tokens) / float64(b.limit) * float64(time.Second))
+	return time.Duration((need - tokens) / float64(b.limit) * float64(time.Second))
 }
 
-// spend takes n jobs, made at now, from tenant's budget. It may leave the
-// bucket in debt — a catch-up under policy "all" makes up to missed_cap
-// jobs at once — which the tenant then waits out.
-func (b *fireBudget) spend(tenant string, n int, now time.Time) {
+// take pays for a firing of tenant's that makes n jobs at now, and
+// reports whether it could: the bucket must hold n tokens, or be full
+// for a firing larger than the burst (which leaves it in debt, waited
+// out). A firing it cannot pay for is remembered (need), so that the
+// tenant is left out until the bucket holds enough, not looked at again
+// and again meanwhile.
+func (b *fireBudget) take(tenant string, n int, now time.Time) bool {
 	if b == nil || n <= 0 {
-		return
+		return true
 	}
 	l := b.tenants[tenant]
 	if l == nil {
 		l = rate.NewLimiter(b.limit, b.burst)
 		b.tenants[tenant] = l
 	}
+	need := min(n, b.burst)
+	if l.TokensAt(now) < float64(need) {
+		b.need[tenant] = need
+		return false
+	}
+	delete(b.need, tenant)
 	for n > 0 {
 		// ReserveN refuses more than the burst at once: take it in
 		// pieces, each going into debt as needed.
@@ -63,6 +81,7 @@ func (b *fireBudget) spend(tenant string, n int, now time.Time) {
 		l.ReserveN(now, k)
 		n -= k
 	}
+	return true
 }
 
 // spent lists the tenants that may not fire at now, and how long until
@@ -77,6 +96,7 @@ func (b *fireBudget) spent(now time.Time) ([]string, time.Duration) {
 	for t, l := range b.tenants {
 		if l.TokensAt(now) >= float64(b.burst) {
 			delete(b.tenants, t)
+			delete(b.need, t)
 			continue
 		}
 		if w := b.wait(t, now); w > 0 {

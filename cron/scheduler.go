@@ -231,29 +231,30 @@ type firing struct {
 func (s *Scheduler) fireBatch(ctx context.Context, entries []store.CronEntry, now time.Time) (int, error) {
 	batch := make([]*firing, 0, len(entries))
 	for _, e := range entries {
-		if s.budget.wait(e.Tenant, s.clock.Now()) > 0 {
-			// Spent within this pass: the next one leaves the tenant out
-			// until it refills.
-			s.metrics.budgetWaits.Inc()
-			continue
-		}
 		f := &firing{e: e}
-		batch = append(batch, f)
 		sched, err := Parse(e.Schedule, e.Timezone)
 		if err != nil {
 			f.cause = fmt.Errorf("the schedule no longer parses: %w", err)
+			batch = append(batch, f)
 			continue
 		}
 		if err := checkTemplate(e); err != nil {
 			f.cause = fmt.Errorf("the job template is invalid: %w", err)
+			batch = append(batch, f)
 			continue
 		}
 		plan := planOccurrences(sched, e, now, s.cfg.MisfireGrace)
+		// Paid for now, for the budget of the rest of the batch; a batch
+		// that does not commit has spent it for nothing, rarely. One the
+		// tenant cannot pay for waits: the next passes leave the tenant
+		// out until it can.
+		if !s.budget.take(e.Tenant, plannedJobs(plan.occurrences), s.clock.Now()) {
+			s.metrics.budgetWaits.Inc()
+			continue
+		}
 		f.plan = store.CronFiring{Tenant: e.Tenant, Name: e.Name, OldCursor: e.NextRunAt, NewCursor: plan.next,
 			Occurrences: plan.occurrences, Job: e.Job, SkipIfBusy: e.Overlap == OverlapSkip}
-		// Spent now, for the budget of the rest of the batch; a batch
-		// that does not commit has spent it for nothing, rarely.
-		s.budget.spend(e.Tenant, plannedJobs(plan.occurrences), s.clock.Now())
+		batch = append(batch, f)
 	}
 	err := s.cfg.Fence.Do(ctx, func(q pgx.Tx) error {
 		for _, f := range batch {
