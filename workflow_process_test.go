@@ -27,7 +27,7 @@ func TestWorkflowSurvivesNodeKill(t *testing.T) {
 	for i := range 30 { // a step joins at most 32 results (workflow.MaxStepInputBytes)
 		name := fmt.Sprintf("part-%02d", i)
 		parts = append(parts, name)
-		b.Job(name, "work", map[string]int{"ms": 400}, workflow.After("start"))
+		b.Job(name, "work", map[string]int{"ms": 1500}, workflow.After("start"))
 	}
 	b.Job("join", "work", map[string]int{"ms": 10}, workflow.After(parts...))
 	def, err := b.Definition()
@@ -38,11 +38,14 @@ func TestWorkflowSurvivesNodeKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Kill node-2 while a 400 ms part it started moments ago is running
-	// (not "start", which takes 10 ms and may finish before the signal).
+	// Kill node-2 while a 1.5 s part it started less than a second ago is
+	// running (not "start", which takes 10 ms and may finish before the
+	// signal). The parts are long so that a loaded machine's late polls
+	// still find one of the two waves of parts (15 slots, 30 parts) young
+	// enough.
 	waitUntil(t, 20*time.Second, "node-2 to start a part", func() bool {
 		return scalar[int](t, e.pool, `SELECT count(*) FROM gaffer.jobs WHERE workflow_run = $1 AND node = 'node-2' AND state = 'running'
-			AND step LIKE 'part-%' AND attempted_at > clock_timestamp() - interval '150 milliseconds'`, run.ID) > 0
+			AND step LIKE 'part-%' AND attempted_at > clock_timestamp() - interval '1 second'`, run.ID) > 0
 	})
 	victim.Signal(syscall.SIGKILL)
 	waitUntil(t, 60*time.Second, "the run to complete", func() bool {
