@@ -94,8 +94,15 @@ func (h *harness) killDuringEtcdOutage() {
 	took := time.Since(killed)
 	if left > 0 {
 		var rows string
-		h.pool.QueryRow(ctx, `SELECT string_agg(format('%s %s attempt %s on %s, lease until %s', j.id, j.state, j.attempt, j.node,
-				to_char(j.lease_expires_at, 'HH24:MI:SS.MS')), ', ' ORDER BY j.id)
+		// With what could keep each one waiting: its unit's due jobs
+		// ahead of it, and the jobs of its limit key running.
+		h.pool.QueryRow(ctx, `SELECT string_agg(format('%s %s attempt %s on %s, lease until %s (tenant %s kind %s fairness key %s limit key %s, due %s ago; %s due jobs of its unit ahead, %s of its limit key running)',
+				j.id, j.state, j.attempt, j.node, to_char(j.lease_expires_at, 'HH24:MI:SS.MS'), j.tenant, j.kind, j.fairness_key,
+				coalesce(j.limit_key, '-'), (now() - j.run_at)::text,
+				(SELECT count(*) FROM gaffer.jobs a WHERE a.queue = j.queue AND a.tenant = j.tenant AND a.fairness_key = j.fairness_key
+					AND a.state IN ('pending', 'retrying') AND a.run_at <= now() AND (a.priority, a.run_at, a.id) < (j.priority, j.run_at, j.id)),
+				(SELECT count(*) FROM gaffer.jobs r WHERE r.state = 'running' AND r.tenant = j.tenant AND r.limit_key IS NOT DISTINCT FROM j.limit_key)),
+				', ' ORDER BY j.id)
 			FROM gaffer.jobs j JOIN unnest($1::bigint[], $2::int[]) AS h(id, attempt) ON h.id = j.id
 			WHERE j.attempt = h.attempt AND j.state NOT IN ('completed', 'failed', 'cancelled')`, ids, attempts).Scan(&rows)
 		h.violation("%d of the %d jobs %s held when SIGKILLed with etcd down did not run again within %s (lease %s + rescue %s + %s), before etcd returned: %s",

@@ -267,6 +267,7 @@ DECLARE
     h_got integer[] := '{}';
     adm record;
     weighed integer;
+    refused boolean;
     turnless integer;
 BEGIN
     next_tenant := after_tenant;
@@ -413,6 +414,16 @@ BEGIN
                 weighed := least(cardinality(cand_id), take);
             END IF;
             ids := ids || admitted;
+            -- A limit refused some: does one leave no room for any job of
+            -- the queue? Then nothing more can start in this claim.
+            refused := coalesce(cardinality(admitted), 0) < weighed;
+            IF refused AND coalesce(cardinality(ids), 0) < n AND gaffer.limits_full(q, NULL, NULL) THEN
+                IF NOT side THEN
+                    next_tenant := CASE WHEN finding THEN below_t END;
+                    next_fkey := CASE WHEN finding THEN below_k END;
+                END IF;
+                EXIT;
+            END IF;
             IF coalesce(cardinality(ids), 0) < n AND true = ANY (unit_more) THEN
                 -- Not full: the units that may have more, all of whose
                 -- candidates were weighed, are looked into deeper, past
@@ -424,15 +435,20 @@ BEGIN
                     cand_k := ARRAY(SELECT coalesce(u_past[1], 0) + generate_series(1, cardinality(cand_id)));
                 END IF;
                 SELECT coalesce(array_agg(x.tenant ORDER BY x.unit), '{}'), coalesce(array_agg(x.fkey ORDER BY x.unit), '{}'),
-                       coalesce(array_agg(x.prio ORDER BY x.unit), '{}'), coalesce(array_agg(x.run_at ORDER BY x.unit), '{}'),
+                       coalesce(array_agg(p.prio ORDER BY x.unit), '{}'), coalesce(array_agg(p.run_at ORDER BY x.unit), '{}'),
                        coalesce(array_agg(x.id ORDER BY x.unit), '{}'), coalesce(array_agg(x.k ORDER BY x.unit), '{}')
                 INTO d_tenant, d_fkey, d_prio, d_run_at, d_id, d_k
-                FROM (SELECT DISTINCT ON (c.unit) c.unit, c.tenant, c.fkey, j.priority AS prio, j.run_at, c.id, c.k
+                FROM (SELECT DISTINCT ON (c.unit) c.unit, c.tenant, c.fkey, c.id, c.k
                       FROM unnest(cand_id, cand_tenant, cand_fkey, cand_unit, cand_k) AS c(id, tenant, fkey, unit, k)
-                      JOIN gaffer.jobs j ON j.id = c.id
                       WHERE unit_more[c.unit]
                         AND c.unit NOT IN (SELECT r.unit FROM unnest(cand_unit) WITH ORDINALITY AS r(unit, i) WHERE r.i > weighed)
-                      ORDER BY c.unit, c.k DESC) x;
+                      ORDER BY c.unit, c.k DESC) x
+                -- (its last candidate's place, by the primary key: LIMIT
+                -- keeps the planner from making it a join, which it may
+                -- plan as a scan of the table while its statistics are new)
+                CROSS JOIN LATERAL (SELECT j.priority AS prio, j.run_at FROM gaffer.jobs j WHERE j.id = x.id LIMIT 1) p
+                -- (not a unit a limit has no room left for)
+                WHERE NOT refused OR NOT gaffer.limits_full(q, x.tenant, x.fkey);
             END IF;
         END IF;
         weighed_all := weighed_all + weighed;

@@ -323,6 +323,32 @@ BEGIN
 END
 $fn$;
 
+-- limits_full says whether a limit leaves no room, in the calling
+-- transaction's view, for any job of unit (t, k) of queue q — or, with t
+-- NULL, for any job of q: a limit of every kind whose bucket is the same
+-- for all those jobs (keyed by nothing, the tenant, the queue or the
+-- fairness key; for all of q's units, by nothing or the queue, of every
+-- tenant) with its running attempts' bound at its concurrency, or less
+-- than a whole token left. A claim asks it of the units whose candidates
+-- a limit refused, after limit_admit has counted their buckets (and so
+-- their bounds are exact plus what the claim admitted), so as not to look
+-- deeper into a unit, or into the queue, that can give nothing more
+-- (gaffer.claim). A stale bound only makes it say full: the next claim
+-- counts again.
+CREATE FUNCTION gaffer.limits_full(q text, t text, k text) RETURNS boolean
+LANGUAGE sql STABLE AS $fn$
+    SELECT EXISTS (
+        SELECT 1 FROM gaffer.limits l
+        JOIN gaffer.limit_buckets lb ON lb.limit_name = l.name
+                                    AND lb.key = gaffer.limit_key_of(l.key_from, t, NULL, q, NULL, k, NULL)
+        WHERE (l.queue IS NULL OR l.queue = q) AND l.kind IS NULL
+          AND CASE WHEN t IS NULL THEN l.tenant IS NULL AND l.key_from IN ('', 'queue')
+                   ELSE (l.tenant IS NULL OR l.tenant = t) AND l.key_from IN ('', 'tenant', 'queue', 'fairness_key') END
+          AND (l.concurrency <= lb.running_bound
+               OR l.rate IS NOT NULL AND least(l.burst::double precision, lb.tokens
+                    + greatest(extract(epoch FROM clock_timestamp() - lb.refilled_at), 0) * 1000 / l.period_ms * l.rate) < 1))
+$fn$;
+
 -- The row forms of earlier builds (their limit usage): the key limit
 -- key_from counts job j under, and whether limit l applies to job j.
 CREATE FUNCTION gaffer.limit_key(key_from text, j gaffer.jobs) RETURNS text
