@@ -34,7 +34,10 @@ type Config struct {
 	// which it says at start-up. Default false.
 	TransactionPooler bool
 	// MaxConns caps the pool the node opens from DatabaseURL. Default: the
-	// total concurrency of Queues / 10, between 4 and 20.
+	// total concurrency of Queues / 10, between 4 and 20. Beside it the
+	// node opens a pool of 2 for the heartbeats and releases that keep its
+	// leases (job.WorkerConfig.LeasePool), so that they never wait behind
+	// claims for a connection.
 	MaxConns int32
 	// ID names the node in the cluster and on every job it runs. Default:
 	// hostname-<random>.

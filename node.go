@@ -32,6 +32,9 @@ type Node struct {
 	log      hclog.Logger
 	store    *store.Store
 	ownPool  bool
+	// leases is a pool of its own, with the node's own pool, for the
+	// worker's heartbeats and releases (job.WorkerConfig.LeasePool).
+	leases   *store.Store
 	registry *job.Registry
 	metrics  *job.Metrics
 	client   *job.Client
@@ -86,6 +89,14 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 			return nil, err
 		}
 		n.store, n.ownPool = st, true
+		// Two connections of their own for the writes that keep leases:
+		// with the pool saturated (a slow database, a burst of claims and
+		// completions) a heartbeat would wait for a connection, and a node
+		// alive and well could see its leases run out.
+		if n.leases, err = store.OpenWith(ctx, cfg.DatabaseURL, store.ConnectOptions{MaxConns: 2, TransactionPooler: cfg.TransactionPooler}); err != nil {
+			st.Close()
+			return nil, err
+		}
 		for _, note := range st.Notes() {
 			n.log.Info(note)
 		}
@@ -98,11 +109,15 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	n.metrics = job.NewMetrics(cfg.Registerer)
 	workflow.RegisterBuiltins(n.registry)
 	pool := n.store.Pool()
+	var leasePool *pgxpool.Pool
+	if n.leases != nil {
+		leasePool = n.leases.Pool()
+	}
 	n.client = job.NewClient(pool, n.metrics).WithKinds(n.registry)
 	n.dlq = dlq.NewClient(pool)
 	var err error
 	n.worker, err = job.NewWorker(job.WorkerConfig{
-		Pool: pool, Registry: n.registry, NodeID: n.id, Metrics: n.metrics, Logger: n.log,
+		Pool: pool, LeasePool: leasePool, Registry: n.registry, NodeID: n.id, Metrics: n.metrics, Logger: n.log,
 		Queues: cfg.Queues, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 		ClaimBatch: cfg.ClaimBatch, FetchCooldown: cfg.FetchCooldown, TracerProvider: cfg.TracerProvider,
 	})
@@ -252,6 +267,7 @@ func (n *Node) Cluster() *cluster.Cluster { return n.cluster }
 func (n *Node) closeOnError(err error) error {
 	if n.ownPool {
 		n.store.Close()
+		n.leases.Close()
 	}
 	return err
 }
@@ -388,6 +404,7 @@ func (n *Node) Stop(ctx context.Context) error {
 	}
 	if n.ownPool {
 		n.store.Close()
+		n.leases.Close()
 	}
 	n.log.Info("node stopped")
 	close(n.done)

@@ -45,7 +45,7 @@ func (w *Worker) checkRunning(ctx context.Context) {
 		for i, e := range check {
 			ids[i] = e.lease.ID
 		}
-		cancelled, err := w.store.CancelRequestedAmong(ctx, ids)
+		cancelled, err := w.leases.CancelRequestedAmong(ctx, ids)
 		if err != nil {
 			w.log.Warn("check running jobs for cancellation", "error", err)
 			return
@@ -62,7 +62,7 @@ func (w *Worker) heartbeat(ctx context.Context, es []*execution) {
 		leases[i] = e.lease
 	}
 	sent := w.clock.Now()
-	res, err := w.store.HeartbeatJobs(ctx, leases, w.cfg.LeaseTTL)
+	res, err := w.leases.HeartbeatJobs(ctx, leases, w.cfg.LeaseTTL)
 	if err != nil {
 		// The lease still has two thirds of its time: try again next tick.
 		w.log.Warn("heartbeat running jobs", "jobs", len(es), "error", err)

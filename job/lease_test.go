@@ -6,8 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/maintenance"
+	"github.com/gafferhq/gaffer/internal/pgtest"
 	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
 )
@@ -206,5 +209,103 @@ func TestSameNodeReclaimsJobItLostTheLeaseOf(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("attempt 1 never learned it lost its lease")
+	}
+}
+
+// A worker whose pool is saturated — every connection held by something
+// slow — still renews its leases: heartbeats go through a pool of their
+// own (WorkerConfig.LeasePool) and never wait behind claims and
+// completions for a connection. Red with LeasePool left to the shared
+// pool: the lease of 1 s ran out while the pool was busy.
+func TestLeasesKeptWhileThePoolIsSaturated(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	open := func(conns int32) *store.Store {
+		st, err := store.OpenWith(ctx, url, store.ConnectOptions{MaxConns: conns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		return st
+	}
+	shared, leases, observer := open(2), open(1), open(2)
+	reg := job.NewRegistry()
+	started, release := make(chan struct{}), make(chan struct{})
+	reg.HandleFunc("long", func(ctx context.Context, j *job.Job) error {
+		close(started)
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	w, err := job.NewWorker(job.WorkerConfig{Pool: shared.Pool(), LeasePool: leases.Pool(), Registry: reg, NodeID: "n1",
+		LeaseTTL: time.Second, CheckInterval: 50 * time.Millisecond, Queues: map[string]int{"default": 1}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		w.Stop(stopCtx)
+	})
+	client := job.NewClient(observer.Pool(), nil)
+	res, err := client.Enqueue(ctx, job.Request{Kind: "long"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job did not start")
+	}
+	// Every connection of the shared pool, held for 2.5 lease TTLs.
+	var held []*pgxpool.Conn
+	releaseHeld := func() {
+		for _, c := range held {
+			c.Release()
+		}
+		held = nil
+	}
+	defer releaseHeld() // before the pools close
+	for range 2 {
+		c, err := shared.Pool().Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		var live bool
+		if err := observer.Pool().QueryRow(ctx, `SELECT lease_expires_at > clock_timestamp() FROM gaffer.jobs WHERE id = $1`, res.Job.ID).Scan(&live); err != nil {
+			t.Fatal(err)
+		}
+		if !live {
+			t.Fatal("the running job's lease ran out while the worker's pool was busy: its heartbeats waited for a connection")
+		}
+	}
+	releaseHeld()
+	close(release)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		j, err := client.Get(ctx, "", res.Job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State == job.Completed {
+			if j.Attempt != 1 || len(j.Errors) != 0 {
+				t.Fatalf("completed at attempt %d with errors %+v, want its first attempt, never lost", j.Attempt, j.Errors)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job did not complete: %s attempt %d", j.State, j.Attempt)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -215,7 +215,7 @@ func (p *producer) release(rows []store.Job) {
 		leases[i] = store.Lease{ID: r.ID, Attempt: r.Attempt, Token: r.LeaseToken}
 	}
 	err := retryWrite(func(ctx context.Context) error {
-		_, err := p.w.store.ReleaseJobs(ctx, leases, "released: node "+p.w.cfg.NodeID+" stopped while claiming")
+		_, err := p.w.leases.ReleaseJobs(ctx, leases, "released: node "+p.w.cfg.NodeID+" stopped while claiming")
 		return err
 	})
 	if err != nil {

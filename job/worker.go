@@ -20,8 +20,11 @@ import (
 // Worker claims jobs of its queues and runs their handlers. See the
 // package documentation for the attempt life cycle.
 type Worker struct {
-	cfg     WorkerConfig
-	store   *store.Store
+	cfg   WorkerConfig
+	store *store.Store
+	// leases is the store of WorkerConfig.LeasePool (or store): the
+	// watcher's heartbeats and checks, and releases.
+	leases  *store.Store
 	log     hclog.Logger
 	metrics *Metrics
 	tracer  *attemptTracer // nil: tracing off
@@ -52,7 +55,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{
-		cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("worker"), metrics: cfg.Metrics, clock: clock.Real,
+		cfg: cfg, store: store.New(cfg.Pool), leases: store.New(cfg.LeasePool), log: cfg.Logger.Named("worker"), metrics: cfg.Metrics, clock: clock.Real,
 		tracer:    newAttemptTracer(cfg.TracerProvider, cfg.NodeID),
 		producers: map[string]*producer{}, executing: map[store.Lease]*execution{},
 	}
@@ -244,7 +247,7 @@ func (w *Worker) ReleaseRunning() error {
 	var released []int64
 	err := retryWrite(func(ctx context.Context) error {
 		var err error
-		released, err = w.store.ReleaseJobs(ctx, leases, "released: node "+w.cfg.NodeID+" stopped before the job finished")
+		released, err = w.leases.ReleaseJobs(ctx, leases, "released: node "+w.cfg.NodeID+" stopped before the job finished")
 		return err
 	})
 	if err != nil {

@@ -12,11 +12,18 @@ import (
 
 // WorkerConfig configures a Worker. Zero values take the defaults shown.
 type WorkerConfig struct {
-	Pool     *pgxpool.Pool // required
-	Registry *Registry     // required
-	NodeID   string        // required: recorded on every job this node runs
-	Metrics  *Metrics
-	Logger   hclog.Logger
+	Pool *pgxpool.Pool // required
+	// LeasePool, when set, is used for the writes that keep and give back
+	// leases — heartbeats, the cancellation checks beside them, releases —
+	// so that they never wait for a connection behind claims and
+	// completions: a node whose Pool is saturated (a slow database, a
+	// burst of work) still renews its leases in time. A connection or two
+	// is enough. Default: Pool.
+	LeasePool *pgxpool.Pool
+	Registry  *Registry // required
+	NodeID    string    // required: recorded on every job this node runs
+	Metrics   *Metrics
+	Logger    hclog.Logger
 	// TracerProvider makes a span of every attempt, linked to the trace
 	// context its job was enqueued in (see the package documentation).
 	// Default nil: no spans, and attempts pay nothing for tracing (nor do
@@ -61,6 +68,9 @@ func (c *WorkerConfig) setDefaults() error {
 		return fmt.Errorf("WorkerConfig.LeaseTTL must be at least 500ms, got %s", c.LeaseTTL)
 	case c.PollInterval < 0 || c.FetchCooldown < 0 || c.ClaimBatch < 0 || c.CheckInterval < 0:
 		return errors.New("WorkerConfig: intervals and batch sizes must not be negative")
+	}
+	if c.LeasePool == nil {
+		c.LeasePool = c.Pool
 	}
 	if c.Metrics == nil {
 		c.Metrics = NewMetrics(nil)
