@@ -27,11 +27,11 @@ import (
 // keep jobs moving (lease rescue, retention, queue gauges). Register
 // handlers, then Start; Stop drains.
 type Node struct {
-	cfg      Config
-	id       string
-	log      hclog.Logger
-	store    *store.Store
-	ownPool  bool
+	cfg     Config
+	id      string
+	log     hclog.Logger
+	store   *store.Store
+	ownPool bool
 	// leases is a pool of its own, with the node's own pool, for the
 	// worker's heartbeats and releases (job.WorkerConfig.LeasePool).
 	leases   *store.Store
