@@ -54,6 +54,8 @@ type benchResult struct {
 	Fair *fairResult `json:"fair,omitempty"`
 	// Remote mode.
 	Remote *remoteResult `json:"remote,omitempty"`
+	// Pressure mode: what was done to the node meanwhile.
+	Pressure *pressureResult `json:"pressure,omitempty"`
 	// Soak mode: the series and its summary.
 	Soak      *soakResult `json:"soak,omitempty"`
 	GoVersion string      `json:"go_version"`
@@ -68,6 +70,9 @@ type benchOpts struct {
 	// --rate was given (else the soak measures capacity and takes 80%).
 	retention, sample time.Duration
 	rateSet           bool
+	// Pressure backend-kill: how often the node's connections are
+	// terminated.
+	killEvery time.Duration
 	// tracer is what the OTEL_* variables ask for, as on a server: the
 	// no-op provider unless they do.
 	tracer trace.TracerProvider
@@ -93,6 +98,10 @@ Modes:
   remote      --workers remote workers over HTTP (loopback) work off --jobs,
               claiming and completing up to --claim-batch at once; then
               enqueue→claim latency at --rate while they long-poll
+  pressure backend-kill
+              latency's load at --rate while PostgreSQL terminates every
+              connection of the node every --kill-every (as a pooler or an
+              operator does); report enqueue→start and the kills
   soak        enqueue at --rate jobs/s (default: 80% of a 30s continuous
               run) for --duration, finished jobs deleted after --retention;
               every --sample: throughput, enqueue→start p99, table and
@@ -112,7 +121,8 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	limit := fs.Int("limit", "-", 50, "limits: the binding limit's concurrency")
 	hold := fs.Duration("hold", "-", 100*time.Millisecond, "limits: how long each job runs under the binding limit")
 	workers := fs.Int("workers", "-", 8, "remote: remote workers (each a goroutine calling the API over HTTP)")
-	duration := fs.Duration("duration", "-", 30*time.Second, "continuous, latency, cron, idle, soak: how long to measure")
+	duration := fs.Duration("duration", "-", 30*time.Second, "continuous, latency, cron, idle, pressure, soak: how long to measure")
+	killEvery := fs.Duration("kill-every", "-", 250*time.Millisecond, "pressure backend-kill: how often the node's connections are terminated")
 	retention := fs.Duration("retention", "-", 5*time.Minute, "soak: how long finished jobs are kept")
 	sample := fs.Duration("sample", "-", time.Minute, "soak: the sampling interval")
 	svg := fs.String("svg", "-", "", "soak: write a plot of the series to this SVG file")
@@ -125,15 +135,23 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	modes := map[string]func(context.Context, *store.Store, benchOpts, *benchResult) error{
 		"backlog": benchBacklog, "continuous": benchContinuous, "latency": benchLatency, "cron": benchCron, "idle": benchIdle, "enqueue": benchEnqueue,
 		"dashboard": benchDashboard, "fairness": benchFairness, "limits": benchLimits, "remote": benchRemote, "soak": benchSoak,
+		"pressure": benchPressure,
 	}
 	fs.choices = slices.Sorted(maps.Keys(modes))
 	if err := fs.parse(args); err != nil {
 		return err
 	}
 	run, ok := modes[fs.Arg(0)]
-	if fs.NArg() != 1 || !ok {
+	want := 1
+	if fs.Arg(0) == "pressure" {
+		want = 2 // pressure KIND
+	}
+	if fs.NArg() != want || !ok {
 		fs.Usage()
-		return usageError("bench needs a mode: backlog, continuous, latency, cron, idle, enqueue, dashboard, fairness, limits, remote or soak")
+		return usageError("bench needs a mode: backlog, continuous, latency, cron, idle, enqueue, dashboard, fairness, limits, pressure backend-kill, remote or soak")
+	}
+	if fs.Arg(0) == "pressure" && fs.Arg(1) != "backend-kill" {
+		return usageError(fmt.Sprintf("bench pressure %q: the pressure built is backend-kill", fs.Arg(1)))
 	}
 	rateSet := *rate != 0
 	if *rate == 0 {
@@ -144,7 +162,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	}
 	o = benchOpts{jobs: *jobs, batch: *batch, concurrency: *concurrency, claimBatch: *claimBatch, nodes: *nodes, rate: *rate,
 		entries: *entries, duration: *duration, warmup: *warmup, limit: *limit, hold: *hold, workers: *workers,
-		retention: *retention, sample: *sample, rateSet: rateSet}
+		retention: *retention, sample: *sample, rateSet: rateSet, killEvery: *killEvery}
 	if o.retention <= 0 || o.sample <= 0 {
 		return usageError("--retention and --sample must be positive")
 	}
@@ -158,6 +176,9 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 		if v < 1 {
 			return usageError(fmt.Sprintf("--%s must be positive", name))
 		}
+	}
+	if o.killEvery <= 0 {
+		return usageError("--kill-every must be positive")
 	}
 	if o.duration <= 0 || o.warmup < 0 {
 		return usageError("--duration must be positive and --warmup not negative")
@@ -254,6 +275,10 @@ func printBench(m *Main, r benchResult) error {
 	case "continuous":
 		fmt.Fprintf(w, "continuous insert + work: %d jobs in %.1fs = %.0f jobs/s (concurrency %d)\n", r.Jobs, r.Seconds, r.JobsPerSec, r.Concurrency)
 	case "latency":
+		fmt.Fprintf(w, "enqueue → handler start, %d jobs at %.0f/s: p50 %.2fms  p95 %.2fms  p99 %.2fms  max %.2fms\n",
+			r.Latency.N, r.JobsPerSec, r.Latency.P50, r.Latency.P95, r.Latency.P99, r.Latency.Max)
+	case "pressure":
+		fmt.Fprintf(w, "%s: %d connections of the node terminated, every %s\n", r.Pressure.Kind, r.Pressure.Terminated, r.Pressure.Every)
 		fmt.Fprintf(w, "enqueue → handler start, %d jobs at %.0f/s: p50 %.2fms  p95 %.2fms  p99 %.2fms  max %.2fms\n",
 			r.Latency.N, r.JobsPerSec, r.Latency.P50, r.Latency.P95, r.Latency.P99, r.Latency.Max)
 	case "cron":

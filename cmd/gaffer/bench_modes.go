@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,9 +156,59 @@ func benchContinuous(ctx context.Context, st *store.Store, o benchOpts, r *bench
 // benchLatency enqueues one job at a time at a fixed rate and measures,
 // in this process, from just before Enqueue to the handler's start.
 func benchLatency(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
+	return measureLatency(ctx, st, o, r, o.url, nil)
+}
+
+// pressureResult is what bench pressure did to the node while it measured.
+type pressureResult struct {
+	Kind       string `json:"kind"`
+	Every      string `json:"every"`
+	Terminated int    `json:"terminated"`
+}
+
+// benchNodeApp names the bench node's connections in pg_stat_activity.
+const benchNodeApp = "gaffer-bench-node"
+
+// benchPressure is bench latency's load while PostgreSQL terminates every
+// connection of the node (its pool, its lease pool, its LISTEN) every
+// o.killEvery: what a pooler recycling server connections, or an
+// operator's pg_terminate_backend, does to it. The enqueuing client's
+// connections are spared.
+func benchPressure(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
+	u, err := url.Parse(o.url)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return fmt.Errorf("bench pressure needs a postgres:// URL to name the node's connections")
+	}
+	q := u.Query()
+	q.Set("application_name", benchNodeApp)
+	u.RawQuery = q.Encode()
+	p := &pressureResult{Kind: "backend-kill", Every: o.killEvery.String()}
+	r.Pressure = p
+	return measureLatency(ctx, st, o, r, u.String(), func(ctx context.Context) {
+		tick := time.NewTicker(o.killEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			var n int
+			if err := st.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+				WHERE application_name = $1 AND pid <> pg_backend_pid()`, benchNodeApp).Scan(&n); err == nil {
+				p.Terminated += n
+			}
+		}
+	})
+}
+
+// measureLatency enqueues one job at a time at o.rate for o.duration to a
+// node connecting to nodeURL, and records enqueue → handler start; during,
+// when set, runs meanwhile, until the measure ends.
+func measureLatency(ctx context.Context, st *store.Store, o benchOpts, r *benchResult, nodeURL string, during func(context.Context)) error {
 	var mu sync.Mutex
 	started := map[int64]time.Time{}
-	node, err := benchNode(ctx, o.url, o, nil, func(n *gaffer.Node) {
+	node, err := benchNode(ctx, nodeURL, o, nil, func(n *gaffer.Node) {
 		n.HandleFunc("bench.mark", func(ctx context.Context, j *job.Job) error {
 			now := time.Now()
 			mu.Lock()
@@ -177,6 +228,15 @@ func benchLatency(ctx context.Context, st *store.Store, o benchOpts, r *benchRes
 	client := job.NewClient(st.Pool(), nil)
 	enqueued := map[int64]time.Time{}
 	cpu := startCPU()
+	if during != nil {
+		dctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			during(dctx)
+		}()
+		defer func() { stop(); <-done }()
+	}
 	tick := time.NewTicker(time.Second / time.Duration(o.rate))
 	defer tick.Stop()
 	end := time.Now().Add(o.duration)
