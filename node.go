@@ -203,10 +203,12 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 		URL:      cfg.ListenDatabaseURL,
 		OnNotify: n.handleNotification,
 		OnConnect: func() {
+			n.worker.SetListening(true)
 			n.worker.WakeAll()
 			n.remote.WakeAll()
 		},
-		Logger: n.log.Named("listener"),
+		OnDisconnect: func() { n.worker.SetListening(false) },
+		Logger:       n.log.Named("listener"),
 	})
 	return n, nil
 }

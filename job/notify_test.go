@@ -44,3 +44,41 @@ func TestListenerReconnects(t *testing.T) {
 	// is back are caught by the wake-up that follows every reconnect.
 	waitRun("after the kill")
 }
+
+// While notifications cannot reach a worker (its node's LISTEN
+// connection is lost), its claim loops poll every 50 ms: a job enqueued
+// meanwhile starts in milliseconds, not after the poll interval (an hour
+// here). Red without the short poll.
+func TestDeafWorkerPollsSoon(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	done := make(chan int64, 1)
+	e.reg.HandleFunc("k", func(ctx context.Context, j *job.Job) error {
+		done <- j.ID
+		return nil
+	})
+	w, err := job.NewWorker(job.WorkerConfig{Pool: e.st.Pool(), Registry: e.reg, NodeID: "deaf", PollInterval: time.Hour, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		w.Stop(stopCtx)
+	})
+	time.Sleep(200 * time.Millisecond) // the initial poll has passed
+	w.SetListening(false)              // no LISTEN: as when its connection was lost
+	id := e.enqueue(job.Request{Kind: "k"}).ID
+	select {
+	case got := <-done:
+		if got != id {
+			t.Fatalf("ran %d, want %d", got, id)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a job enqueued while the worker could not hear notifications waited for the hour's poll")
+	}
+}

@@ -40,6 +40,14 @@ type producer struct {
 	// busyWait is how long the claim loop waits before claiming again
 	// after a claim a limit's change kept from claiming.
 	busyWait time.Duration
+	// failures counts the claims in a row that failed.
+	failures int
+}
+
+// claimRetryWait is the wait before claiming again after the k-th failed
+// claim in a row: 10 ms, doubling up to a second.
+func claimRetryWait(k int) time.Duration {
+	return min(10*time.Millisecond<<min(k-1, 7), time.Second)
 }
 
 func (p *producer) wake() {
@@ -66,7 +74,11 @@ func (p *producer) loop(ctx context.Context) {
 		case <-p.wakeCh:
 		case <-timer.C():
 		}
-		timer.Reset(jitter(poll, 0.1))
+		if w := p.w; w.deaf.Load() {
+			timer.Reset(jitter(min(poll, deafPoll), 0.1))
+		} else {
+			timer.Reset(jitter(poll, 0.1))
+		}
 		p.fill(ctx)
 	}
 }
@@ -116,11 +128,20 @@ func (p *producer) fill(ctx context.Context) {
 		// that found none.
 		p.side.slotFreed()
 		if !ok {
-			if ctx.Err() == nil && w.claiming.Load() {
-				clock.Sleep(ctx, w.clock, jitter(time.Second, 0.5))
+			if ctx.Err() != nil || !w.claiming.Load() {
+				return
 			}
-			return
+			// A claim that failed (its connection terminated, the
+			// database restarting) is tried again soon on another
+			// connection, backing off to a second while it keeps failing:
+			// a lost connection costs milliseconds, not a poll.
+			p.failures++
+			if !clock.Sleep(ctx, w.clock, jitter(claimRetryWait(p.failures), 0.5)) {
+				return
+			}
+			continue
 		}
+		p.failures = 0
 		if busy {
 			// The change waits for the claims in flight and commits at
 			// once: claim again shortly, a fresh claim, backing off up to

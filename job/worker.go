@@ -32,6 +32,10 @@ type Worker struct {
 
 	producers map[string]*producer
 	claiming  atomic.Bool
+	// deaf is set while notifications cannot reach this worker (its
+	// node's LISTEN connection is lost): the claim loops poll every
+	// deafPoll meanwhile.
+	deaf atomic.Bool
 	// claimGate is held (read) by each claim from its last look at
 	// claiming until its rows are taken, so SetClaiming(false) can wait
 	// for the claims already past that look.
@@ -131,6 +135,19 @@ func (w *Worker) wakeAfterWrite(queues map[string]bool) {
 		}
 	}
 }
+
+// SetListening says whether notifications reach this worker (its node's
+// LISTEN connection is in place). While they do not, the claim loops poll
+// every 50 ms instead of every PollInterval, so that a lost connection
+// costs milliseconds, not a poll; the default is that they do.
+func (w *Worker) SetListening(on bool) {
+	if w.deaf.Swap(!on) != !on && !on {
+		w.WakeAll() // re-armed with the short poll
+	}
+}
+
+// deafPoll is the claim loops' poll while notifications cannot arrive.
+const deafPoll = 50 * time.Millisecond
 
 // WakeAll wakes every queue's claim loop, e.g. after notifications may
 // have been missed.

@@ -6,13 +6,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	mrand "math/rand/v2"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gafferhq/gaffer/internal/service"
 )
@@ -59,7 +62,11 @@ type ListenerConfig struct {
 	// place: notifications sent while disconnected are lost, so callers
 	// resynchronise here. Must not block.
 	OnConnect func()
-	Logger    hclog.Logger
+	// OnDisconnect is called when LISTEN is no longer in place (the
+	// connection was lost): until the next OnConnect, notifications do
+	// not arrive. Must not block.
+	OnDisconnect func()
+	Logger       hclog.Logger
 }
 
 // Listener holds a dedicated connection that LISTENs on channels and
@@ -83,6 +90,9 @@ func (s *Store) NewListener(cfg ListenerConfig) *Listener {
 	}
 	if cfg.OnConnect == nil {
 		cfg.OnConnect = func() {}
+	}
+	if cfg.OnDisconnect == nil {
+		cfg.OnDisconnect = func() {}
 	}
 	l := &Listener{store: s, cfg: cfg}
 	if cfg.URL != "" {
@@ -109,8 +119,11 @@ func (l *Listener) Connected() bool { return l.connected.Load() }
 func (l *Listener) loop(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := l.session(ctx, func() { backoff = 100 * time.Millisecond })
-		l.connected.Store(false)
+		listened := false
+		err := l.session(ctx, func() { listened = true })
+		if l.connected.Swap(false) {
+			l.cfg.OnDisconnect()
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -119,6 +132,20 @@ func (l *Listener) loop(ctx context.Context) {
 			// Not a blip: the set-up is wrong, and says how. Nothing is
 			// lost meanwhile, only latency: every node also polls.
 			ceiling = time.Minute
+		}
+		if listened || terminated(err) {
+			// A connection that was listening, or was being set up, was
+			// lost (terminated by a pooler or an operator, a restart):
+			// connect again at once, and back off only if connecting
+			// fails.
+			backoff = 100 * time.Millisecond
+			l.cfg.Logger.Warn("listen connection lost; reconnecting at once", "error", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(mrand.N(20 * time.Millisecond)):
+			}
+			continue
 		}
 		l.cfg.Logger.Warn("listen connection lost; reconnecting", "error", err, "backoff", backoff)
 		wait := backoff/2 + mrand.N(backoff/2+1)
@@ -176,6 +203,22 @@ func (l *Listener) session(ctx context.Context, connected func()) error {
 	}
 }
 
+// terminated says whether err ended a connection the server had accepted:
+// the server terminated it (57P01 admin_shutdown: pg_terminate_backend, a
+// fast shutdown; 57P02 crash_shutdown) or the connection broke under it.
+// A connection refused (the server down, or starting: 57P03) is not.
+func terminated(err error) bool {
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == "57P01" || pgErr.Code == "57P02"
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
 // ErrListenDeaf means the LISTEN connection did not receive a
 // notification sent through the pool.
 var ErrListenDeaf = errors.New("LISTEN receives nothing on this connection: a notification sent through the pool did not arrive in time; " +
@@ -193,7 +236,17 @@ var listenProbeTimeout = 10 * time.Second
 // the pool's, and then hears nothing; without the probe the node would
 // think itself connected and wait for wake-ups that never come.
 func (l *Listener) probe(ctx context.Context, conn *pgx.Conn, channel string) error {
-	if _, err := l.store.pool.Exec(ctx, `SELECT pg_notify($1, '')`, channel); err != nil {
+	// A pool connection that was terminated fails its statement and is
+	// dropped; when every connection of the pool was terminated at once
+	// (as the listen connection was) each may fail in turn before the
+	// pool opens a new one.
+	var err error
+	for try := int32(0); try <= l.store.pool.Stat().MaxConns(); try++ {
+		if _, err = l.store.pool.Exec(ctx, `SELECT pg_notify($1, '')`, channel); err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("send a probe notification through the pool: %w", err)
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, listenProbeTimeout)
