@@ -133,9 +133,7 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	for i := range *nodes {
 		c := cfg
 		c.DatabaseURL, c.ID, c.Logger = url, fmt.Sprintf("dev-%d", i+1), log
-		if i == 0 {
-			c.Registerer = reg
-		}
+		c.Registerer = nodeRegisterer(reg, c.ID, *nodes)
 		n, err := gaffer.NewNode(ctx, c)
 		if err != nil {
 			return err

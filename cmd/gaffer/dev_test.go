@@ -133,3 +133,53 @@ func TestDevDataDirKeepsTheDatabase(t *testing.T) {
 	}
 	d.stop(t)
 }
+
+// Draining a node of `gaffer dev --nodes 2` leaves the API, the
+// dashboard, /readyz and /metrics to the node still running: before, the
+// drained node's closed pool answered every request "the database is
+// unreachable", /readyz stayed 503 on it, and /metrics had dev-1's series
+// only.
+func TestDevDrainedNodeLeavesTheAPIToTheOthers(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
+	token := "dev-token-for-the-drain-test"
+	d := startDev(t, []string{"GAFFER_DEV_TOKEN=" + token}, "--nodes", "2", "--addr", addr)
+	base := "http://" + addr
+	call := func(method, path string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := call("POST", "/v1/nodes/dev-1/drain"); code != 200 {
+		t.Fatalf("drain dev-1: %d %s", code, body)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(d.logs.String(), "node stopped: node=dev-1") {
+		if time.Now().After(deadline) {
+			t.Fatal("dev-1 did not stop within 30s of its drain")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code, body := call("GET", "/v1/jobs?limit=1"); code != 200 {
+		t.Fatalf("the API after dev-1 drained: %d %s", code, body)
+	}
+	if code, body := call("GET", "/readyz"); code != 200 {
+		t.Fatalf("/readyz after dev-1 drained: %d %s", code, body)
+	}
+	job := enqueueHTTP(t, base, token, "later", "http://127.0.0.1:1/never-called")
+	if job.status != 201 {
+		t.Fatalf("enqueue after dev-1 drained: %+v", job)
+	}
+	code, body := call("GET", "/metrics")
+	if code != 200 || !strings.Contains(body, `node="dev-2"`) || !strings.Contains(body, `node="dev-1"`) {
+		t.Fatalf("/metrics: %d, want every dev node's series (node=\"dev-1\", node=\"dev-2\"):\n%.2000s", code, body)
+	}
+	d.stop(t)
+}

@@ -344,11 +344,21 @@ func healthMux(reg *prometheus.Registry, metricsToken string, nodes ...*gaffer.N
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
+		// A node that stopped (drained and left) is gone, not unready;
+		// the process is ready while one of its nodes runs.
 		var problems []string
+		live := 0
 		for _, n := range nodes {
+			if stopped(n) {
+				continue
+			}
+			live++
 			if err := n.Pool().Ping(ctx); err != nil {
 				problems = append(problems, fmt.Sprintf("node %s: postgres: %v", n.ID(), err))
 			}
+		}
+		if live == 0 {
+			problems = append(problems, "every node of this process has stopped")
 		}
 		if len(problems) > 0 {
 			http.Error(w, strings.Join(problems, "\n"), http.StatusServiceUnavailable)
@@ -356,7 +366,7 @@ func healthMux(reg *prometheus.Registry, metricsToken string, nodes ...*gaffer.N
 		}
 		var degraded []string
 		for _, n := range nodes {
-			if c := n.Cluster(); c != nil {
+			if c := n.Cluster(); c != nil && !stopped(n) {
 				for _, d := range c.Status().Degraded {
 					degraded = append(degraded, fmt.Sprintf("node %s: %s", n.ID(), d))
 				}
@@ -390,32 +400,78 @@ func bearerOnly(token string, next http.Handler) http.Handler {
 
 // httpHandler serves the API under /v1 and the dashboard under /ui beside
 // the health endpoints.
+//
+// Each node gets an API and a dashboard of its own (its pool, its cluster
+// membership, its remote workers), and requests go to the first node of
+// the process still running: in `gaffer dev`, draining dev-1 (which
+// closes its pool) moves the API and the dashboard to dev-2 instead of
+// taking them down. The tokens returned are the first node's.
 func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, hooks *webhook.Handler, secrets *webhook.Secrets, nodes ...*gaffer.Node) (http.Handler, *auth.Tokens, error) {
-	n := nodes[0]
 	hs, err := nf.httpSettings()
 	if err != nil {
 		return nil, nil, err
 	}
-	tokens := auth.NewTokens(n.Pool())
 	// One budget of failed authentications per client address, for the
 	// API and the dashboard's sign-in alike.
 	failures := auth.NewFailureLimiter(auth.FailureLimiterConfig{})
-	a, err := api.New(api.Config{Pool: n.Pool(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
-		Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Remote: n.RemoteWorkers(), WebhookSecrets: secrets, Logger: log, Registerer: reg,
-		RateLimit: float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit, IdempotencyRetention: *nf.idemRetention,
-		MaxResponseBytes: *nf.maxResponse, TrustedProxies: hs.proxies, Failures: failures, CronQuota: nf.cronQuota()})
-	if err != nil {
-		return nil, nil, err
+	var first *auth.Tokens
+	served := make([]http.Handler, len(nodes))
+	for i, n := range nodes {
+		tokens := auth.NewTokens(n.Pool())
+		if first == nil {
+			first = tokens
+		}
+		a, err := api.New(api.Config{Pool: n.Pool(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
+			Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Remote: n.RemoteWorkers(), WebhookSecrets: secrets, Logger: log,
+			Registerer: nodeRegisterer(reg, n.ID(), len(nodes)),
+			RateLimit:  float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit, IdempotencyRetention: *nf.idemRetention,
+			MaxResponseBytes: *nf.maxResponse, TrustedProxies: hs.proxies, Failures: failures, CronQuota: nf.cronQuota()})
+		if err != nil {
+			return nil, nil, err
+		}
+		dash, err := ui.New(ui.Config{Tokens: tokens, Sessions: auth.NewSessions(n.Pool(), hs.sessionLength), Jobs: n.Client(), DLQ: n.DLQ(),
+			Cron: n.Cron(), Workflows: n.Workflows(), Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Logger: log,
+			TrustedProxies: hs.proxies, Failures: failures, MaxPageBytes: *nf.maxResponse})
+		if err != nil {
+			return nil, nil, err
+		}
+		m := http.NewServeMux()
+		m.Handle("/v1/", a)
+		m.Handle("/ui/", dash)
+		served[i] = m
 	}
-	dash, err := ui.New(ui.Config{Tokens: tokens, Sessions: auth.NewSessions(n.Pool(), hs.sessionLength), Jobs: n.Client(), DLQ: n.DLQ(),
-		Cron: n.Cron(), Workflows: n.Workflows(), Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Logger: log,
-		TrustedProxies: hs.proxies, Failures: failures, MaxPageBytes: *nf.maxResponse})
-	if err != nil {
-		return nil, nil, err
-	}
+	live := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for i, n := range nodes {
+			if !stopped(n) {
+				served[i].ServeHTTP(w, r)
+				return
+			}
+		}
+		http.Error(w, "every node of this process has stopped", http.StatusServiceUnavailable)
+	})
 	mux := healthMux(reg, *nf.metricsToken, nodes...)
-	mux.Handle("/v1/", a)
-	mux.Handle("/ui/", dash)
+	mux.Handle("/v1/", live)
+	mux.Handle("/ui/", live)
 	mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
-	return mux, tokens, nil
+	return mux, first, nil
+}
+
+// stopped says whether n has stopped (drained and left, or Stop).
+func stopped(n *gaffer.Node) bool {
+	select {
+	case <-n.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// nodeRegisterer is where node id's metrics go: reg itself for the one
+// node of a process, and reg with a node label when the process runs
+// several (gaffer dev), so that every node's series are there.
+func nodeRegisterer(reg prometheus.Registerer, id string, nodes int) prometheus.Registerer {
+	if nodes == 1 {
+		return reg
+	}
+	return prometheus.WrapRegistererWith(prometheus.Labels{"node": id}, reg)
 }
