@@ -5,9 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
+	"time"
 
 	"github.com/gafferhq/gaffer"
 	"github.com/gafferhq/gaffer/auth"
@@ -46,6 +50,13 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// `gaffer dev 2>&1 | tee log` and Ctrl-C: tee is gone before dev's
+	// last lines, and a write to the broken pipe must fail, not kill dev
+	// before it removes its throwaway database.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	// A second Ctrl-C stops the nodes at once (force).
+	force, forceNow := context.WithCancel(context.WithoutCancel(ctx))
+	defer forceNow()
 	cfg, err := nf.config()
 	if err != nil {
 		return err
@@ -125,11 +136,14 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	reg := newRegistry()
 	var running []*gaffer.Node
 	var secrets *webhook.Secrets
-	defer func() {
-		for _, n := range running {
-			drain(n, *nf.drainTimeout)
-		}
-	}()
+	// The nodes drain at once, side by side. On a throwaway database
+	// (deleted next) running jobs are given back at once instead of
+	// waited for.
+	stopWithin := *nf.drainTimeout
+	if *dataDir == "" && *dbURL == "" {
+		stopWithin = 0
+	}
+	defer func() { stopNodes(force, running, stopWithin) }()
 	for i := range *nodes {
 		c := cfg
 		c.DatabaseURL, c.ID, c.Logger = url, fmt.Sprintf("dev-%d", i+1), log
@@ -173,7 +187,24 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 		fmt.Fprintln(m.Stdout, "  (the database is thrown away on exit; use --data DIR to keep it)")
 	}
 	<-ctx.Done()
-	fmt.Fprintln(m.Stdout, "stopping…")
+	// (Not stopped here: the nodes stop in a deferred call, after this
+	// function's other deferred calls, and a second Ctrl-C must reach
+	// them then.)
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-again:
+			fmt.Fprintln(m.Stdout, "stopping at once: running jobs are given back")
+			forceNow()
+		case <-force.Done():
+		}
+	}()
+	if stopWithin > 0 {
+		fmt.Fprintf(m.Stdout, "stopping… (running jobs get up to %s to finish; Ctrl-C again to stop at once)\n", stopWithin)
+	} else {
+		fmt.Fprintln(m.Stdout, "stopping…")
+	}
 	_ = os.Stdout.Sync()
 	// The nodes claim nothing new; requests in flight finish; then the
 	// deferred drains stop the nodes, etcd and PostgreSQL.
@@ -183,6 +214,22 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	}
 	shutdownHTTP(srv, *nf.shutdownTimeout, log)
 	return nil
+}
+
+// stopNodes stops the nodes side by side, each draining for up to within
+// (0: giving running jobs back at once) or until force ends.
+func stopNodes(force context.Context, nodes []*gaffer.Node, within time.Duration) {
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(force, within)
+			defer cancel()
+			n.Stop(ctx)
+		}()
+	}
+	wg.Wait()
 }
 
 // devAPIToken creates the dev token: an admin token spanning tenants. A

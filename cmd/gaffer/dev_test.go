@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -182,4 +183,188 @@ func TestDevDrainedNodeLeavesTheAPIToTheOthers(t *testing.T) {
 		t.Fatalf("/metrics: %d, want every dev node's series (node=\"dev-1\", node=\"dev-2\"):\n%.2000s", code, body)
 	}
 	d.stop(t)
+}
+
+// devEnqueue posts a job of kind with args through dev's API and returns
+// its id.
+func devEnqueue(t *testing.T, base, token, kind, args string) int64 {
+	t.Helper()
+	req, _ := http.NewRequest("POST", base+"/v1/jobs", strings.NewReader(fmt.Sprintf(`{"kind":%q,"args":%s}`, kind, args)))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct{ Job struct{ ID int64 } }
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 201 {
+		t.Fatalf("enqueue %s: %d %v", kind, resp.StatusCode, err)
+	}
+	return out.Job.ID
+}
+
+// devRunning waits until n jobs are running.
+func devRunning(t *testing.T, base, token string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		req, _ := http.NewRequest("GET", base+"/v1/jobs?state=running&limit=100", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Data []struct{ ID int64 }
+		}
+		json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if len(out.Data) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d jobs running after 30s, want %d", len(out.Data), n)
+		}
+	}
+}
+
+// Ctrl-C on a throwaway database stops every node at once, running jobs
+// given back, and removes the database: before, it waited out each busy
+// node's drain in turn (30.7 s for two), for a database deleted next.
+func TestDevStopsAtOnceOnAThrowawayDatabase(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
+	token := "dev-token-for-the-throwaway-stop-test"
+	d := startDev(t, []string{"GAFFER_DEV_TOKEN=" + token}, "--nodes", "2", "--addr", addr)
+	base := "http://" + addr
+	for range 4 {
+		devEnqueue(t, base, token, "demo.sleep", `{"ms": 120000}`)
+	}
+	devRunning(t, base, token, 4)
+	dir := dataDirOf(t, d.logs.String())
+	start := time.Now()
+	d.stop(t)
+	if took := time.Since(start); took > 15*time.Second {
+		t.Fatalf("dev took %s to stop with jobs running on a throwaway database", took.Round(time.Millisecond))
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the throwaway database %s is still there after dev stopped (%v)", dir, err)
+	}
+}
+
+// dataDirOf reads the throwaway PostgreSQL's directory from dev's log.
+func dataDirOf(t *testing.T, logs string) string {
+	t.Helper()
+	_, after, ok := strings.Cut(logs, "postgres started:")
+	if !ok {
+		t.Fatalf("no \"postgres started\" line in dev's log:\n%s", logs)
+	}
+	_, after, ok = strings.Cut(after, " data=")
+	if !ok {
+		t.Fatalf("no data= on dev's \"postgres started\" line:\n%s", logs)
+	}
+	return strings.Fields(after)[0]
+}
+
+// With a kept database, Ctrl-C lets running jobs finish for the drain
+// timeout and says so; a second Ctrl-C stops at once, giving them back.
+// Before, the second was swallowed.
+func TestDevSecondInterruptStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	work, err := os.MkdirTemp("", "gaffer-dev-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(work) })
+	if err := os.Chmod(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	token := "dev-token-for-the-second-interrupt"
+	d := startDev(t, []string{"GAFFER_DEV_TOKEN=" + token}, "--data", filepath.Join(work, "data"), "--addr", addr, "--drain-timeout", "10m")
+	base := "http://" + addr
+	id := devEnqueue(t, base, token, "demo.sleep", `{"ms": 600000}`)
+	devRunning(t, base, token, 1)
+	d.cmd.Process.Signal(os.Interrupt)
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(d.out.String(), "Ctrl-C again to stop at once"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("dev did not say a second Ctrl-C stops at once:\n%s", d.out.String())
+		}
+	}
+	select {
+	case <-d.done:
+		t.Fatal("dev exited before its running job finished or a second Ctrl-C")
+	case <-time.After(time.Second):
+	}
+	start := time.Now()
+	d.stop(t) // the second Ctrl-C
+	if took := time.Since(start); took > 15*time.Second {
+		t.Fatalf("dev took %s to stop after a second Ctrl-C", took.Round(time.Millisecond))
+	}
+	// The job was given back, its attempt kept: pending again in the
+	// kept database.
+	d = startDev(t, []string{"GAFFER_DEV_TOKEN=" + token}, "--data", filepath.Join(work, "data"), "--addr", addr, "--queues", "other=1")
+	req, _ := http.NewRequest("GET", fmt.Sprintf("%s/v1/jobs/%d", base, id), nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j struct {
+		State   string
+		Attempt int
+	}
+	json.NewDecoder(resp.Body).Decode(&j)
+	resp.Body.Close()
+	if j.State != "pending" && j.State != "retrying" {
+		t.Fatalf("the job a second Ctrl-C stopped is %s (attempt %d), want given back (pending)", j.State, j.Attempt)
+	}
+	d.stop(t)
+}
+
+// `gaffer dev 2>&1 | tee log`, then Ctrl-C: the terminal's Ctrl-C ends
+// tee too, and dev's next write goes to a broken pipe. It must fail that
+// write, not die of SIGPIPE before removing its throwaway database.
+func TestDevSurvivesABrokenPipe(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
+	cmd := exec.Command(os.Args[0], "dev", "--addr", addr)
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "DATABASE_URL=") })
+	cmd.Env = append(cmd.Env, "GAFFER_E2E_MAIN=1")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-done })
+	var seen strings.Builder
+	buf := make([]byte, 4096)
+	for !strings.Contains(seen.String(), "Press Ctrl-C to stop") {
+		n, err := pr.Read(buf)
+		if err != nil {
+			t.Fatalf("dev's output ended before its banner: %v\n%s", err, seen.String())
+		}
+		seen.Write(buf[:n])
+	}
+	dir := dataDirOf(t, seen.String())
+	pr.Close() // tee is gone
+	cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("dev did not stop within 60s of an interrupt")
+	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		t.Fatalf("dev died of %s", ws.Signal())
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the throwaway database %s is still there after dev stopped (%v)", dir, err)
+	}
 }
