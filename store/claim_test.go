@@ -378,3 +378,39 @@ func TestFullLimitEndsTheClaim(t *testing.T) {
 		})
 	}
 }
+
+// A rate limit's tokens are spent at one instant per claim, and every job
+// the claim starts starts at that instant. Before, each round of a claim
+// spent at its own instant and the jobs were stamped with the last
+// round's: jobs admitted in the first round started, on the record,
+// after the tokens that let them start were spent, and a window of one
+// second held 11 starts under a limit of burst 5 + rate 5 (seen on a
+// loaded machine, where a claim's rounds lie further apart). Here the
+// claim's first round spends the burst, the limit refuses the rest of
+// the unit and the claim looks deeper: a second round.
+func TestClaimStartsItsJobsAtTheInstantItSpentTheirTokens(t *testing.T) {
+	t.Parallel()
+	st := pgtest.NewStore(t)
+	ctx := context.Background()
+	// A kind's limit: the claim cannot tell the unit is full from the
+	// limit alone (limits_full), so it looks deeper.
+	setLimit(t, st, store.LimitRow{Name: "by-rate", Kind: "a", Rate: 1, Period: time.Hour, Burst: 2})
+	ps := make([]store.InsertParams, 40)
+	for i := range ps {
+		ps[i] = store.InsertParams{Tenant: "t1", Kind: "a", Queue: "q", FairnessKey: "f"}
+	}
+	insertJobs(t, st, ps...)
+	got := claim(t, st, store.ClaimParams{Queue: "q", Limit: 10})
+	if len(got.Jobs) != 2 {
+		t.Fatalf("the claim took %d, want the burst's 2", len(got.Jobs))
+	}
+	var spent time.Time
+	if err := st.Pool().QueryRow(ctx, `SELECT refilled_at FROM gaffer.limit_buckets WHERE limit_name = 'by-rate'`).Scan(&spent); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range got.Jobs {
+		if j.AttemptedAt == nil || !j.AttemptedAt.Equal(spent) {
+			t.Fatalf("job %d started at %v, its token was spent at %v", j.ID, j.AttemptedAt, spent)
+		}
+	}
+}

@@ -265,6 +265,8 @@ DECLARE
     h_name text[] := '{}';
     h_key text[] := '{}';
     h_got integer[] := '{}';
+    -- the instant this claim's jobs start, once a limit admitted any
+    admit_at timestamptz;
     adm record;
     weighed integer;
     refused boolean;
@@ -399,11 +401,12 @@ BEGIN
                     cand_unit := array_fill(1, ARRAY[cardinality(cand_id)]);
                     cand_k := ARRAY(SELECT coalesce(u_past[1], 0) + generate_series(1, cardinality(cand_id)));
                 END IF;
-                SELECT * INTO adm FROM gaffer.limit_admit(q, cand_id, cand_tenant, cand_kind, cand_fkey, take, h_name, h_key, h_got) a;
+                SELECT * INTO adm FROM gaffer.limit_admit(q, cand_id, cand_tenant, cand_kind, cand_fkey, take, h_name, h_key, h_got, admit_at) a;
                 admitted := adm.admitted;
                 weighed := adm.considered;
-                started_at := adm.admitted_at;
                 IF adm.b_name IS NOT NULL THEN
+                    admit_at := adm.admitted_at;
+                    started_at := admit_at;
                     SELECT array_agg(x.name), array_agg(x.key), array_agg(x.got) INTO h_name, h_key, h_got
                     FROM (SELECT y.name, y.key, sum(y.got)::integer AS got
                           FROM (SELECT * FROM unnest(h_name, h_key, h_got) UNION ALL SELECT * FROM unnest(adm.b_name, adm.b_key, adm.b_got)) y(name, key, got)

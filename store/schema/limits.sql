@@ -119,13 +119,19 @@ $$;
 -- statement of their own; the figures are read after it in a new
 -- snapshot, which sees every claim that held one of these buckets before.
 -- A bucket's running attempts are its bound when the candidates fit under
--- it, and otherwise counted (the count becomes the bound). Tokens refill
--- by the database's clock at the time the locks are held, which is also
--- the time the admitted attempts start (admitted_at): time never runs
--- backwards for a bucket, so no window of one period sees more than rate
--- plus burst starts.
+-- it, and otherwise counted (the count becomes the bound).
+--
+-- Tokens refill, and are spent, at one instant per claim: at, the time of
+-- the calling claim's first round that had buckets (NULL in that round:
+-- the database's clock once the locks are held, returned in admitted_at).
+-- Every job a claim starts starts at that instant (its attempted_at), so
+-- the instants a bucket spends at are the starts it admitted. Time never
+-- runs backwards for a bucket: a rate bucket that another claim spent at
+-- a later instant than at (it took the bucket first, between this
+-- claim's rounds) admits nothing to this claim. So no window of one
+-- period holds more than rate plus burst starts.
 CREATE FUNCTION gaffer.limit_admit(q text, c_id bigint[], c_tenant text[], c_kind text[], c_fkey text[], cap integer,
-    h_name text[], h_key text[], h_got integer[],
+    h_name text[], h_key text[], h_got integer[], at timestamptz,
     OUT admitted bigint[], OUT considered integer, OUT admitted_at timestamptz,
     OUT b_name text[], OUT b_key text[], OUT b_got integer[])
 LANGUAGE plpgsql AS $fn$
@@ -150,7 +156,7 @@ DECLARE
     pi integer := 1;
     first integer;
 BEGIN
-    admitted_at := clock_timestamp();
+    admitted_at := coalesce(at, clock_timestamp());
     IF nc = 0 THEN
         considered := 0;
         RETURN;
@@ -210,7 +216,7 @@ BEGIN
     -- WHERE false), so that a new bucket, held by its insert, is never
     -- held before one that sorts before it.
     INSERT INTO gaffer.limit_buckets AS lb (limit_name, key, tokens, refilled_at)
-    SELECT b.name, b.key, coalesce(l.burst, 0), clock_timestamp()
+    SELECT b.name, b.key, coalesce(l.burst, 0), coalesce(at, clock_timestamp())
     FROM unnest(b_name, b_key) AS b(name, key) JOIN gaffer.limits l ON l.name = b.name
     WHERE last_name IS NULL OR (b.name, b.key) > (last_name, last_key)
     ORDER BY b.name, b.key
@@ -228,7 +234,7 @@ BEGIN
         BEGIN
             PERFORM set_config('lock_timeout', '5ms', true);
             INSERT INTO gaffer.limit_buckets (limit_name, key, tokens, refilled_at)
-            SELECT e.name, e.key, coalesce(l.burst, 0), clock_timestamp()
+            SELECT e.name, e.key, coalesce(l.burst, 0), coalesce(at, clock_timestamp())
             FROM unnest(b_name, b_key) AS e(name, key) JOIN gaffer.limits l ON l.name = e.name
             WHERE (e.name, e.key) <= (last_name, last_key)
             ORDER BY e.name, e.key
@@ -246,20 +252,20 @@ BEGIN
                                                      WHERE (e.name, e.key) <= (last_name, last_key))
                    FOR UPDATE OF lb SKIP LOCKED) lk ON lk.limit_name = b.name AND lk.key = b.key;
     END IF;
-    admitted_at := clock_timestamp();
+    admitted_at := coalesce(at, clock_timestamp());
 
     -- A new statement, so a new snapshot. Per bucket, in b order: the
     -- running attempts it counts (its bound when its candidates fit under
     -- it, else counted), whether they were counted, its whole tokens
     -- refilled, and its free slots. A bucket whose limit is gone limits
-    -- nothing.
+    -- nothing; a rate bucket spent after admitted_at has no slot.
     SELECT array_agg(f.running ORDER BY f.b), array_agg(f.counted ORDER BY f.b), array_agg(f.tokens ORDER BY f.b),
-           array_agg(CASE WHEN NOT b_held[f.b] THEN 0
+           array_agg(CASE WHEN NOT b_held[f.b] OR f.late THEN 0
                           ELSE least(CASE WHEN f.concurrency IS NULL THEN 2147483647 ELSE greatest(f.concurrency - f.running, 0) END,
                                      CASE WHEN f.tokens IS NULL THEN 2147483647 ELSE floor(f.tokens)::integer END) END ORDER BY f.b)
     INTO b_running, b_counted, b_tokens, b_free
     FROM (
-        SELECT b.b, l.concurrency, t.tokens,
+        SELECT b.b, l.concurrency, t.tokens, coalesce(l.rate IS NOT NULL AND lb.refilled_at > admitted_at, false) AS late,
                l.concurrency IS NOT NULL AND NOT coalesce(lb.running_bound + b.want <= l.concurrency, false) AS counted,
                CASE WHEN l.concurrency IS NULL THEN 0
                     WHEN lb.running_bound + b.want <= l.concurrency THEN lb.running_bound
@@ -316,8 +322,8 @@ BEGIN
     UPDATE gaffer.limit_buckets lb
     SET running_bound = CASE WHEN b.counted THEN b.running + b.got
                              WHEN lb.running_bound IS NOT NULL THEN lb.running_bound + b.got END,
-        tokens = CASE WHEN b.tokens IS NULL THEN lb.tokens ELSE b.tokens - b.got END,
-        refilled_at = CASE WHEN b.tokens IS NULL THEN lb.refilled_at ELSE greatest(lb.refilled_at, admitted_at) END
+        tokens = CASE WHEN b.tokens IS NULL OR b.got = 0 THEN lb.tokens ELSE b.tokens - b.got END,
+        refilled_at = CASE WHEN b.tokens IS NULL OR b.got = 0 THEN lb.refilled_at ELSE admitted_at END
     FROM unnest(b_name, b_key, b_running, b_counted, b_tokens, b_got) WITH ORDINALITY AS b(name, key, running, counted, tokens, got, b)
     WHERE lb.limit_name = b.name AND lb.key = b.key AND (b.got > 0 OR b.counted) AND b_held[b.b];
 END

@@ -44,3 +44,15 @@ CREATE FUNCTION gaffer.limit_admit(q text, cands gaffer.jobs[]) RETURNS bigint[]
 LANGUAGE sql AS $fn$
     SELECT '{}'::bigint[]
 $fn$;
+
+-- The limit admission of the claim before one instant per claim (its
+-- rounds each spent tokens at their own instant). A claim in flight
+-- across the migration that brought the instant still calls it: it
+-- admits as the new one does in a claim's first round.
+CREATE FUNCTION gaffer.limit_admit(q text, c_id bigint[], c_tenant text[], c_kind text[], c_fkey text[], cap integer,
+    h_name text[], h_key text[], h_got integer[],
+    OUT admitted bigint[], OUT considered integer, OUT admitted_at timestamptz,
+    OUT b_name text[], OUT b_key text[], OUT b_got integer[])
+LANGUAGE sql AS $fn$
+    SELECT * FROM gaffer.limit_admit(q, c_id, c_tenant, c_kind, c_fkey, cap, h_name, h_key, h_got, NULL::timestamptz)
+$fn$;
