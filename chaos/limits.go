@@ -59,7 +59,7 @@ func (h *harness) setUpLimit(ctx context.Context) {
 	if h.o.NoLimitCheck {
 		if _, err := h.pool.Exec(ctx, `
 			CREATE OR REPLACE FUNCTION gaffer.limit_admit(q text, c_id bigint[], c_tenant text[], c_kind text[],
-				c_fkey text[], cap integer, h_name text[], h_key text[], h_got integer[], OUT admitted bigint[], OUT considered integer,
+				c_fkey text[], cap integer, h_name text[], h_key text[], h_got integer[], at timestamptz, OUT admitted bigint[], OUT considered integer,
 				OUT admitted_at timestamptz, OUT b_name text[], OUT b_key text[], OUT b_got integer[])
 			LANGUAGE sql AS $$ SELECT c_id[1:cap], least(cardinality(c_id), cap), clock_timestamp(), NULL::text[], NULL::text[], NULL::integer[] $$`); err != nil {
 			t.Fatal(err)

@@ -60,7 +60,9 @@ type NodeRecord struct {
 	// "" for a binary too old to report it.
 	TZData string
 	Queues map[string]int
-	// State is active, draining, left or dead.
+	// State is active, draining or dead; LeftReason says why a dead node
+	// left (drained, stopped, or lost: it vanished). ShownState is what
+	// people are shown.
 	State            string
 	InFlight         int
 	StartedAt        time.Time
@@ -103,4 +105,14 @@ type FenceState struct {
 func (a *Admin) Fence(ctx context.Context) (FenceState, error) {
 	f, err := a.store.ReadFence(ctx)
 	return FenceState(f), err
+}
+
+// ShownState is a node's state as every view shows it (dashboard, CLI): a
+// node that left on its own (drained or stopped) is "left", one that
+// vanished is "dead"; otherwise its state.
+func ShownState(state, leftReason string) string {
+	if state == "dead" && leftReason != "" && leftReason != "lost" {
+		return "left"
+	}
+	return state
 }

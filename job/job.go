@@ -71,25 +71,28 @@ type AttemptError struct {
 
 // Job is a job as stored. Handlers receive the running attempt's job.
 type Job struct {
-	ID          int64           `json:"id"`
-	Tenant      string          `json:"tenant"`
-	Kind        string          `json:"kind"`
-	Queue       string          `json:"queue"`
-	State       State           `json:"state"`
-	Priority    int             `json:"priority"`
-	Attempt     int             `json:"attempt"`
-	MaxAttempts int             `json:"max_attempts"`
-	Timeout     time.Duration   `json:"-"`
-	RunAt       time.Time       `json:"run_at"`
-	CreatedAt   time.Time       `json:"created_at"`
-	AttemptedAt *time.Time      `json:"attempted_at,omitempty"`
-	FinalizedAt *time.Time      `json:"finalized_at,omitempty"`
-	Node        string          `json:"node,omitempty"`
-	UniqueKey   string          `json:"unique_key,omitempty"`
-	ReplayOf    int64           `json:"replay_of,omitempty"`
-	Args        json.RawMessage `json:"args"`
-	Result      json.RawMessage `json:"result,omitempty"`
-	Errors      []AttemptError  `json:"errors"`
+	ID          int64         `json:"id"`
+	Tenant      string        `json:"tenant"`
+	Kind        string        `json:"kind"`
+	Queue       string        `json:"queue"`
+	State       State         `json:"state"`
+	Priority    int           `json:"priority"`
+	Attempt     int           `json:"attempt"`
+	MaxAttempts int           `json:"max_attempts"`
+	Timeout     time.Duration `json:"-"`
+	RunAt       time.Time     `json:"run_at"`
+	CreatedAt   time.Time     `json:"created_at"`
+	AttemptedAt *time.Time    `json:"attempted_at,omitempty"`
+	FinalizedAt *time.Time    `json:"finalized_at,omitempty"`
+	// Node is the node or remote worker running the job, or that ran
+	// its final attempt; none while it waits (pending, retrying: an
+	// earlier attempt's node is in its errors).
+	Node      string          `json:"node,omitempty"`
+	UniqueKey string          `json:"unique_key,omitempty"`
+	ReplayOf  int64           `json:"replay_of,omitempty"`
+	Args      json.RawMessage `json:"args"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	Errors    []AttemptError  `json:"errors"`
 	// CancelRequested is set once cancellation was asked for.
 	CancelRequested bool `json:"cancel_requested"`
 	// CronEntry and CronAt name the cron occurrence that made the job.

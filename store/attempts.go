@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -257,12 +258,22 @@ func (s *Store) GetJob(ctx context.Context, tenant string, id int64) (Job, error
 	}
 	j = one[0]
 	if percent != nil && attempt != nil && at != nil {
-		j.Progress = &Progress{Percent: float64(*percent), Attempt: int(*attempt), At: *at}
+		j.Progress = &Progress{Percent: percentOf(*percent), Attempt: int(*attempt), At: *at}
 		if message != nil {
 			j.Progress.Message = *message
 		}
 	}
 	return j, nil
+}
+
+// percentOf reads a stored percent (a real) as the float64 a person
+// wrote: 18.333334, not 18.33333396911621, the float32's exact value.
+func percentOf(p float32) float64 {
+	v, err := strconv.ParseFloat(strconv.FormatFloat(float64(p), 'g', -1, 32), 64)
+	if err != nil {
+		return float64(p)
+	}
+	return v
 }
 
 // DeleteFinishedJobs deletes up to limit jobs that finished more than age

@@ -582,3 +582,164 @@ func TestTenantQueueViews(t *testing.T) {
 		t.Fatalf("rates a=%v b=%v all=%v, want a 0, b and all 0.2/s", a, b, all)
 	}
 }
+
+// A lost node's in-flight count is the attempts it still holds: those
+// running until the rescue, then none. Before, it kept the last count the
+// node reported (a dead node showed "in flight 3" for ever).
+func TestLostNodeInFlightFollowsItsRescue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.NewStore(t)
+	if err := st.RegisterNode(ctx, "n-lost", "host", "dev", "2025c", map[string]int{"default": 3}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.TouchNode(ctx, "n-lost", 3, "active"); err != nil {
+		t.Fatal(err)
+	}
+	inFlight := func() int {
+		t.Helper()
+		nodes, err := st.ListNodes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes {
+			if n.ID == "n-lost" {
+				return n.InFlight
+			}
+		}
+		t.Fatal("n-lost not listed")
+		return 0
+	}
+	if got := inFlight(); got != 3 {
+		t.Fatalf("a live node: in flight %d, want the 3 it reported", got)
+	}
+	for range 2 {
+		if _, err := st.Pool().Exec(ctx, `INSERT INTO gaffer.jobs (kind, queue, args, max_attempts, state, attempt, lease_token, lease_expires_at, node, attempted_at)
+			VALUES ('k', 'default', '{}', 3, 'running', 1, 1, now() + interval '1 minute', 'n-lost', now())`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.MarkNodeLost(ctx, nil, "n-lost"); err != nil {
+		t.Fatal(err)
+	}
+	if got := inFlight(); got != 2 {
+		t.Fatalf("a lost node holding 2 running attempts: in flight %d", got)
+	}
+	if _, err := st.Pool().Exec(ctx, `UPDATE gaffer.jobs SET state = 'pending', lease_token = NULL, lease_expires_at = NULL WHERE node = 'n-lost'`); err != nil {
+		t.Fatal(err)
+	}
+	if got := inFlight(); got != 0 {
+		t.Fatalf("a lost node whose attempts were rescued: in flight %d", got)
+	}
+}
+
+// A waiting job is on no node: whichever way an attempt gives a job back
+// (a retry after a failure, a snooze, a release, a lost lease's rescue, a
+// remote worker's release) the job's node is cleared, and the node that
+// ran a job's final attempt stays on it. Before, a released pending job
+// still showed the node that released it.
+func TestWaitingJobIsOnNoNode(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.NewStore(t)
+	insertJobs(t, st, store.InsertParams{Tenant: "t", Kind: "k", Queue: "q", MaxAttempts: 20})
+	take := func(node string, ttl time.Duration) store.Lease {
+		t.Helper()
+		got := claim(t, st, store.ClaimParams{Queue: "q", Limit: 1, Node: node, LeaseTTL: ttl})
+		if len(got.Jobs) != 1 {
+			t.Fatalf("claim as %s: %d jobs", node, len(got.Jobs))
+		}
+		j := got.Jobs[0]
+		if j.Node != node {
+			t.Fatalf("a running job on node %q, want %s", j.Node, node)
+		}
+		return store.Lease{ID: j.ID, Attempt: j.Attempt, Token: j.LeaseToken}
+	}
+	nodeOf := func(how string, l store.Lease, wantState string) {
+		t.Helper()
+		j, err := st.GetJob(ctx, "", l.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State != wantState || j.Node != "" {
+			t.Fatalf("after %s: state %s on node %q, want %s on none", how, j.State, j.Node, wantState)
+		}
+	}
+	l := take("n1", time.Minute)
+	if _, err := st.FailJob(ctx, store.Failure{Lease: l, Message: "boom", Kind: "error"}); err != nil {
+		t.Fatal(err)
+	}
+	nodeOf("a failure with attempts left", l, "retrying")
+	l = take("n2", time.Minute)
+	if _, err := st.SnoozeJob(ctx, l, 0); err != nil {
+		t.Fatal(err)
+	}
+	nodeOf("a snooze", l, "pending")
+	l = take("n3", time.Minute)
+	if _, err := st.ReleaseJobs(ctx, []store.Lease{l}, "draining"); err != nil {
+		t.Fatal(err)
+	}
+	nodeOf("a release", l, "pending")
+	l = take("n4", time.Millisecond)
+	time.Sleep(10 * time.Millisecond)
+	rescued, err := st.RescueJobs(ctx, nil, "", 10, "lease expired")
+	if err != nil || len(rescued) != 1 || rescued[0].Node != "n4" {
+		t.Fatalf("rescue: %+v, %v: want the job, and the node it was lost on", rescued, err)
+	}
+	nodeOf("a rescue", l, "retrying")
+	l = take("w1", time.Minute)
+	if _, err := st.ReleaseNodeJobs(ctx, []string{"w1"}, "the remote worker left"); err != nil {
+		t.Fatal(err)
+	}
+	nodeOf("a remote worker's release", l, "pending")
+	l = take("n5", time.Minute)
+	if _, err := st.CompleteJobs(ctx, nil, []store.Completion{{Lease: l}}); err != nil {
+		t.Fatal(err)
+	}
+	if j, err := st.GetJob(ctx, "", l.ID); err != nil || j.State != "completed" || j.Node != "n5" {
+		t.Fatalf("completed: %+v, %v: want on n5, the node that ran it", j, err)
+	}
+}
+
+// A job given back — its node lost, or its attempt released — goes back
+// to its place in line, not behind the jobs of its unit enqueued after it
+// started. Before, its run_at became the time it was given back, and a
+// rescued job waited behind its unit's whole backlog (the chaos suite saw
+// rescued jobs behind 220 due jobs of their unit, unrun after 8 s).
+func TestGivenBackJobKeepsItsPlaceInLine(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, how := range []string{"rescued", "released", "released by its remote worker"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			st := pgtest.NewStore(t)
+			first := insertJobs(t, st, store.InsertParams{Tenant: "t", Kind: "k", Queue: "q"})[0]
+			got := claim(t, st, store.ClaimParams{Queue: "q", Limit: 1, Node: "n1", LeaseTTL: time.Millisecond})
+			if len(got.Jobs) != 1 || got.Jobs[0].ID != first {
+				t.Fatalf("the first claim took %v, want job %d", ids(got.Jobs), first)
+			}
+			j := got.Jobs[0]
+			later := make([]store.InsertParams, 5)
+			for i := range later {
+				later[i] = store.InsertParams{Tenant: "t", Kind: "k", Queue: "q"}
+			}
+			insertJobs(t, st, later...)
+			time.Sleep(10 * time.Millisecond)
+			var err error
+			switch how {
+			case "rescued":
+				_, err = st.RescueJobs(ctx, nil, "", 10, "lease expired")
+			case "released":
+				_, err = st.ReleaseJobs(ctx, []store.Lease{{ID: j.ID, Attempt: j.Attempt, Token: j.LeaseToken}}, "draining")
+			default:
+				_, err = st.ReleaseNodeJobs(ctx, []string{"n1"}, "the remote worker left")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := claim(t, st, store.ClaimParams{Queue: "q", Limit: 1, Node: "n2"}); len(got.Jobs) != 1 || got.Jobs[0].ID != first {
+				t.Fatalf("after it was %s, the next claim took %v, want job %d back first", how, ids(got.Jobs), first)
+			}
+		})
+	}
+}

@@ -79,9 +79,14 @@ func dur(d time.Duration) string {
 	case d < time.Minute:
 		return d.Round(time.Second).String()
 	case d < time.Hour:
-		return strings.TrimSuffix(d.Round(time.Second).String(), "0s")
+		// 3m0s reads 3m; 3m50s stays as it is.
+		s := d.Round(time.Second).String()
+		if strings.HasSuffix(s, "m0s") {
+			s = strings.TrimSuffix(s, "0s")
+		}
+		return s
 	case d < 48*time.Hour:
-		return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+		return strings.TrimSuffix(d.Round(time.Minute).String(), "0s") // 5h20m0s
 	default:
 		days := int(d / (24 * time.Hour))
 		return fmt.Sprintf("%dd%dh", days, int((d-time.Duration(days)*24*time.Hour)/time.Hour))

@@ -22,10 +22,7 @@ type nodeView struct {
 // Shown is the state to show: a node that left on its own (drained or
 // stopped) is "left", one that vanished is "dead".
 func (n nodeView) Shown() string {
-	if n.State == "dead" && n.LeftReason != "" && n.LeftReason != "lost" {
-		return "left"
-	}
-	return n.State
+	return cluster.ShownState(n.State, n.LeftReason)
 }
 
 // nodes are the nodes and remote workers p sees: a tenant's token sees

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/internal/tzdata"
 )
 
@@ -91,7 +92,7 @@ func (m *Main) nodesList(ctx context.Context, args []string) error {
 	return list(m, ctx, cf, c, "/v1/nodes", table[nodeRow]{
 		header: "NODE\tKIND\tSTATE\tLEADER\tIN FLIGHT\tQUEUES\tLAST SEEN\tHOST\tVERSION\tTZDATA",
 		row: func(n nodeRow) []any {
-			state := n.State
+			state := cluster.ShownState(n.State, n.Reason)
 			if n.Reason != "" {
 				state += " (" + n.Reason + ")"
 			}

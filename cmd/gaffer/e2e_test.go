@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -439,6 +440,10 @@ func TestEndToEnd(t *testing.T) {
 	}
 	if err := waitExit(node2, 10*time.Second); err != nil {
 		t.Fatalf("node-2 after drain: %v", err)
+	}
+	// One word for a node that left, here as on the dashboard.
+	if out := e.ok("nodes", "list"); !regexp.MustCompile(`node-2 +node +left \(drained\)`).MatchString(out) {
+		t.Fatalf("nodes list after the drain, want node-2 left (drained):\n%s", out)
 	}
 	e.fails(1, "not_found", "nodes", "undrain", "node-2")
 

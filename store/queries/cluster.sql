@@ -63,10 +63,12 @@ WITH upd AS (
 SELECT id, (SELECT count(*) FROM tell) FROM upd;
 
 -- name: list_nodes
--- Nodes first, then remote workers, whose in-flight count is their
--- running attempts (they report nothing themselves).
+-- Nodes first, then remote workers. In flight is what a live node last
+-- reported; a remote worker's (it reports nothing) and a dead node's are
+-- the running attempts it still holds: a lost node's until they are
+-- rescued, then none.
 SELECT n.id, n.hostname, n.version, n.tzdata, n.queues, n.state,
-       CASE WHEN n.kind = 'remote' AND n.state <> 'dead'
+       CASE WHEN n.kind = 'remote' OR n.state = 'dead'
             THEN (SELECT count(*)::integer FROM gaffer.jobs j WHERE j.state = 'running' AND j.node = n.id)
             ELSE n.in_flight END,
        n.started_at, n.last_seen,

@@ -111,6 +111,7 @@ WITH upd AS (
                       ELSE now() + $4 * interval '1 millisecond' END,
         due = $4 <= 0, -- a retry after a backoff waits in the scheduled index
         finalized_at = CASE WHEN cancel_requested OR $5 OR attempt >= max_attempts THEN now() END,
+        node = CASE WHEN cancel_requested OR $5 OR attempt >= max_attempts THEN node END, -- a waiting job is on no node
         lease_expires_at = NULL,
         errors = gaffer.append_attempt_error(errors, jsonb_strip_nulls(jsonb_build_object(
             'attempt', attempt, 'at', now(), 'error', $6::text, 'kind', $7::text, 'node', node, 'stack', $8::text)))
@@ -134,6 +135,7 @@ SET state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'pending' END,
     run_at = now() + $4 * interval '1 millisecond',
     due = $4 <= 0,
     max_attempts = max_attempts + 1,
+    node = CASE WHEN cancel_requested THEN node END,
     lease_expires_at = NULL
 WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state = 'running'
 RETURNING state, run_at;
@@ -159,13 +161,15 @@ RETURNING j.id, j.cancel_requested;
 
 -- name: release_jobs
 -- Give running attempts back without using them up: the job is claimable
--- again at once, and the queue's workers are woken. $1 ids, $2 attempts,
--- $3 tokens, $4 reason.
+-- again at once, in its place in line (its run_at, which has passed, is
+-- kept), and the queue's workers are woken. $1 ids, $2 attempts, $3
+-- tokens, $4 reason.
 WITH upd AS (
     UPDATE gaffer.jobs j
     SET state = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'pending' END,
         finalized_at = CASE WHEN j.cancel_requested THEN now() END,
-        run_at = now(), max_attempts = j.max_attempts + 1, lease_expires_at = NULL,
+        max_attempts = j.max_attempts + 1, lease_expires_at = NULL,
+        node = CASE WHEN j.cancel_requested THEN j.node END,
         errors = gaffer.append_attempt_error(j.errors, jsonb_build_object(
             'attempt', j.attempt, 'at', now(), 'error', $4::text, 'kind', 'released', 'node', j.node))
     FROM unnest($1::bigint[], $2::integer[], $3::bigint[]) AS r(id, attempt, token)
@@ -182,11 +186,13 @@ SELECT id FROM gaffer.jobs WHERE id = ANY($1::bigint[]) AND cancel_requested;
 
 -- name: rescue_jobs
 -- Running attempts whose lease expired (or, when $2 is set, that ran on
--- node $2) are ended as lost: the job retries at once, or goes to the DLQ
--- on its last attempt, or is cancelled if that was requested.
+-- node $2) are ended as lost: the job retries at once, in its place in
+-- line (its run_at, which has passed, is kept: a node's crash does not
+-- send its jobs behind the backlog that came after them), or goes to the
+-- DLQ on its last attempt, or is cancelled if that was requested.
 -- $1 limit, $2 node (NULL: lease expiry only), $3 reason.
 WITH lost AS (
-    SELECT id FROM gaffer.jobs
+    SELECT id, node FROM gaffer.jobs
     WHERE state = 'running' AND (lease_expires_at < now() OR node = $2)
     ORDER BY id
     LIMIT $1
@@ -197,7 +203,7 @@ WITH lost AS (
                      WHEN j.attempt >= j.max_attempts THEN 'failed'
                      ELSE 'retrying' END,
         finalized_at = CASE WHEN j.cancel_requested OR j.attempt >= j.max_attempts THEN now() END,
-        run_at = CASE WHEN j.cancel_requested OR j.attempt >= j.max_attempts THEN j.run_at ELSE now() END,
+        node = CASE WHEN j.cancel_requested OR j.attempt >= j.max_attempts THEN j.node END,
         lease_expires_at = NULL,
         errors = gaffer.append_attempt_error(j.errors, jsonb_build_object(
             'attempt', j.attempt, 'at', now(), 'error', $3::text, 'kind', 'lost', 'node', j.node))
@@ -212,7 +218,7 @@ WITH lost AS (
 ), wake AS (
     SELECT pg_notify('gaffer_jobs', q) FROM (SELECT DISTINCT queue AS q FROM upd WHERE state = 'retrying') qs
 )
-SELECT id, queue, kind, state, node, (SELECT count(*) FROM wake) FROM upd;
+SELECT u.id, u.queue, u.kind, u.state, l.node, (SELECT count(*) FROM wake) FROM upd u JOIN lost l ON l.id = u.id;
 
 -- name: request_cancel
 -- A pending or retrying job is cancelled at once; a running one is marked

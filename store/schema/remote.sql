@@ -1,20 +1,22 @@
 -- Remote workers (G11): processes in any language that claim, heartbeat
 -- and finish jobs over HTTP under the same fenced leases as a node. Their
--- claim is claim_pick_remote (claim.sql); these release their attempts
+-- claim is gaffer.claim (claim.sql), as a node's; these release their attempts
 -- and move them along. The statements that call them are in
 -- store/queries/remote.sql.
 
 -- release_node_jobs gives back every attempt running on the given nodes
 -- or remote workers without using it up (the job is claimable again at
--- once; a job whose cancellation was asked for ends cancelled), wakes
+-- once, in its place in line; a job whose cancellation was asked for
+-- ends cancelled), wakes
 -- the queues' workers, and returns how many it released.
 CREATE FUNCTION gaffer.release_node_jobs(node_ids text[], reason text) RETURNS integer
 LANGUAGE sql AS $fn$
     WITH upd AS (
         UPDATE gaffer.jobs j
         SET state = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'pending' END,
+            node = CASE WHEN j.cancel_requested THEN j.node END, -- a waiting job is on no node
             finalized_at = CASE WHEN j.cancel_requested THEN now() END,
-            run_at = now(), max_attempts = j.max_attempts + 1, lease_expires_at = NULL,
+            max_attempts = j.max_attempts + 1, lease_expires_at = NULL, -- run_at kept: its place in line
             errors = gaffer.append_attempt_error(j.errors, jsonb_build_object(
                 'attempt', j.attempt, 'at', now(), 'error', reason, 'kind', 'released', 'node', j.node))
         WHERE j.state = 'running' AND j.node = ANY (node_ids)
