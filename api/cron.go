@@ -72,8 +72,9 @@ type cronPutBody struct {
 
 // cronView is a cron entry on the wire: cron.Entry's members (in the
 // order encoding/json wrote them when cronView embedded it, with
-// next_run_at and job last), next_run_at null once the entry is done,
-// and the job's timeout as text. TestCronViewHasEveryEntryMember fails
+// next_run_at and job last), next_run_at null once the entry is done and
+// while it is paused (it fires nothing until resumed, which starts it
+// from the next fire time then), and the job's timeout as text. TestCronViewHasEveryEntryMember fails
 // when cron.Entry gains a member this lacks.
 type cronView struct {
 	Tenant    string     `json:"tenant"`
@@ -102,7 +103,7 @@ func viewCron(e cron.Entry) cronView {
 	v := cronView{Tenant: e.Tenant, Name: e.Name, Schedule: e.Schedule, Timezone: e.Timezone, Missed: e.Missed, MissedCap: e.MissedCap,
 		Overlap: e.Overlap, Paused: e.Paused, Done: e.Done, DoneAt: e.DoneAt, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 		Status: e.Status, Job: cronJobView{JobTemplate: e.Job, Timeout: formatDuration(e.Job.Timeout)}}
-	if !e.Done {
+	if !e.Done && !e.Paused {
 		v.NextRunAt = &e.NextRunAt
 	}
 	return v

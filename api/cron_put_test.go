@@ -66,6 +66,10 @@ func TestCronPut(t *testing.T) {
 	if out.Changed || !out.Entry.Paused {
 		t.Fatalf("a PUT without paused undid a pause: %+v", out)
 	}
+	// A paused entry fires nothing: it has no next run.
+	if out.Entry.NextRunAt != nil {
+		t.Fatalf("a paused entry's next_run_at is %s, want null", out.Entry.NextRunAt)
+	}
 	// A dry run of a change reports it and writes nothing.
 	changed := strings.Replace(body, "30 2", "45 3", 1)
 	out = putOut{}

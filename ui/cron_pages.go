@@ -28,8 +28,8 @@ func (h *Handler) cronPage(r *http.Request, v *view) error {
 	rows := make([]cronRow, len(entries))
 	for i, e := range entries {
 		rows[i] = cronRow{Entry: e}
-		if e.Done {
-			continue
+		if e.Done || e.Paused {
+			continue // a paused entry fires nothing until resumed
 		}
 		rows[i].Next = []time.Time{e.NextRunAt}
 		if s, err := cron.Parse(e.Schedule, e.Timezone); err == nil {

@@ -3,6 +3,7 @@ package ui_test
 import (
 	"context"
 	"html"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,6 +27,7 @@ func TestCronPagesShowStatus(t *testing.T) {
 	for _, en := range []cron.Entry{
 		{Name: "once", Schedule: "@at " + at, Job: cron.JobTemplate{Kind: "k"}},
 		{Name: "broken", Schedule: "@every 1h", Job: cron.JobTemplate{Kind: "k"}},
+		{Name: "held", Schedule: "0 3 * * *", Timezone: "UTC", Paused: true, Job: cron.JobTemplate{Kind: "k"}},
 	} {
 		if _, err := c.Create(ctx, en); err != nil {
 			t.Fatal(err)
@@ -44,6 +46,14 @@ func TestCronPagesShowStatus(t *testing.T) {
 	list := b.get("/ui/cron")
 	if list.status != 200 || !strings.Contains(list.body, ">done<") || !strings.Contains(list.body, "failing ×1") || !strings.Contains(list.body, "st-pending") {
 		t.Fatalf("cron list: %d\n%s", list.status, list.body)
+	}
+	// A paused entry's row shows no fire times (it fires none until
+	// resumed); its page says what they would be if resumed.
+	if row := regexp.MustCompile(`(?s)<tr><td><a href="/ui/cron/default/held">.*?</tr>`).FindString(list.body); row == "" || strings.Contains(row, " 03:00:00 ") {
+		t.Fatalf("a paused entry's row shows fire times:\n%s", row)
+	}
+	if p := b.get("/ui/cron/default/held"); p.status != 200 || !strings.Contains(p.body, "Paused: it fires nothing until resumed") || !strings.Contains(p.body, " 03:00:00 UTC") {
+		t.Fatalf("a paused entry's page: %d\n%s", p.status, p.body)
 	}
 	p := b.get("/ui/cron/default/once")
 	if p.status != 200 || !strings.Contains(p.body, ">done<") || !strings.Contains(p.body, "since") || strings.Contains(p.body, "<li>") ||

@@ -138,8 +138,12 @@ func (f *cronFlags) body(fs *flagSet) (map[string]any, error) {
 }
 
 func printCron(tw *tabwriter.Writer, e cronRow) {
+	next := fmtTime(e.NextRunAt)
+	if e.Paused {
+		next = "- (paused)"
+	}
 	fmt.Fprintf(tw, "name\t%s\nschedule\t%s (%s)\njob\t%s on %s %s\nmissed\t%s\noverlap\t%s\nstate\t%s\nnext run\t%s\n",
-		e.Name, e.Schedule, e.Timezone, e.Job.Kind, e.Job.Queue, e.Job.Args, e.Missed, e.Overlap, e.state(), fmtTime(e.NextRunAt))
+		e.Name, e.Schedule, e.Timezone, e.Job.Kind, e.Job.Queue, e.Job.Args, e.Missed, e.Overlap, e.state(), next)
 	if e.Done {
 		fmt.Fprintf(tw, "done at\t%s\n", fmtTime(e.DoneAt))
 	}

@@ -161,7 +161,7 @@ var notes = map[string][]edit{
 
 	"CronEntry.missed":      {missed},
 	"CronEntry.overlap":     {overlap},
-	"CronEntry.next_run_at": {desc("the next instant not yet handled; null once the entry is done")},
+	"CronEntry.next_run_at": {desc("the next instant not yet handled; null once the entry is done, and while it is paused")},
 	"CronEntry.done":        {desc("a one-shot (@at) entry whose occurrence was handled: it never fires again unless its schedule changes")},
 	"CronEntry.last_job_id": {desc("the job of the last occurrence that made one (triggers aside)")},
 	"CronEntry.last_job_state": {jobStates,
