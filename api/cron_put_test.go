@@ -242,3 +242,48 @@ func TestJobsByCronEntryAndWorkflowRun(t *testing.T) {
 		}
 	}
 }
+
+// The jobs Gaffer runs for a workflow's sleep and signal steps are not the
+// user's: a list leaves them out unless it asks for them (timers=true),
+// names their kind or lists their workflow run. Before, every sleeping
+// step's timer showed among the user's jobs.
+func TestJobListLeavesTimersOut(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var mine struct{ ID int64 }
+	e.do(e.writer, "POST", "/v1/jobs", `{"kind":"k"}`).decode(t, &mine)
+	var run struct{ ID int64 }
+	e.do(e.writer, "POST", "/v1/workflows", `{"name":"w","steps":[{"name":"nap","sleep":"1h"}]}`).decode(t, &run)
+	if run.ID == 0 || e.count(`SELECT count(*) FROM gaffer.jobs WHERE kind = 'gaffer.sleep'`) != 1 {
+		t.Fatalf("the workflow's sleep step made no timer job (run %d)", run.ID)
+	}
+	kinds := func(path string) []string {
+		t.Helper()
+		var p struct{ Data []struct{ Kind string } }
+		r := e.do(e.reader, "GET", path, nil)
+		if r.Status != 200 {
+			t.Fatalf("%s: %d %s", path, r.Status, r.Body)
+		}
+		r.decode(t, &p)
+		var out []string
+		for _, j := range p.Data {
+			out = append(out, j.Kind)
+		}
+		slices.Sort(out)
+		return out
+	}
+	for path, want := range map[string][]string{
+		"/v1/jobs":                                      {"k"},
+		"/v1/jobs?state=pending":                        {"k"},
+		"/v1/jobs?timers=true":                          {"gaffer.sleep", "k"},
+		"/v1/jobs?kind=gaffer.sleep":                    {"gaffer.sleep"},
+		fmt.Sprintf("/v1/jobs?workflow_run=%d", run.ID): {"gaffer.sleep"},
+	} {
+		if got := kinds(path); !slices.Equal(got, want) {
+			t.Errorf("%s: kinds %v, want %v", path, got, want)
+		}
+	}
+	if r := e.do(e.reader, "GET", "/v1/jobs?timers=yes", nil); r.Status != 400 || !strings.Contains(string(r.Body), "timers") {
+		t.Fatalf("timers=yes: %d %s", r.Status, r.Body)
+	}
+}

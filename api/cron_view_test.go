@@ -56,7 +56,7 @@ func members(t *testing.T, v any) map[string]json.RawMessage {
 func TestCronViewHasEveryEntryMember(t *testing.T) {
 	var e cron.Entry
 	fillAll(t, reflect.ValueOf(&e).Elem())
-	e.Done = false // a done entry's next_run_at is null
+	e.Done, e.Paused = false, false // a done or paused entry's next_run_at is null
 	entry, view := members(t, e), members(t, viewCron(e))
 	var job map[string]json.RawMessage
 	if err := json.Unmarshal(view["job"], &job); err != nil || string(job["timeout"]) != `"1s"` {

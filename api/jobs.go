@@ -150,6 +150,13 @@ func (s *Server) listJobs(r *http.Request, p auth.Principal, _ []byte) (int, any
 			f.States = append(f.States, job.State(st))
 		}
 	}
+	switch v := q.Get("timers"); v {
+	case "", "false":
+	case "true":
+		f.Timers = true
+	default:
+		return 0, nil, paramProblem("timers", "timers must be true or false, got "+strconv.Quote(v))
+	}
 	var pr *Problem
 	if f.Limit, pr = limitParam(r); pr != nil {
 		return 0, nil, pr

@@ -134,6 +134,7 @@ func (m *Main) jobsList(ctx context.Context, args []string) error {
 	kind := fs.String("kind", "-", "", "kind")
 	cronEntry := fs.String("cron-entry", "-", "", "only the jobs this cron entry made")
 	workflowRun := fs.Int64("workflow-run", "-", 0, "only the jobs of this workflow run's steps")
+	timers := fs.Bool("timers", "-", false, "also the jobs of workflows' sleep and signal steps (gaffer.sleep, gaffer.signal), left out otherwise")
 	pf := addPageFlags(fs, 50)
 	c, err := cf.start(fs, args, 0, "no positional arguments")
 	if err != nil {
@@ -142,6 +143,9 @@ func (m *Main) jobsList(ctx context.Context, args []string) error {
 	q := pf.query(nil)
 	if *workflowRun != 0 {
 		q.Set("workflow_run", strconv.FormatInt(*workflowRun, 10))
+	}
+	if *timers {
+		q.Set("timers", "true")
 	}
 	for k, v := range map[string]string{"state": *state, "queue": *queue, "kind": *kind, "cron_entry": *cronEntry} {
 		if v != "" {
