@@ -16,16 +16,19 @@ Kinds it works:
   trace  {}                      -> {"traceparent": the W3C trace context it was enqueued under, or null}
 """
 
+from __future__ import annotations
+
 import logging
 import os
 import sys
+from typing import Any, Dict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gaffer_worker import Permanent, RetryLater, Snooze, Worker  # noqa: E402
+from gaffer_worker import Job, Permanent, RetryLater, Snooze, Worker  # noqa: E402
 
 
-def main():
+def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     w = Worker(
         os.environ.get("GAFFER_URL", "http://127.0.0.1:8080"),
@@ -40,15 +43,15 @@ def main():
     )
 
     @w.handler("trace")
-    def trace(job):
+    def trace(job: Job) -> Dict[str, Any]:
         return {"traceparent": job.traceparent}
 
     @w.handler("greet")
-    def greet(job):
+    def greet(job: Job) -> Dict[str, Any]:
         return {"greeting": "hello, %s" % job.args.get("name", "world"), "by": "python", "attempt": job.attempt}
 
     @w.handler("count")
-    def count(job):
+    def count(job: Job) -> Dict[str, Any]:
         to, ms = int(job.args.get("to", 5)), int(job.args.get("ms", 100))
         for i in range(1, to + 1):
             # wait() returns early, True, once the job should stop.
@@ -58,19 +61,19 @@ def main():
         return {"counted": to, "by": "python"}
 
     @w.handler("flaky")
-    def flaky(job):
+    def flaky(job: Job) -> Dict[str, Any]:
         if job.attempt == 1:
             raise RetryLater("first attempts always fail", 0.2)
         return {"attempt": job.attempt, "by": "python"}
 
     @w.handler("later")
-    def later(job):
+    def later(job: Job) -> Dict[str, Any]:
         if job.attempt == 1:
             raise Snooze(float(job.args.get("seconds", 0.5)))
         return {"attempt": job.attempt, "by": "python"}
 
     @w.handler("reject")
-    def reject(job):
+    def reject(job: Job) -> Dict[str, Any]:
         raise Permanent(job.args.get("reason", "rejected"))
 
     w.run()

@@ -24,6 +24,8 @@ uses is listed in PROTOCOL below, which clients/protocol_test.go checks
 against api/openapi.json.
 """
 
+from __future__ import annotations
+
 import http.client
 import json
 import logging
@@ -33,10 +35,23 @@ import threading
 import time
 import traceback
 import urllib.parse
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, TypedDict, TypeVar, Union, overload
 
 __all__ = ["Worker", "Job", "Permanent", "RetryLater", "Snooze", "LeaseLost", "APIError"]
 
+# The release of this module; pyproject.toml carries the same number
+# (tests/test_package.py checks that they agree).
+__version__ = "0.1.0"
+
 log = logging.getLogger("gaffer")
+
+T = TypeVar("T")
+
+#: A job's handler: called with the Job, returns its result (any JSON
+#: value) or raises to choose another outcome.
+Handler = Callable[["Job"], Any]
+
+H = TypeVar("H", bound=Handler)
 
 # The endpoints and fields this client uses, and nothing else: requests are
 # built by _send, which refuses a field not listed under "send", and
@@ -44,8 +59,21 @@ log = logging.getLogger("gaffer")
 # "read" ("jobs[].id": the field id of each item of the list jobs).
 # clients/protocol_test.go fails when an entry is not in the OpenAPI
 # document. Keep it JSON (double quotes, no trailing commas).
+
+class ProtocolEntry(TypedDict, total=False):
+    """One operation of PROTOCOL: an endpoint (method, path) or a schema
+    read (schema), the fields sent and read, the problem codes acted on."""
+
+    method: str
+    path: str
+    schema: str
+    send: List[str]
+    read: List[str]
+    codes: List[str]
+
+
 # gaffer:protocol begin
-PROTOCOL = {
+PROTOCOL: Dict[str, ProtocolEntry] = {
     "register": {"method": "POST", "path": "/v1/workers",
                  "send": ["name", "version", "queues", "kinds"],
                  "read": ["id", "lease_ttl_seconds", "heartbeat_interval_seconds", "max_wait_seconds"]},
@@ -82,14 +110,14 @@ PROTOCOL = {
 class APIError(Exception):
     """An error answer of the API (application/problem+json)."""
 
-    def __init__(self, status, code, detail, retry_after=None):
+    def __init__(self, status: int, code: str, detail: str, retry_after: Optional[float] = None) -> None:
         super().__init__("%d %s: %s" % (status, code, detail))
         self.status, self.code, self.detail = status, code, detail
         # retry_after: seconds, from a 429's or 503's Retry-After header.
         self.retry_after = retry_after
 
     @property
-    def transient(self):
+    def transient(self) -> bool:
         """Worth retrying: rate limited, or the node could not answer."""
         return self.status == 429 or self.status >= 500
 
@@ -110,7 +138,7 @@ class RetryLater(Exception):
     """Raise from a handler to fail this attempt and retry after `seconds`
     (instead of the job's backoff)."""
 
-    def __init__(self, message, seconds):
+    def __init__(self, message: str, seconds: float) -> None:
         super().__init__(message)
         self.seconds = seconds
 
@@ -119,23 +147,23 @@ class Snooze(Exception):
     """Raise from a handler to put the job back, due again in `seconds`,
     without using up an attempt."""
 
-    def __init__(self, seconds):
+    def __init__(self, seconds: float) -> None:
         super().__init__("snooze %ss" % seconds)
         self.seconds = seconds
 
 
-def _duration(seconds):
+def _duration(seconds: float) -> str:
     """A Go-style duration string the API parses ("1.500s")."""
     return "%.3fs" % max(0.0, seconds)
 
 
 # The most jobs one claim, heartbeat or completion names (a claim takes
 # at most 1,000).
-BATCH = 500
+BATCH: int = 500
 
 # The longest a claim asks to wait: a node may allow minutes, but a
 # shorter poll costs little and keeps clear of proxies' idle timeouts.
-MAX_CLAIM_WAIT = 60.0
+MAX_CLAIM_WAIT: float = 60.0
 
 
 class _Answer:
@@ -143,26 +171,26 @@ class _Answer:
     them for the operation: a misspelt or undeclared field raises KeyError
     instead of quietly reading nothing."""
 
-    def __init__(self, op, value, prefix=""):
+    def __init__(self, op: str, value: Dict[str, Any], prefix: str = "") -> None:
         self._op, self._value, self._prefix = op, value, prefix
 
-    def __getitem__(self, name):
+    def __getitem__(self, name: str) -> Any:
         path = self._prefix + name
         if path not in PROTOCOL[self._op]["read"]:
             raise KeyError("%s: field %r is not in PROTOCOL[%r]['read']" % (self._op, path, self._op))
         return self._wrap(path, self._value.get(name))
 
-    def get(self, name, default=None):
+    def get(self, name: str, default: Any = None) -> Any:
         v = self[name]
         return default if v is None else v
 
-    def _wrap(self, path, v):
+    def _wrap(self, path: str, v: Any) -> Any:
         if isinstance(v, list) and any(p.startswith(path + "[].") for p in PROTOCOL[self._op]["read"]):
             return [_Answer(self._op, x, path + "[].") if isinstance(x, dict) else x for x in v]
         return v
 
 
-def _check_send(op, body, prefix=""):
+def _check_send(op: str, body: Dict[str, Any], prefix: str = "") -> None:
     allowed = PROTOCOL[op]["send"]
     for k, v in body.items():
         path = prefix + k
@@ -174,7 +202,7 @@ def _check_send(op, body, prefix=""):
                     _check_send(op, x, path + "[].")
 
 
-def _outcomes(jobs, outcomes):
+def _outcomes(jobs: List[Job], outcomes: List[_Answer]) -> Iterator[Tuple[Job, _Answer]]:
     """Pairs a batch's jobs with the answer's outcomes, which come in the
     batch's order."""
     if len(jobs) != len(outcomes) or any(j.id != o["id"] for j, o in zip(jobs, outcomes)):
@@ -185,7 +213,7 @@ def _outcomes(jobs, outcomes):
 class _HTTP:
     """One keep-alive connection per thread to the node."""
 
-    def __init__(self, url, token):
+    def __init__(self, url: str, token: str) -> None:
         u = urllib.parse.urlsplit(url)
         if u.scheme not in ("http", "https"):
             raise ValueError("url must be http:// or https://, got %r" % url)
@@ -194,11 +222,19 @@ class _HTTP:
         self._token = token
         self._local = threading.local()
 
-    def _connect(self, timeout):
-        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-        return cls(self._host, self._port, timeout=timeout)
+    def _connect(self, timeout: float) -> http.client.HTTPConnection:
+        cls: type[http.client.HTTPConnection] = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        # A URL without a host fails here, on the first call.
+        return cls(self._host, self._port, timeout=timeout)  # type: ignore[arg-type]
 
-    def call(self, op, params=None, body=None, timeout=30.0, own_conn=None):
+    def call(
+        self,
+        op: str,
+        params: Optional[Dict[str, Any]] = None,
+        body: Optional[Dict[str, Any]] = None,
+        timeout: float = 30.0,
+        own_conn: Optional[List[Optional[http.client.HTTPConnection]]] = None,
+    ) -> _Answer:
         """Send one PROTOCOL operation; return its answer as an _Answer.
 
         Raises APIError for an error answer, OSError/HTTPException when
@@ -209,18 +245,18 @@ class _HTTP:
         path = spec["path"]
         for k, v in (params or {}).items():
             path = path.replace("{" + k + "}", urllib.parse.quote(str(v), safe=""))
-        data = None
+        data: Optional[bytes] = None
         headers = {"Authorization": "Bearer " + self._token, "Accept": "application/json"}
         if body is not None:
             _check_send(op, body)
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
         for attempt in (1, 2):
-            conn = None
+            conn: Optional[http.client.HTTPConnection] = None
             if own_conn is None:
                 conn = getattr(self._local, "conn", None)
             fresh = conn is None
-            if fresh:
+            if conn is None:
                 conn = self._connect(timeout)
                 if own_conn is None:
                     self._local.conn = conn
@@ -275,30 +311,30 @@ class Job:
     lost, or the worker's stop deadline passed.
     """
 
-    def __init__(self, worker, a):
+    def __init__(self, worker: Worker, a: _Answer) -> None:
         self._worker = worker
-        self.id = a["id"]
-        self.kind = a["kind"]
-        self.queue = a["queue"]
-        self.tenant = a["tenant"]
-        self.args = a["args"]
-        self.inputs = a["inputs"]
-        self.attempt = a["attempt"]
-        self.max_attempts = a["max_attempts"]
-        self.workflow_run = a["workflow_run"]
-        self.step = a["step"]
-        self.traceparent = a["traceparent"]
-        self.tracestate = a["tracestate"]
-        self.lease_token = a["lease_token"]
+        self.id: int = a["id"]
+        self.kind: str = a["kind"]
+        self.queue: str = a["queue"]
+        self.tenant: str = a["tenant"]
+        self.args: Any = a["args"]
+        self.inputs: Optional[Dict[str, Any]] = a["inputs"]
+        self.attempt: int = a["attempt"]
+        self.max_attempts: int = a["max_attempts"]
+        self.workflow_run: Optional[int] = a["workflow_run"]
+        self.step: Optional[str] = a["step"]
+        self.traceparent: Optional[str] = a["traceparent"]
+        self.tracestate: Optional[str] = a["tracestate"]
+        self.lease_token: str = a["lease_token"]
         self.cancelled = threading.Event()
         # lost: the attempt no longer owns the job (its result is dropped).
-        self.lost = False
-        self.cancel_requested = False
+        self.lost: bool = False
+        self.cancel_requested: bool = False
 
-    def _lease(self):
+    def _lease(self) -> Dict[str, Any]:
         return {"attempt": self.attempt, "lease_token": self.lease_token}
 
-    def progress(self, percent, message=""):
+    def progress(self, percent: float, message: str = "") -> None:
         """Report how far the attempt got (0-100, a short message).
 
         Raises LeaseLost when the attempt no longer owns the job (the
@@ -334,31 +370,47 @@ class Worker:
     on_registered: called with the worker's id once it is registered.
     """
 
-    def __init__(self, url, token, queues, kinds=None, name="", version="", concurrency=4, stop_timeout=30.0,
-                 on_registered=None):
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        queues: Iterable[str],
+        kinds: Optional[List[str]] = None,
+        name: str = "",
+        version: str = "",
+        concurrency: int = 4,
+        stop_timeout: float = 30.0,
+        on_registered: Optional[Callable[[str], Any]] = None,
+    ) -> None:
         if not queues:
             raise ValueError("queues: name at least one queue")
         self._http = _HTTP(url, token)
         self.queues, self.kinds, self.name, self.version = list(queues), kinds, name, version
         self.concurrency, self.stop_timeout = concurrency, stop_timeout
-        self.id = None
-        self._handlers = {}
+        self.id: Optional[str] = None
+        self._handlers: Dict[str, Handler] = {}
         self._lock = threading.Lock()
         # (job id, attempt) -> Job: a worker that was paused may run a
         # job's next attempt while its lost one still winds down.
-        self._running = {}
+        self._running: Dict[Tuple[int, int], Job] = {}
         self._slots = threading.Semaphore(concurrency)
         self._stopping = threading.Event()
         self._heartbeats_done = threading.Event()
         self._idle = threading.Condition(self._lock)
-        self._done = []  # completions waiting for the batch writer
+        self._done: List[Tuple[Job, Any]] = []  # completions waiting for the batch writer
         self._done_cond = threading.Condition(threading.Lock())
-        self._claim_conn = [None]
+        self._claim_conn: List[Optional[http.client.HTTPConnection]] = [None]
         self._heartbeat_interval = 10.0
         self._max_wait = 30.0
         self._on_registered = on_registered
 
-    def handler(self, kind, fn=None):
+    @overload
+    def handler(self, kind: str) -> Callable[[H], H]: ...
+
+    @overload
+    def handler(self, kind: str, fn: H) -> H: ...
+
+    def handler(self, kind: str, fn: Optional[H] = None) -> Union[H, Callable[[H], H]]:
         """Register fn(job) for jobs of kind; usable as a decorator.
 
         fn's return value (any JSON value) is the job's result. Raise
@@ -366,12 +418,12 @@ class Worker:
         delay, Snooze to put the job back; any other exception fails the
         attempt (retried by the job's backoff while attempts remain).
         """
-        def register(f):
+        def register(f: H) -> H:
             self._handlers[kind] = f
             return f
         return register(fn) if fn is not None else register
 
-    def stop(self):
+    def stop(self) -> None:
         """Stop claiming; run() then finishes in-flight jobs, leaves and
         returns. Safe from a signal handler or any thread."""
         self._stopping.set()
@@ -384,7 +436,7 @@ class Worker:
             except OSError:
                 pass
 
-    def run(self, install_signals=True):
+    def run(self, install_signals: bool = True) -> None:
         """Register, work jobs until stop() (or SIGTERM/SIGINT when
         install_signals, from the main thread), then leave. Blocks.
 
@@ -393,7 +445,7 @@ class Worker:
         """
         if not self._handlers and not self.kinds:
             raise ValueError("register a handler (Worker.handler) before run()")
-        previous = {}
+        previous: Dict[signal.Signals, Any] = {}
         if install_signals:
             for s in (signal.SIGTERM, signal.SIGINT):
                 previous[s] = signal.signal(s, lambda *_: self.stop())
@@ -403,7 +455,7 @@ class Worker:
             for s, h in previous.items():
                 signal.signal(s, h)
 
-    def _work(self):
+    def _work(self) -> None:
         self._register()
         for name, loop in (("heartbeat", self._heartbeat_loop), ("complete", self._complete_loop), ("claim", self._claim_loop)):
             threading.Thread(target=self._guard, args=(name, loop), name="gaffer-" + name, daemon=True).start()
@@ -429,7 +481,7 @@ class Worker:
 
     # -- internals --
 
-    def _guard(self, name, loop):
+    def _guard(self, name: str, loop: Callable[[], None]) -> None:
         # None of the loops should fail; if one does, the worker stops
         # rather than run on half-broken (no heartbeats, say).
         try:
@@ -438,18 +490,19 @@ class Worker:
             log.exception("%s loop failed; stopping", name)
             self.stop()
 
-    def _register(self):
+    def _register(self) -> None:
         kinds = self.kinds if self.kinds is not None else sorted(self._handlers)
         body = {"name": self.name, "version": self.version, "queues": self.queues, "kinds": kinds}
         w = self._http.call("register", body=body)
-        self.id = w["id"]
+        worker_id: str = w["id"]
+        self.id = worker_id
         self._heartbeat_interval = float(w["heartbeat_interval_seconds"])
         self._max_wait = min(float(w["max_wait_seconds"]), MAX_CLAIM_WAIT)
         log.info("registered worker %s (heartbeat every %ss)", self.id, self._heartbeat_interval)
         if self._on_registered is not None:
-            self._on_registered(self.id)
+            self._on_registered(worker_id)
 
-    def _claim_loop(self):
+    def _claim_loop(self) -> None:
         backoff = 0.1
         while not self._stopping.is_set():
             # Wait for a free slot, then claim as many jobs as slots are free.
@@ -501,19 +554,19 @@ class Worker:
                 log.info("worker %s drained: stopping", self.id)
                 self.stop()
 
-    def _lose(self, j, why):
+    def _lose(self, j: Job, why: str) -> None:
         if not j.lost:
             log.warning("job %d attempt %d: %s; its result is dropped", j.id, j.attempt, why)
         j.lost = True
         j.cancelled.set()
 
-    def _finish(self, j):
+    def _finish(self, j: Job) -> None:
         with self._idle:
             self._running.pop((j.id, j.attempt), None)
             self._idle.notify_all()
         self._slots.release()
 
-    def _run_job(self, j):
+    def _run_job(self, j: Job) -> None:
         queued = False
         try:
             queued = self._run_handler(j)
@@ -522,7 +575,7 @@ class Worker:
             if not queued:
                 self._finish(j)
 
-    def _run_handler(self, j):
+    def _run_handler(self, j: Job) -> bool:
         """Run j's handler and report its outcome; True when the outcome
         is a completion queued for the batch writer."""
         fn = self._handlers.get(j.kind)
@@ -551,7 +604,7 @@ class Worker:
             self._done_cond.notify()
         return True
 
-    def _retrying(self, what, call, deadline=None):
+    def _retrying(self, what: str, call: Callable[[], T], deadline: Optional[float] = None) -> T:
         """call(), again after a transient failure (the node unreachable,
         429, 5xx), up to 5 times or until deadline (time.monotonic())."""
         for attempt in range(5):
@@ -565,8 +618,9 @@ class Worker:
                     raise
                 log.warning("%s: %s; again in %.1fs", what, e, pause)
                 time.sleep(pause)
+        raise AssertionError("unreachable: the fifth attempt returns or raises")
 
-    def _write(self, j, op, body):
+    def _write(self, j: Job, op: str, body: Dict[str, Any]) -> None:
         if j.lost:
             return
         try:
@@ -579,14 +633,14 @@ class Worker:
         except (OSError, http.client.HTTPException) as e:
             log.error("%s job %d: %s (the lease expires and the job runs again)", op, j.id, e)
 
-    def _complete_loop(self):
+    def _complete_loop(self) -> None:
         while True:
             with self._done_cond:
                 while not self._done:
                     self._done_cond.wait()
             self._flush_completions()
 
-    def _flush_completions(self, deadline=None):
+    def _flush_completions(self, deadline: Optional[float] = None) -> None:
         """Write every queued completion, BATCH a call."""
         while True:
             with self._done_cond:
@@ -605,14 +659,14 @@ class Worker:
             for j, _ in batch:
                 self._finish(j)
 
-    def _heartbeat_loop(self):
+    def _heartbeat_loop(self) -> None:
         while not self._heartbeats_done.wait(self._heartbeat_interval):
             with self._lock:
                 held = [j for j in self._running.values() if not j.lost]
             for i in range(0, len(held), BATCH):
                 self._heartbeat(held[i:i + BATCH])
 
-    def _heartbeat(self, jobs):
+    def _heartbeat(self, jobs: List[Job]) -> None:
         body = {"worker": self.id, "jobs": [dict(id=j.id, attempt=j.attempt, lease_token=j.lease_token) for j in jobs]}
         try:
             ans = self._http.call("heartbeat", body=body)
