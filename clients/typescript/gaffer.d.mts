@@ -60,8 +60,10 @@ export declare class Snooze extends Error {
   readonly seconds: number;
 }
 
-/** A claimed job, handed to its kind's handler. */
+/** A claimed job, handed to its kind's handler. Only the worker makes
+ * them, from the jobs a claim returns. */
 export declare class Job<Args = any> {
+  private constructor();
   readonly id: number;
   readonly kind: string;
   readonly queue: string;

@@ -28,6 +28,11 @@
 // answers are read through answer(), which throws on a field not listed
 // under "read" ("jobs[].id": the field id of each item of the list jobs).
 // Keep it JSON (double quotes, no trailing commas).
+/**
+ * @typedef {{method?: "GET" | "POST" | "DELETE", path?: string, schema?: string,
+ *   send?: string[], read: string[], codes?: string[]}} ProtocolEntry
+ * @type {Readonly<Record<string, ProtocolEntry>>}
+ */
 // gaffer:protocol begin
 export const PROTOCOL = {
   "register": {"method": "POST", "path": "/v1/workers",
@@ -189,9 +194,10 @@ export class Job {
     /** @type {string | undefined} */ this.traceparent = a.traceparent;
     /** @type {string | undefined} */ this.tracestate = a.tracestate;
     /** @type {string} */ this.leaseToken = a.lease_token;
-    this._abort = new AbortController();
+    /** @type {AbortController} */ this._abort = new AbortController();
     /** Aborted when the handler should stop: the job was cancelled, its
-     * lease was lost, or the worker's stop deadline passed. */
+     * lease was lost, or the worker's stop deadline passed.
+     * @type {AbortSignal} */
     this.signal = this._abort.signal;
     /** The attempt no longer owns the job; its result is dropped. */
     this.lost = false;
