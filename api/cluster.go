@@ -19,6 +19,11 @@ type queueView struct {
 	Retrying     int64   `json:"retrying"`
 	Running      int64   `json:"running"`
 	OldestDueAge float64 `json:"oldest_due_age_seconds"`
+	// Workers counts the live nodes and remote workers that work the
+	// queue; Warning says why its waiting jobs will not run (no worker,
+	// or the queue is paused), empty when they will.
+	Workers int64  `json:"workers"`
+	Warning string `json:"warning,omitempty"`
 }
 
 // listQueues answers a tenant's token with its own queues and counts
@@ -31,7 +36,8 @@ func (s *Server) listQueues(r *http.Request, p auth.Principal, _ []byte) (int, a
 	}
 	views := make([]queueView, len(qs))
 	for i, q := range qs {
-		views[i] = queueView{Name: q.Name, Paused: q.Paused, Pending: q.Pending, Retrying: q.Retrying, Running: q.Running, OldestDueAge: q.OldestDueAge.Seconds()}
+		views[i] = queueView{Name: q.Name, Paused: q.Paused, Pending: q.Pending, Retrying: q.Retrying, Running: q.Running, OldestDueAge: q.OldestDueAge.Seconds(),
+			Workers: q.Workers, Warning: q.Unworked()}
 	}
 	return http.StatusOK, list[queueView]{Data: views}, nil
 }

@@ -476,3 +476,62 @@ func TestWorkflowEndpoints(t *testing.T) {
 	}
 	e.expectProblem(e.do(e.reader, "GET", "/v1/workflows/99999", nil), 404, "not_found")
 }
+
+// A queue whose jobs wait while no live node or remote worker works it is
+// flagged, as Temporal flags a task queue with no pollers: before, the
+// jobs just sat there. A draining node, another tenant's remote worker
+// and a paused queue are told apart.
+func TestQueueWithoutWorkersIsFlagged(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.do(e.writer, "POST", "/v1/jobs", `{"kind":"k","queue":"orphan"}`)
+	e.do(e.writer, "POST", "/v1/jobs", `{"kind":"k","queue":"worked"}`)
+	e.do(e.writer, "POST", "/v1/jobs", `{"kind":"k","queue":"held"}`)
+	if err := e.st.RegisterNode(ctx, "node-1", "host", "v1", "2025c", map[string]int{"worked": 10, "held": 10}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.RegisterNode(ctx, "node-2", "host", "v1", "2025c", map[string]int{"orphan": 10}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.TouchNode(ctx, "node-2", 0, "draining"); err != nil {
+		t.Fatal(err)
+	}
+	// Another tenant's remote worker on the orphan queue works none of
+	// this tenant's jobs.
+	if _, err := e.st.Pool().Exec(ctx, `INSERT INTO gaffer.nodes (id, kind, tenant, hostname, version, queues, kinds, state, in_flight, started_at, last_seen)
+		VALUES ('w-acme', 'remote', 'acme', 'h', 'v', '{"orphan": 0}', '[]', 'active', 0, now(), now())`); err != nil {
+		t.Fatal(err)
+	}
+	e.do(e.admin, "POST", "/v1/queues/held/pause", nil)
+	type queue struct {
+		Name    string
+		Workers int
+		Warning string
+	}
+	for _, c := range []struct {
+		token string
+		want  map[string]queue
+	}{
+		{e.reader, map[string]queue{
+			"orphan": {"orphan", 0, "no live node or remote worker works this queue: its jobs wait until one does"},
+			"worked": {"worked", 1, ""},
+			"held":   {"held", 1, "paused: its jobs wait until it is resumed"}}},
+		{e.admin, map[string]queue{ // every tenant's view: acme's worker counts
+			"orphan": {"orphan", 1, ""},
+			"worked": {"worked", 1, ""},
+			"held":   {"held", 1, "paused: its jobs wait until it is resumed"}}},
+	} {
+		var got struct{ Data []queue }
+		e.do(c.token, "GET", "/v1/queues", nil).decode(t, &got)
+		for _, q := range got.Data {
+			if want, ok := c.want[q.Name]; ok && q != want {
+				t.Errorf("queue %s: %+v, want %+v", q.Name, q, want)
+			}
+			delete(c.want, q.Name)
+		}
+		if len(c.want) != 0 {
+			t.Errorf("queues not listed: %v", c.want)
+		}
+	}
+}

@@ -291,6 +291,25 @@ type Queue struct {
 	Running  int64
 	// OldestDueAge is how long the oldest due, unclaimed job has waited.
 	OldestDueAge time.Duration
+	// Workers is how many live nodes and remote workers work the queue
+	// (for a tenant: nodes, its own remote workers and spanning ones);
+	// draining ones are not counted.
+	Workers int64
+}
+
+// Unworked is a warning, or "": jobs wait in the queue and no live node
+// or remote worker works it (nothing will run them until one does), or
+// the queue is paused.
+func (q Queue) Unworked() string {
+	switch {
+	case q.Pending+q.Retrying == 0:
+		return ""
+	case q.Paused:
+		return "paused: its jobs wait until it is resumed"
+	case q.Workers == 0:
+		return "no live node or remote worker works this queue: its jobs wait until one does"
+	}
+	return ""
 }
 
 func queuesOf(rows []store.Queue, err error) ([]Queue, error) {

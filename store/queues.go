@@ -22,6 +22,9 @@ type Queue struct {
 	Running  int64
 	// OldestDueAge is how long the oldest due, unclaimed job has waited.
 	OldestDueAge time.Duration
+	// Workers is how many live nodes and remote workers work the queue
+	// (draining ones claim nothing and are not counted).
+	Workers int64
 }
 
 // SetQueuePaused pauses or resumes a queue cluster-wide and tells every
@@ -167,7 +170,7 @@ func scanQueues(rows pgx.Rows, err error) ([]Queue, error) {
 	for rows.Next() {
 		var q Queue
 		var age float64
-		if err := rows.Scan(&q.Name, &q.Paused, &q.Pending, &q.Retrying, &q.Running, &age); err != nil {
+		if err := rows.Scan(&q.Name, &q.Paused, &q.Pending, &q.Retrying, &q.Running, &age, &q.Workers); err != nil {
 			return nil, fmt.Errorf("list queues: %w", err)
 		}
 		q.OldestDueAge = time.Duration(age * float64(time.Second))

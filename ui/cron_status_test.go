@@ -77,3 +77,32 @@ func TestCronPagesShowStatus(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// The queues page counts each queue's live workers and flags a queue
+// whose jobs wait with none to work them.
+func TestQueuesPageFlagsAQueueNobodyWorks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	c := job.NewClient(e.st.Pool(), nil)
+	for _, q := range []string{"orphan", "worked"} {
+		if _, err := c.Enqueue(ctx, job.Request{Kind: "k", Queue: q}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.st.RegisterNode(ctx, "node-1", "host", "dev", "2025c", map[string]int{"worked": 3}, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser()
+	b.login(e.token("default", auth.ScopeJobsRead))
+	p := b.get("/ui/queues")
+	row := func(q string) string {
+		return regexp.MustCompile(`(?s)<tr><td><a href="/ui/jobs\?queue=` + q + `">.*?</tr>`).FindString(p.body)
+	}
+	if r := row("orphan"); !strings.Contains(r, "⚠ no live node or remote worker works this queue") {
+		t.Fatalf("the orphan queue is not flagged:\n%s", r)
+	}
+	if r := row("worked"); r == "" || strings.Contains(r, "⚠") || !strings.Contains(r, `<td class="num">1 </td>`) && !strings.Contains(r, `<td class="num">1</td>`) {
+		t.Fatalf("the worked queue's row:\n%s", r)
+	}
+}

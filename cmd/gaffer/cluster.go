@@ -48,11 +48,22 @@ func (m *Main) queuesList(ctx context.Context, args []string) error {
 		Retrying int64   `json:"retrying"`
 		Running  int64   `json:"running"`
 		Oldest   float64 `json:"oldest_due_age_seconds"`
+		Workers  int64   `json:"workers"`
+		Warning  string  `json:"warning"`
 	}
 	return list(m, ctx, cf, c, "/v1/queues", table[queueRow]{
-		header: "QUEUE\tPAUSED\tPENDING\tRETRYING\tRUNNING\tOLDEST DUE",
+		header: "QUEUE\tPAUSED\tPENDING\tRETRYING\tRUNNING\tOLDEST DUE\tWORKERS",
 		row: func(q queueRow) []any {
-			return []any{q.Name, q.Paused, q.Pending, q.Retrying, q.Running, time.Duration(q.Oldest * float64(time.Second)).Round(time.Millisecond)}
+			return []any{q.Name, q.Paused, q.Pending, q.Retrying, q.Running, time.Duration(q.Oldest * float64(time.Second)).Round(time.Millisecond), q.Workers}
+		},
+		footer: func(qs []queueRow) string {
+			var b strings.Builder
+			for _, q := range qs {
+				if q.Warning != "" {
+					fmt.Fprintf(&b, "warning: queue %s: %s\n", q.Name, q.Warning)
+				}
+			}
+			return strings.TrimSuffix(b.String(), "\n")
 		},
 	})
 }

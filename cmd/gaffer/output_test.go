@@ -67,10 +67,18 @@ func TestListOutput(t *testing.T) {
 		case "/v1/nodes":
 			return `{"data":[{"id":"n1","state":"active","tzdata":"` + tzdata.Version + `","queues":{"default":1}},
 				{"id":"n2","state":"active","tzdata":"2024a","queues":{}},{"id":"n3","state":"dead","tzdata":"2023c","queues":{}}]}`
+		case "/v1/queues":
+			return `{"data":[{"name":"mail","pending":3,"workers":0,"warning":"no live node or remote worker works this queue: its jobs wait until one does"},
+				{"name":"default","pending":1,"workers":2}]}`
 		}
 		return `{}`
 	})
-	out, _, err := run(t, env, "jobs", "list")
+	out, _, err := run(t, env, "queues", "list")
+	if err != nil || !strings.Contains(out, "WORKERS") || !strings.HasSuffix(out, "warning: queue mail: no live node or remote worker works this queue: its jobs wait until one does\n") ||
+		strings.Contains(out, "queue default:") {
+		t.Fatalf("queues list: %v\n%s", err, out)
+	}
+	out, _, err = run(t, env, "jobs", "list")
 	if err != nil || !strings.Contains(out, "ID ") || !strings.Contains(out, "7   mail") || !strings.HasSuffix(out, "(more: --cursor abc)\n") {
 		t.Fatalf("jobs list: %v\n%s", err, out)
 	}

@@ -71,18 +71,24 @@ ORDER BY 1;
 
 -- name: tenant_queue_depths
 -- One tenant's queues: those where it has unfinished jobs, with its own
--- counts and its oldest due job's age — nothing of other tenants. $1
--- tenant.
-SELECT j.queue, coalesce(q.paused, false),
-       count(*) FILTER (WHERE j.state = 'pending'),
-       count(*) FILTER (WHERE j.state = 'retrying'),
-       count(*) FILTER (WHERE j.state = 'running'),
-       coalesce(extract(epoch FROM now() - min(j.run_at) FILTER (WHERE j.state IN ('pending', 'retrying') AND j.run_at <= now())), 0)::float8
-FROM gaffer.jobs j
-LEFT JOIN gaffer.queues q ON q.name = j.queue
-WHERE j.tenant = $1 AND j.state IN ('pending', 'retrying', 'running')
-GROUP BY j.queue, q.paused
-ORDER BY j.queue;
+-- counts and its oldest due job's age — nothing of other tenants — and
+-- how many live nodes and remote workers (its own or spanning ones) work
+-- each. $1 tenant.
+SELECT w.queue, w.paused, w.pending, w.retrying, w.running, w.oldest,
+       (SELECT count(*) FROM gaffer.nodes nd
+        WHERE nd.state = 'active' AND nd.queues ? w.queue AND (nd.kind = 'node' OR nd.tenant IN ('*', $1)))
+FROM (
+    SELECT j.queue, coalesce(q.paused, false) AS paused,
+           count(*) FILTER (WHERE j.state = 'pending') AS pending,
+           count(*) FILTER (WHERE j.state = 'retrying') AS retrying,
+           count(*) FILTER (WHERE j.state = 'running') AS running,
+           coalesce(extract(epoch FROM now() - min(j.run_at) FILTER (WHERE j.state IN ('pending', 'retrying') AND j.run_at <= now())), 0)::float8 AS oldest
+    FROM gaffer.jobs j
+    LEFT JOIN gaffer.queues q ON q.name = j.queue
+    WHERE j.tenant = $1 AND j.state IN ('pending', 'retrying', 'running')
+    GROUP BY j.queue, q.paused
+) w
+ORDER BY w.queue;
 
 -- name: queue_depths
 -- Every queue that is known (paused or resumed once), has unfinished jobs,
@@ -90,7 +96,8 @@ ORDER BY j.queue;
 -- huge table: the queues are found by skipping through the claim index
 -- (due jobs) and the scheduled index (one probe per queue each), each
 -- count is an index scan, and the pending and retrying counts stop at $1
--- (a count at the cap means "at least"; NULL counts them all).
+-- (a count at the cap means "at least"; NULL counts them all). Last, how
+-- many live nodes and remote workers work each.
 WITH RECURSIVE due AS (
     (SELECT queue FROM gaffer.jobs WHERE state IN ('pending', 'retrying') AND due ORDER BY queue LIMIT 1)
     UNION ALL
@@ -131,7 +138,8 @@ SELECT n.name, coalesce(q.paused, false),
             WHERE o.run_at <= now()),
            (SELECT j.run_at FROM gaffer.jobs j
             WHERE j.state IN ('pending', 'retrying') AND NOT j.due AND j.queue = n.name AND j.run_at <= now()
-            ORDER BY j.run_at LIMIT 1))), 0)::float8
+            ORDER BY j.run_at LIMIT 1))), 0)::float8,
+       (SELECT count(*) FROM gaffer.nodes nd WHERE nd.state = 'active' AND nd.queues ? n.name)
 FROM names n
 LEFT JOIN gaffer.queues q ON q.name = n.name
 ORDER BY n.name;
