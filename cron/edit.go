@@ -277,6 +277,7 @@ func (c *Client) change(ctx context.Context, tx pgx.Tx, row store.CronEntry, nex
 	after.CreatedAt, after.UpdatedAt = row.CreatedAt, row.UpdatedAt
 	after.LastJobID, after.LastJobState, after.LastFiredAt, after.LastOccurrenceAt = row.LastJobID, row.LastJobState, row.LastFiredAt, row.LastOccurrenceAt
 	after.LastError, after.LastErrorAt, after.ConsecutiveFailures = row.LastError, row.LastErrorAt, row.ConsecutiveFailures
+	after.LastFailedJobID, after.LastFailedError, after.LastFailedAt = row.LastFailedJobID, row.LastFailedError, row.LastFailedAt
 	if dry {
 		after.RetryAt = time.Time{} // the edit would clear it
 		return after, changes, nil

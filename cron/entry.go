@@ -103,6 +103,13 @@ type Status struct {
 	// RetryAt: a failing entry is tried again no sooner than this (a
 	// backoff from 1s to 5m); an edit clears it.
 	RetryAt *time.Time `json:"retry_at,omitempty"`
+	// LastFailedJobID is the last of the entry's jobs that ended failed
+	// (its attempts spent, a permanent error, lost on its last attempt),
+	// LastFailedError that job's last error and LastFailedAt when: why
+	// the entry's work fails, kept after later jobs succeed.
+	LastFailedJobID int64      `json:"last_failed_job_id,omitempty"`
+	LastFailedError string     `json:"last_failed_error,omitempty"`
+	LastFailedAt    *time.Time `json:"last_failed_at,omitempty"`
 }
 
 // Errors.
@@ -193,7 +200,8 @@ func fromRow(r store.CronEntry) Entry {
 		Done: !r.DoneAt.IsZero(), DoneAt: timePtr(r.DoneAt), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		Status: Status{LastJobID: r.LastJobID, LastOccurrenceAt: timePtr(r.LastOccurrenceAt), LastFiredAt: timePtr(r.LastFiredAt),
 			LastJobState: r.LastJobState, LastError: r.LastError, LastErrorAt: timePtr(r.LastErrorAt),
-			ConsecutiveFailures: r.ConsecutiveFailures, RetryAt: timePtr(r.RetryAt)}}
+			ConsecutiveFailures: r.ConsecutiveFailures, RetryAt: timePtr(r.RetryAt),
+			LastFailedJobID: r.LastFailedJobID, LastFailedError: r.LastFailedError, LastFailedAt: timePtr(r.LastFailedAt)}}
 }
 
 func timePtr(t time.Time) *time.Time {

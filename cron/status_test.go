@@ -193,3 +193,70 @@ func TestNotLeadingIsNotAnEntryError(t *testing.T) {
 		t.Fatalf("a follower recorded an error: %+v", e.Status)
 	}
 }
+
+// An entry says why its work fails: its last job that ended failed, that
+// job's last error and when — through a failure on the job's last
+// attempt and through a lease lost on it — and keeps saying it after a
+// later job of the entry succeeds. A job that fails with attempts left
+// is not a failure of the entry's work yet.
+func TestStatusTellsWhyTheEntrysJobFailed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.NewStore(t)
+	c := cron.NewClient(st.Pool())
+	if _, err := c.Create(ctx, cron.Entry{Name: "e", Schedule: "@every 1h", Job: cron.JobTemplate{Kind: "k", MaxAttempts: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	take := func(ttl time.Duration) store.Lease {
+		t.Helper()
+		jobs, err := st.ClaimJobs(ctx, store.ClaimParams{Queue: "default", Limit: 1, Token: time.Now().UnixNano(), LeaseTTL: ttl, Node: "n1"})
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("claim: %d jobs, %v", len(jobs), err)
+		}
+		return store.Lease{ID: jobs[0].ID, Attempt: jobs[0].Attempt, Token: jobs[0].LeaseToken}
+	}
+	first, err := c.Trigger(ctx, "", "e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := take(time.Minute)
+	if _, err := st.FailJob(ctx, store.Failure{Lease: l, Message: "smtp: 421 try later", Kind: "error"}); err != nil {
+		t.Fatal(err)
+	}
+	if e := mustGet(t, c, "e"); e.LastFailedJobID != 0 || e.LastFailedError != "" || e.LastFailedAt != nil {
+		t.Fatalf("a job with an attempt left counts as failed: %+v", e.Status)
+	}
+	l = take(time.Minute)
+	if _, err := st.FailJob(ctx, store.Failure{Lease: l, Message: "smtp: 550 mailbox unavailable", Kind: "error"}); err != nil {
+		t.Fatal(err)
+	}
+	e := mustGet(t, c, "e")
+	if e.LastFailedJobID != first || e.LastFailedError != "smtp: 550 mailbox unavailable" || e.LastFailedAt == nil {
+		t.Fatalf("after job %d failed on its last attempt: %+v", first, e.Status)
+	}
+	// The next job is lost on its last attempt (its node died).
+	second, err := c.Trigger(ctx, "", "e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Pool().Exec(ctx, `UPDATE gaffer.jobs SET max_attempts = 1 WHERE id = $1`, second)
+	take(time.Millisecond)
+	time.Sleep(10 * time.Millisecond)
+	if _, err := st.RescueJobs(ctx, nil, "", 10, "lease expired: node n1 stopped answering"); err != nil {
+		t.Fatal(err)
+	}
+	if e := mustGet(t, c, "e"); e.LastFailedJobID != second || e.LastFailedError != "lease expired: node n1 stopped answering" {
+		t.Fatalf("after job %d was lost on its last attempt: %+v", second, e.Status)
+	}
+	// A later job succeeds: the failure is still told, and listed.
+	if _, err := c.Trigger(ctx, "", "e"); err != nil {
+		t.Fatal(err)
+	}
+	l = take(time.Minute)
+	if _, err := st.CompleteJobs(ctx, nil, []store.Completion{{Lease: l}}); err != nil {
+		t.Fatal(err)
+	}
+	if list, _ := c.List(ctx, "", cron.Cursor{}, 10); len(list) != 1 || list[0].LastFailedJobID != second || list[0].LastFailedError == "" {
+		t.Fatalf("listed after a success: %+v", list[0].Status)
+	}
+}

@@ -100,16 +100,22 @@ type CronEntry struct {
 	LastErrorAt         time.Time
 	ConsecutiveFailures int
 	RetryAt             time.Time
+	// The last of the entry's jobs that ended failed, its last error, and
+	// when (zero: none yet).
+	LastFailedJobID int64
+	LastFailedError string
+	LastFailedAt    time.Time
 }
 
 func scanCronEntry(row pgx.Row, extra ...any) (CronEntry, error) {
 	var e CronEntry
 	var job []byte
-	var last *int64
-	var next, done, fired, occ, errAt, retry *time.Time
-	var lastErr, jobState *string
+	var last, failedJob *int64
+	var next, done, fired, occ, errAt, retry, failedAt *time.Time
+	var lastErr, jobState, failedErr *string
 	dest := []any{&e.Tenant, &e.Name, &e.Schedule, &e.Timezone, &job, &e.Missed, &e.MissedCap, &e.Overlap, &e.Paused,
-		&next, &last, &e.CreatedAt, &e.UpdatedAt, &done, &fired, &occ, &lastErr, &errAt, &e.ConsecutiveFailures, &retry, &jobState}
+		&next, &last, &e.CreatedAt, &e.UpdatedAt, &done, &fired, &occ, &lastErr, &errAt, &e.ConsecutiveFailures, &retry, &jobState,
+		&failedJob, &failedErr, &failedAt}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return e, err
 	}
@@ -122,7 +128,7 @@ func scanCronEntry(row pgx.Row, extra ...any) (CronEntry, error) {
 	for _, t := range []struct {
 		from *time.Time
 		to   *time.Time
-	}{{next, &e.NextRunAt}, {done, &e.DoneAt}, {fired, &e.LastFiredAt}, {occ, &e.LastOccurrenceAt}, {errAt, &e.LastErrorAt}, {retry, &e.RetryAt}} {
+	}{{next, &e.NextRunAt}, {done, &e.DoneAt}, {fired, &e.LastFiredAt}, {occ, &e.LastOccurrenceAt}, {errAt, &e.LastErrorAt}, {retry, &e.RetryAt}, {failedAt, &e.LastFailedAt}} {
 		if t.from != nil {
 			*t.to = *t.from
 		}
@@ -132,6 +138,12 @@ func scanCronEntry(row pgx.Row, extra ...any) (CronEntry, error) {
 	}
 	if jobState != nil {
 		e.LastJobState = *jobState
+	}
+	if failedJob != nil {
+		e.LastFailedJobID = *failedJob
+	}
+	if failedErr != nil {
+		e.LastFailedError = *failedErr
 	}
 	return e, nil
 }

@@ -60,7 +60,12 @@ func TestCronPagesShowStatus(t *testing.T) {
 		!strings.Contains(p.body, `href="/ui/jobs/`) || !strings.Contains(p.body, "all its jobs") {
 		t.Fatalf("done one-shot's page: %d\n%s", p.status, p.body)
 	}
+	// An entry whose job failed says why, on its page.
+	e.st.Pool().Exec(ctx, `UPDATE gaffer.cron_entries SET last_failed_job_id = 42, last_failed_error = 'smtp: 550 <mailbox>', last_failed_at = now() WHERE name = 'broken'`)
 	p = b.get("/ui/cron/default/broken")
+	if !strings.Contains(p.body, `Last failed job</dt><dd class="errtext"><a href="/ui/jobs/42">42</a> failed`) || !strings.Contains(p.body, "smtp: 550 &lt;mailbox&gt;") {
+		t.Fatalf("a page of an entry whose job failed:\n%s", p.body)
+	}
 	if p.status != 200 || !strings.Contains(html.UnescapeString(p.body), "job.queue") || !strings.Contains(p.body, "1 failed firing in a row") || !strings.Contains(p.body, "next try") {
 		t.Fatalf("failing entry's page: %d\n%s", p.status, p.body)
 	}

@@ -39,7 +39,8 @@ SELECT (SELECT count(*) FROM tell) FROM del;
 -- name: get_cron_entry
 SELECT tenant, name, schedule, timezone, job, missed, missed_cap, overlap, paused, next_run_at, last_job_id,
        created_at, updated_at, done_at, last_fired_at, last_occurrence_at, last_error, last_error_at,
-       consecutive_failures, retry_at, (SELECT state FROM gaffer.jobs WHERE id = last_job_id)
+       consecutive_failures, retry_at, (SELECT state FROM gaffer.jobs WHERE id = last_job_id),
+       last_failed_job_id, last_failed_error, last_failed_at
 FROM gaffer.cron_entries
 WHERE tenant = $1 AND name = $2;
 
@@ -48,7 +49,8 @@ WHERE tenant = $1 AND name = $2;
 -- reads and writes the entry with no other edit or firing in between.
 SELECT tenant, name, schedule, timezone, job, missed, missed_cap, overlap, paused, next_run_at, last_job_id,
        created_at, updated_at, done_at, last_fired_at, last_occurrence_at, last_error, last_error_at,
-       consecutive_failures, retry_at, (SELECT state FROM gaffer.jobs WHERE id = last_job_id)
+       consecutive_failures, retry_at, (SELECT state FROM gaffer.jobs WHERE id = last_job_id),
+       last_failed_job_id, last_failed_error, last_failed_at
 FROM gaffer.cron_entries
 WHERE tenant = $1 AND name = $2
 FOR UPDATE;
@@ -58,7 +60,8 @@ FOR UPDATE;
 -- the previous page's last entry (NULL: from the start), $4 limit.
 SELECT tenant, name, schedule, timezone, job, missed, missed_cap, overlap, paused, next_run_at, last_job_id,
        created_at, updated_at, done_at, last_fired_at, last_occurrence_at, last_error, last_error_at,
-       consecutive_failures, retry_at, (SELECT state FROM gaffer.jobs WHERE id = last_job_id)
+       consecutive_failures, retry_at, (SELECT state FROM gaffer.jobs WHERE id = last_job_id),
+       last_failed_job_id, last_failed_error, last_failed_at
 FROM gaffer.cron_entries
 WHERE ($1::text IS NULL OR tenant = $1) AND ($3::text IS NULL OR (tenant, name) > ($2::text, $3::text))
 ORDER BY tenant, name
@@ -77,7 +80,8 @@ LIMIT $4;
 -- earliest first.
 SELECT e.tenant, e.name, e.schedule, e.timezone, e.job, e.missed, e.missed_cap, e.overlap, e.paused, e.next_run_at, e.last_job_id,
        e.created_at, e.updated_at, e.done_at, e.last_fired_at, e.last_occurrence_at, e.last_error, e.last_error_at,
-       e.consecutive_failures, e.retry_at, (SELECT state FROM gaffer.jobs WHERE id = e.last_job_id), now()
+       e.consecutive_failures, e.retry_at, (SELECT state FROM gaffer.jobs WHERE id = e.last_job_id),
+       e.last_failed_job_id, e.last_failed_error, e.last_failed_at, now()
 FROM (
     -- Keys only, until the $1 entries are chosen: then their rows.
     SELECT tenant, name, next_run_at, turn

@@ -123,6 +123,12 @@ WITH upd AS (
     SELECT tenant, id, kind, queue, priority, max_attempts, attempt, timeout_ms, args, errors,
            CASE WHEN $5 THEN 'permanent' ELSE 'exhausted' END, workflow_run, step, fairness_key, limit_key
     FROM upd WHERE state = 'failed'
+), cron_failed AS (
+    -- A cron entry's job that failed: the entry says why (its status).
+    UPDATE gaffer.cron_entries ce
+    SET last_failed_job_id = u.id, last_failed_error = $6::text, last_failed_at = now()
+    FROM upd u
+    WHERE u.state = 'failed' AND u.cron_entry IS NOT NULL AND ce.tenant = u.tenant AND ce.name = u.cron_entry
 )
 SELECT state, run_at FROM upd;
 
@@ -215,6 +221,11 @@ WITH lost AS (
                             fairness_key, limit_key)
     SELECT tenant, id, kind, queue, priority, max_attempts, attempt, timeout_ms, args, errors, 'lost', workflow_run, step, fairness_key, limit_key
     FROM upd WHERE state = 'failed'
+), cron_failed AS (
+    UPDATE gaffer.cron_entries ce
+    SET last_failed_job_id = u.id, last_failed_error = $3::text, last_failed_at = now()
+    FROM upd u
+    WHERE u.state = 'failed' AND u.cron_entry IS NOT NULL AND ce.tenant = u.tenant AND ce.name = u.cron_entry
 ), wake AS (
     SELECT pg_notify('gaffer_jobs', q) FROM (SELECT DISTINCT queue AS q FROM upd WHERE state = 'retrying') qs
 )

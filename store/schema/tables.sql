@@ -307,6 +307,13 @@ CREATE TABLE gaffer.cron_entries (
     -- entry's fastest fires per minute. 0: it fires at most once (@at).
     -- NULL: written before 0033; measured when a quota first needs it.
     min_gap_ms           bigint,
+    -- The last of its jobs that ended failed (attempts exhausted, a
+    -- permanent error, lost on its last attempt), that job's last error,
+    -- and when: written by the statements that fail a job (fail_job,
+    -- rescue_jobs).
+    last_failed_job_id   bigint,
+    last_failed_error    text,
+    last_failed_at       timestamptz,
     PRIMARY KEY (tenant, name),
     CONSTRAINT cron_missed_check CHECK (missed IN ('skip', 'once', 'all')),
     CONSTRAINT cron_missed_cap_check CHECK (missed_cap BETWEEN 1 AND 10000),
