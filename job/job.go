@@ -71,19 +71,23 @@ type AttemptError struct {
 
 // Job is a job as stored. Handlers receive the running attempt's job.
 type Job struct {
-	ID          int64         `json:"id"`
-	Tenant      string        `json:"tenant"`
-	Kind        string        `json:"kind"`
-	Queue       string        `json:"queue"`
-	State       State         `json:"state"`
-	Priority    int           `json:"priority"`
-	Attempt     int           `json:"attempt"`
-	MaxAttempts int           `json:"max_attempts"`
-	Timeout     time.Duration `json:"-"`
-	RunAt       time.Time     `json:"run_at"`
-	CreatedAt   time.Time     `json:"created_at"`
-	AttemptedAt *time.Time    `json:"attempted_at,omitempty"`
-	FinalizedAt *time.Time    `json:"finalized_at,omitempty"`
+	ID          int64  `json:"id"`
+	Tenant      string `json:"tenant"`
+	Kind        string `json:"kind"`
+	Queue       string `json:"queue"`
+	State       State  `json:"state"`
+	Priority    int    `json:"priority"`
+	Attempt     int    `json:"attempt"`
+	MaxAttempts int    `json:"max_attempts"`
+	// UncountedAttempts are the attempts that did not count against
+	// MaxAttempts: snoozes and releases, each of which raised MaxAttempts
+	// by one. CountedAttempt and AttemptBudget are what people are shown.
+	UncountedAttempts int           `json:"uncounted_attempts,omitempty"`
+	Timeout           time.Duration `json:"-"`
+	RunAt             time.Time     `json:"run_at"`
+	CreatedAt         time.Time     `json:"created_at"`
+	AttemptedAt       *time.Time    `json:"attempted_at,omitempty"`
+	FinalizedAt       *time.Time    `json:"finalized_at,omitempty"`
 	// Node is the node or remote worker running the job, or that ran
 	// its final attempt; none while it waits (pending, retrying: an
 	// earlier attempt's node is in its errors).
@@ -195,6 +199,15 @@ func CheckResult(b []byte) (json.RawMessage, error) {
 	return b, nil
 }
 
+// CountedAttempt is the job's attempt counted as max_attempts counts:
+// snoozes and releases left out (the second run after a snooze is its
+// first counted attempt).
+func (j *Job) CountedAttempt() int { return max(j.Attempt-j.UncountedAttempts, 0) }
+
+// AttemptBudget is the attempts the job may use, as it was enqueued with
+// (MaxAttempts less the snoozes and releases that raised it).
+func (j *Job) AttemptBudget() int { return max(j.MaxAttempts-j.UncountedAttempts, 1) }
+
 // FromRow returns the Job a row of the store describes, as Client.Get
 // returns it, for packages that claim jobs through the store themselves
 // (remote workers). A claimed row's Job carries its attempt's lease, so
@@ -203,7 +216,7 @@ func CheckResult(b []byte) (json.RawMessage, error) {
 func FromRow(r store.Job) *Job {
 	j := &Job{
 		ID: r.ID, Tenant: r.Tenant, Kind: r.Kind, Queue: r.Queue, State: State(r.State),
-		Priority: r.Priority, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Timeout: r.Timeout,
+		Priority: r.Priority, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, UncountedAttempts: r.UncountedAttempts, Timeout: r.Timeout,
 		RunAt: r.RunAt, CreatedAt: r.CreatedAt, AttemptedAt: r.AttemptedAt, FinalizedAt: r.FinalizedAt,
 		Node: r.Node, UniqueKey: r.UniqueKey, ReplayOf: r.ReplayOf, Args: r.Args, Result: r.Result,
 		CancelRequested: r.CancelRequested, CronEntry: r.CronEntry, CronAt: r.CronAt,

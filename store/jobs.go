@@ -15,28 +15,31 @@ import (
 
 // Job is one row of gaffer.jobs.
 type Job struct {
-	ID              int64
-	Tenant          string
-	Kind            string
-	Queue           string
-	State           string
-	Priority        int
-	Attempt         int
-	MaxAttempts     int
-	Timeout         time.Duration
-	RunAt           time.Time
-	CreatedAt       time.Time
-	AttemptedAt     *time.Time
-	FinalizedAt     *time.Time
-	LeaseToken      int64
-	LeaseExpiresAt  *time.Time
-	CancelRequested bool
-	Node            string
-	UniqueKey       string
-	ReplayOf        int64
-	Args            json.RawMessage
-	Result          json.RawMessage
-	Errors          json.RawMessage
+	ID          int64
+	Tenant      string
+	Kind        string
+	Queue       string
+	State       string
+	Priority    int
+	Attempt     int
+	MaxAttempts int
+	// UncountedAttempts are the attempts that did not count against
+	// MaxAttempts (snoozes, releases: each raised MaxAttempts by one).
+	UncountedAttempts int
+	Timeout           time.Duration
+	RunAt             time.Time
+	CreatedAt         time.Time
+	AttemptedAt       *time.Time
+	FinalizedAt       *time.Time
+	LeaseToken        int64
+	LeaseExpiresAt    *time.Time
+	CancelRequested   bool
+	Node              string
+	UniqueKey         string
+	ReplayOf          int64
+	Args              json.RawMessage
+	Result            json.RawMessage
+	Errors            json.RawMessage
 	// CronEntry and CronAt name the cron occurrence that made the job.
 	CronEntry string
 	CronAt    *time.Time
@@ -164,7 +167,7 @@ func newJobScanner(extra ...any) *jobScanner {
 		&s.timeoutMS, &j.RunAt, &j.CreatedAt, &s.attemptedAt, &s.finalizedAt, &s.token,
 		&s.leaseExpiresAt, &j.CancelRequested, &s.node, &s.uniqueKey, &s.replayOf, &s.args, &s.result, &s.errors,
 		&s.cronEntry, &s.cronAt, &s.run, &s.step, &s.inputs, &j.FairnessKey, &s.limitKey,
-		&s.traceParent, &s.traceState, &s.from}, extra...)
+		&s.traceParent, &s.traceState, &s.from, &j.UncountedAttempts}, extra...)
 	return s
 }
 

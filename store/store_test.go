@@ -743,3 +743,61 @@ func TestGivenBackJobKeepsItsPlaceInLine(t *testing.T) {
 		})
 	}
 }
+
+// Snoozes and releases do not count against a job's attempts: each
+// raises max_attempts by one, and uncounted_attempts says how many did,
+// so that people are shown 1 of 3 after a snooze, not 2 of 4 — and the
+// DLQ entry of a job that then fails records the attempts it used of the
+// budget it was enqueued with.
+func TestSnoozesAndReleasesAreUncountedAttempts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.NewStore(t)
+	id := insertJobs(t, st, store.InsertParams{Tenant: "t", Kind: "k", Queue: "q", MaxAttempts: 3})[0]
+	take := func() store.Lease {
+		t.Helper()
+		got := claim(t, st, store.ClaimParams{Queue: "q", Limit: 1})
+		if len(got.Jobs) != 1 {
+			t.Fatalf("claim: %d jobs", len(got.Jobs))
+		}
+		j := got.Jobs[0]
+		return store.Lease{ID: j.ID, Attempt: j.Attempt, Token: j.LeaseToken}
+	}
+	check := func(how string, attempt, maxAttempts, uncounted int) {
+		t.Helper()
+		j, err := st.GetJob(ctx, "", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Attempt != attempt || j.MaxAttempts != maxAttempts || j.UncountedAttempts != uncounted {
+			t.Fatalf("after %s: attempt %d of %d, %d uncounted; want %d of %d, %d uncounted",
+				how, j.Attempt, j.MaxAttempts, j.UncountedAttempts, attempt, maxAttempts, uncounted)
+		}
+	}
+	if _, err := st.SnoozeJob(ctx, take(), 0); err != nil {
+		t.Fatal(err)
+	}
+	check("a snooze", 1, 4, 1)
+	if _, err := st.ReleaseJobs(ctx, []store.Lease{take()}, "draining"); err != nil {
+		t.Fatal(err)
+	}
+	check("a release", 2, 5, 2)
+	take()
+	if _, err := st.ReleaseNodeJobs(ctx, []string{"n1"}, "the remote worker left"); err != nil {
+		t.Fatal(err)
+	}
+	check("a remote worker's release", 3, 6, 3)
+	for range 3 {
+		if _, err := st.FailJob(ctx, store.Failure{Lease: take(), Message: "boom", Kind: "error"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("three failures", 6, 6, 3)
+	var attempts, maxAttempts int
+	if err := st.Pool().QueryRow(ctx, `SELECT attempts, max_attempts FROM gaffer.dlq WHERE job_id = $1`, id).Scan(&attempts, &maxAttempts); err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 3 || maxAttempts != 3 {
+		t.Fatalf("the DLQ entry says %d attempts of %d, want the 3 of 3 that counted", attempts, maxAttempts)
+	}
+}

@@ -111,3 +111,25 @@ func TestQueuesPageFlagsAQueueNobodyWorks(t *testing.T) {
 		t.Fatalf("the worked queue's row:\n%s", r)
 	}
 }
+
+// A snoozed job shows the attempts that counted: 1 of 25, not the 2 of 26
+// its raw columns hold.
+func TestJobPagesShowCountedAttempts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	res, err := job.NewClient(e.st.Pool(), nil).Enqueue(ctx, job.Request{Kind: "k", Queue: "snoozy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := res.Job
+	e.st.Pool().Exec(ctx, `UPDATE gaffer.jobs SET attempt = 2, max_attempts = 26, uncounted_attempts = 1, state = 'retrying' WHERE id = $1`, j.ID)
+	b := e.browser()
+	b.login(e.token("default", auth.ScopeJobsRead))
+	if p := b.get("/ui/jobs/" + itoa(j.ID)); !strings.Contains(p.body, "<dt>Attempt</dt><dd>1 of 25 <small>(and 1 snoozed or released") {
+		t.Fatalf("the job's page:\n%s", p.body)
+	}
+	if p := b.get("/ui/jobs?queue=snoozy"); !strings.Contains(p.body, `<td class="num">1/25</td>`) {
+		t.Fatalf("the jobs list:\n%s", p.body)
+	}
+}

@@ -120,7 +120,7 @@ WITH upd AS (
 ), dead AS (
     INSERT INTO gaffer.dlq (tenant, job_id, kind, queue, priority, max_attempts, attempts, timeout_ms, args, errors, reason, workflow_run, step,
                             fairness_key, limit_key)
-    SELECT tenant, id, kind, queue, priority, max_attempts, attempt, timeout_ms, args, errors,
+    SELECT tenant, id, kind, queue, priority, max_attempts - uncounted_attempts, attempt - uncounted_attempts, timeout_ms, args, errors,
            CASE WHEN $5 THEN 'permanent' ELSE 'exhausted' END, workflow_run, step, fairness_key, limit_key
     FROM upd WHERE state = 'failed'
 ), cron_failed AS (
@@ -140,7 +140,7 @@ SET state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'pending' END,
     finalized_at = CASE WHEN cancel_requested THEN now() END,
     run_at = now() + $4 * interval '1 millisecond',
     due = $4 <= 0,
-    max_attempts = max_attempts + 1,
+    max_attempts = max_attempts + 1, uncounted_attempts = uncounted_attempts + 1,
     node = CASE WHEN cancel_requested THEN node END,
     lease_expires_at = NULL
 WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state = 'running'
@@ -174,7 +174,7 @@ WITH upd AS (
     UPDATE gaffer.jobs j
     SET state = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'pending' END,
         finalized_at = CASE WHEN j.cancel_requested THEN now() END,
-        max_attempts = j.max_attempts + 1, lease_expires_at = NULL,
+        max_attempts = j.max_attempts + 1, uncounted_attempts = j.uncounted_attempts + 1, lease_expires_at = NULL,
         node = CASE WHEN j.cancel_requested THEN j.node END,
         errors = gaffer.append_attempt_error(j.errors, jsonb_build_object(
             'attempt', j.attempt, 'at', now(), 'error', $4::text, 'kind', 'released', 'node', j.node))
@@ -219,7 +219,7 @@ WITH lost AS (
 ), dead AS (
     INSERT INTO gaffer.dlq (tenant, job_id, kind, queue, priority, max_attempts, attempts, timeout_ms, args, errors, reason, workflow_run, step,
                             fairness_key, limit_key)
-    SELECT tenant, id, kind, queue, priority, max_attempts, attempt, timeout_ms, args, errors, 'lost', workflow_run, step, fairness_key, limit_key
+    SELECT tenant, id, kind, queue, priority, max_attempts - uncounted_attempts, attempt - uncounted_attempts, timeout_ms, args, errors, 'lost', workflow_run, step, fairness_key, limit_key
     FROM upd WHERE state = 'failed'
 ), cron_failed AS (
     UPDATE gaffer.cron_entries ce

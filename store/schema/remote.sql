@@ -16,7 +16,8 @@ LANGUAGE sql AS $fn$
         SET state = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'pending' END,
             node = CASE WHEN j.cancel_requested THEN j.node END, -- a waiting job is on no node
             finalized_at = CASE WHEN j.cancel_requested THEN now() END,
-            max_attempts = j.max_attempts + 1, lease_expires_at = NULL, -- run_at kept: its place in line
+            max_attempts = j.max_attempts + 1, uncounted_attempts = j.uncounted_attempts + 1,
+            lease_expires_at = NULL, -- run_at kept: its place in line
             errors = gaffer.append_attempt_error(j.errors, jsonb_build_object(
                 'attempt', j.attempt, 'at', now(), 'error', reason, 'kind', 'released', 'node', j.node))
         WHERE j.state = 'running' AND j.node = ANY (node_ids)

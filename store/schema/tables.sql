@@ -82,6 +82,10 @@ CREATE TABLE gaffer.jobs (
     -- job, and for steps started before migration 0034 (inputs holds
     -- theirs).
     inputs_from      bigint[],
+    -- Attempts that did not count against max_attempts: snoozes and
+    -- releases, which raise max_attempts by one each. Shown to people
+    -- subtracted from both (2/26 after a snooze reads 1/25).
+    uncounted_attempts integer   NOT NULL DEFAULT 0,
     CONSTRAINT jobs_state_check CHECK (state IN ('pending', 'running', 'retrying', 'completed', 'failed', 'cancelled')),
     CONSTRAINT jobs_priority_check CHECK (priority BETWEEN 0 AND 9),
     CONSTRAINT jobs_attempts_check CHECK (max_attempts >= 1 AND attempt >= 0),

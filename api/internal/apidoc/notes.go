@@ -100,12 +100,13 @@ var (
 const traceParentPattern = `^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`
 
 var notes = map[string][]edit{
-	"Job.state":        {jobStates},
-	"Job.priority":     {priority},
-	"Job.timeout":      {desc("Go duration, e.g. 30s")},
-	"Job.inputs":       {object(), desc("a workflow step's dependencies' results, by step name")},
-	"Job.fairness_key": {fairnessKey},
-	"Job.limit_key":    {limitKey},
+	"Job.state":              {jobStates},
+	"Job.priority":           {priority},
+	"Job.timeout":            {desc("Go duration, e.g. 30s")},
+	"Job.uncounted_attempts": {atLeast(0), desc("attempts that did not count against max_attempts: snoozes and releases, each of which raised max_attempts by one; attempt and max_attempts less this are the counted attempt and the budget the job was enqueued with")},
+	"Job.inputs":             {object(), desc("a workflow step's dependencies' results, by step name")},
+	"Job.fairness_key":       {fairnessKey},
+	"Job.limit_key":          {limitKey},
 	"Job.traceparent": {pattern(traceParentPattern),
 		desc("the W3C traceparent the job was enqueued in (the request's header, or the span of a Go caller's context); every attempt's span links to it")},
 	"Job.tracestate": {maxLength(job.MaxTraceStateBytes), desc("the W3C tracestate that came with traceparent")},
