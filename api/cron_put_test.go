@@ -250,7 +250,7 @@ func TestJobsByCronEntryAndWorkflowRun(t *testing.T) {
 func TestJobListLeavesTimersOut(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	var mine struct{ ID int64 }
+	var mine struct{ Job struct{ ID int64 } }
 	e.do(e.writer, "POST", "/v1/jobs", `{"kind":"k"}`).decode(t, &mine)
 	var run struct{ ID int64 }
 	e.do(e.writer, "POST", "/v1/workflows", `{"name":"w","steps":[{"name":"nap","sleep":"1h"}]}`).decode(t, &run)
@@ -285,5 +285,20 @@ func TestJobListLeavesTimersOut(t *testing.T) {
 	}
 	if r := e.do(e.reader, "GET", "/v1/jobs?timers=yes", nil); r.Status != 400 || !strings.Contains(string(r.Body), "timers") {
 		t.Fatalf("timers=yes: %d %s", r.Status, r.Body)
+	}
+	// Hiding reads no further than the page: a page of one row, the
+	// newest, a timer, comes back empty and says where to go on; the
+	// next page has the user's job.
+	var p struct {
+		Data []struct{ ID int64 }
+		Next string `json:"next_cursor"`
+	}
+	e.do(e.reader, "GET", "/v1/jobs?limit=1", nil).decode(t, &p)
+	if len(p.Data) != 0 || p.Next == "" {
+		t.Fatalf("a page of one timer: %+v, want no item and a cursor", p)
+	}
+	e.do(e.reader, "GET", "/v1/jobs?limit=1&cursor="+p.Next, nil).decode(t, &p)
+	if len(p.Data) != 1 || p.Data[0].ID != mine.Job.ID {
+		t.Fatalf("the page after the timer: %+v, want job %d", p, mine.Job.ID)
 	}
 }

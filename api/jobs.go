@@ -150,10 +150,11 @@ func (s *Server) listJobs(r *http.Request, p auth.Principal, _ []byte) (int, any
 			f.States = append(f.States, job.State(st))
 		}
 	}
+	timers := false
 	switch v := q.Get("timers"); v {
 	case "", "false":
 	case "true":
-		f.Timers = true
+		timers = true
 	default:
 		return 0, nil, paramProblem("timers", "timers must be true or false, got "+strconv.Quote(v))
 	}
@@ -169,11 +170,16 @@ func (s *Server) listJobs(r *http.Request, p auth.Principal, _ []byte) (int, any
 	if err != nil {
 		return 0, nil, paramError(err)
 	}
+	var lastRead int64
+	if len(jobs) > 0 && !timers && f.Kind == "" && f.WorkflowRun == 0 {
+		lastRead = jobs[len(jobs)-1].ID
+		jobs = job.WithoutTimers(jobs)
+	}
 	views := make([]jobView, len(jobs))
 	for i, j := range jobs {
 		views[i] = viewJob(j)
 	}
-	return http.StatusOK, page[jobView]{items: views, more: more, id: func(v jobView) int64 { return v.ID }}, nil
+	return http.StatusOK, page[jobView]{items: views, more: more, id: func(v jobView) int64 { return v.ID }, lastRead: lastRead}, nil
 }
 
 func (s *Server) getJob(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {

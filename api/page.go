@@ -39,6 +39,12 @@ type page[T any] struct {
 	// id is an item's position: the next page holds the items with
 	// smaller ids.
 	id func(T) int64
+	// lastRead, when set, is the position of the last row the store read
+	// for the page, past its last item (rows left out of the page, such
+	// as workflow timers): when every item is sent, the next page starts
+	// after it, so that those rows are not read again — and a page all
+	// of whose rows were left out still says where to go on.
+	lastRead int64
 }
 
 // stream writes the page as list[T] would encode.
@@ -71,7 +77,10 @@ func (p page[T]) stream(w io.Writer, maxBytes int) error {
 		sent++
 	}
 	tail := "]"
-	if more && sent > 0 {
+	switch {
+	case more && sent == len(p.items) && p.lastRead != 0:
+		tail += `,"next_cursor":"` + encodeCursor(strconv.FormatInt(p.lastRead, 10)) + `"`
+	case more && sent > 0:
 		tail += `,"next_cursor":"` + encodeCursor(strconv.FormatInt(p.id(p.items[sent-1]), 10)) + `"`
 	}
 	_, err := io.WriteString(w, tail+"}\n")

@@ -182,10 +182,6 @@ type Filter struct {
 	// bound. List holds what it returns in memory: a caller serving
 	// tenants bounds it (the API does, by its response budget).
 	MaxBytes int
-	// Timers lists also the jobs Gaffer runs itself for workflows' sleep
-	// and signal steps (kinds under ReservedKindPrefix), which a list
-	// leaves out unless it names one of those kinds or a workflow run.
-	Timers bool
 }
 
 // maxCronEntryName is the longest cron entry name (the cron package's
@@ -236,8 +232,7 @@ func (c *Client) ListPage(ctx context.Context, f Filter) (jobs []*Job, more bool
 		states[i] = string(s)
 	}
 	rows, more, err := c.store.ListJobsPage(ctx, store.JobFilter{Tenant: f.Tenant, States: states, Queue: f.Queue, Kind: f.Kind,
-		CronEntry: f.CronEntry, WorkflowRun: f.WorkflowRun, BeforeID: f.BeforeID, Limit: f.Limit, MaxBytes: f.MaxBytes,
-		NotKindPrefix: cond(f.Timers || f.Kind != "" || f.WorkflowRun != 0, "", ReservedKindPrefix)})
+		CronEntry: f.CronEntry, WorkflowRun: f.WorkflowRun, BeforeID: f.BeforeID, Limit: f.Limit, MaxBytes: f.MaxBytes})
 	if err != nil {
 		return nil, false, err
 	}
@@ -395,11 +390,4 @@ func (c *Client) Retry(ctx context.Context, tenant string, id int64) (int64, err
 	default:
 		return 0, fmt.Errorf("%w: it is %s", ErrNotRetryable, j.State)
 	}
-}
-
-func cond[T any](ok bool, yes, no T) T {
-	if ok {
-		return yes
-	}
-	return no
 }

@@ -94,6 +94,22 @@ func ValidateName(field, name string) error {
 // wait itself, so the API refuses both (reserved_kind).
 const ReservedKindPrefix = "gaffer."
 
+// WithoutTimers is jobs less the workflow timers among them (kinds under
+// ReservedKindPrefix: a workflow's sleep and signal steps), which lists
+// leave out unless asked: they are Gaffer's, not the user's. A list
+// hides them from the page it read — never reading further for more —
+// so that hiding costs nothing however many timers wait, and continues
+// after the page's last row read, timer or not.
+func WithoutTimers(jobs []*Job) []*Job {
+	out := jobs[:0:0]
+	for _, j := range jobs {
+		if !strings.HasPrefix(j.Kind, ReservedKindPrefix) {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
 // ValidateKind checks a job kind.
 func ValidateKind(kind string) error {
 	if kind == "" {

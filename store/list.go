@@ -29,8 +29,6 @@ type JobFilter struct {
 	// MaxBytes stops the list once the rows read take this many bytes
 	// (Job.WireBytes), the row that crosses it included; 0: no bound.
 	MaxBytes int
-	// NotKindPrefix leaves out the jobs whose kind starts with it.
-	NotKindPrefix string
 }
 
 // ListJobs returns jobs matching f, newest first, without step inputs
@@ -103,9 +101,6 @@ func listJobsSQL(f JobFilter) (string, []any, error) {
 	}
 	if f.Kind != "" {
 		w.add("kind = ?", f.Kind)
-	}
-	if f.NotKindPrefix != "" {
-		w.add("NOT starts_with(kind, ?)", f.NotKindPrefix)
 	}
 	if f.CronEntry != "" {
 		w.add("cron_entry = ?", f.CronEntry)

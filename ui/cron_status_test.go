@@ -133,3 +133,34 @@ func TestJobPagesShowCountedAttempts(t *testing.T) {
 		t.Fatalf("the jobs list:\n%s", p.body)
 	}
 }
+
+// The jobs page leaves the workflow timers out of the rows it read, says
+// how many, and shows them on asking.
+func TestJobsPageLeavesTimersOut(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	c := job.NewClient(e.st.Pool(), nil)
+	mine, err := c.Enqueue(ctx, job.Request{Kind: "mine"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A timer as the workflow engine writes it (the API refuses the kind).
+	var timer int64
+	if err := e.st.Pool().QueryRow(ctx, `INSERT INTO gaffer.jobs (tenant, kind, queue, args, max_attempts) VALUES ('default', 'gaffer.sleep', 'default', '{}', 1) RETURNING id`).Scan(&timer); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser()
+	b.login(e.token("default", auth.ScopeJobsRead))
+	p := b.get("/ui/jobs")
+	if !strings.Contains(p.body, `href="/ui/jobs/`+itoa(mine.Job.ID)+`"`) || strings.Contains(p.body, `href="/ui/jobs/`+itoa(timer)+`"`) ||
+		!strings.Contains(p.body, "1 workflow timer (gaffer.sleep, gaffer.signal) left out of this page") {
+		t.Fatalf("the jobs page with a timer:\n%s", p.body)
+	}
+	if p := b.get("/ui/jobs?timers=1"); !strings.Contains(p.body, `href="/ui/jobs/`+itoa(timer)+`"`) {
+		t.Fatalf("the jobs page showing timers:\n%s", p.body)
+	}
+	if p := b.get("/ui/jobs?kind=gaffer.sleep"); !strings.Contains(p.body, `href="/ui/jobs/`+itoa(timer)+`"`) {
+		t.Fatalf("the jobs of kind gaffer.sleep:\n%s", p.body)
+	}
+}

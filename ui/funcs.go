@@ -26,6 +26,13 @@ var funcs = template.FuncMap{
 	"join":   strings.Join,
 	"list":   func(s ...string) []string { return s },
 	"int64":  func(n int) int64 { return int64(n) },
+	// timersParam is the jobs page's timers parameter: "1" shows them.
+	"timersParam": func(show bool) string {
+		if show {
+			return "1"
+		}
+		return ""
+	},
 	"lastError": func(errs []job.AttemptError) string {
 		if len(errs) == 0 {
 			return ""

@@ -128,6 +128,11 @@ type jobsData struct {
 	Jobs        []*job.Job
 	// Older is the cursor of the next page; zero on the last.
 	Older int64
+	// Timers shows the workflow timers (gaffer.sleep, gaffer.signal
+	// jobs), which the page otherwise leaves out of the rows it read;
+	// Hidden is how many it left out.
+	Timers bool
+	Hidden int
 	// Estimate is the planner's row estimate for the whole table, shown to
 	// tokens that span tenants; exact counts of millions are slow.
 	Estimate int64
@@ -155,6 +160,12 @@ func (h *Handler) jobsPage(r *http.Request, v *view) error {
 	}
 	if more && len(d.Jobs) > 0 {
 		d.Older = d.Jobs[len(d.Jobs)-1].ID
+	}
+	d.Timers = q.Get("timers") == "1"
+	if !d.Timers && d.Kind == "" && d.WorkflowRun == 0 {
+		all := len(d.Jobs)
+		d.Jobs = job.WithoutTimers(d.Jobs)
+		d.Hidden = all - len(d.Jobs)
 	}
 	if v.Spanning() {
 		if d.Estimate, err = h.cfg.Jobs.EstimateJobs(r.Context()); err != nil {
