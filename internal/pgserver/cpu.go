@@ -55,7 +55,7 @@ func PostmasterOf(backend int) (int, error) {
 }
 
 type procStat struct {
-	ppid                          int
+	ppid                         int
 	utime, stime, cutime, cstime int64
 }
 
