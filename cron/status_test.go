@@ -248,6 +248,22 @@ func TestStatusTellsWhyTheEntrysJobFailed(t *testing.T) {
 	if e := mustGet(t, c, "e"); e.LastFailedJobID != second || e.LastFailedError != "lease expired: node n1 stopped answering" {
 		t.Fatalf("after job %d was lost on its last attempt: %+v", second, e.Status)
 	}
+	// Two of its jobs lost at once, in one rescue: the later one is told.
+	var lost [2]int64
+	for i := range lost {
+		if lost[i], err = c.Trigger(ctx, "", "e"); err != nil {
+			t.Fatal(err)
+		}
+		st.Pool().Exec(ctx, `UPDATE gaffer.jobs SET max_attempts = 1 WHERE id = $1`, lost[i])
+		take(time.Millisecond)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if rescued, err := st.RescueJobs(ctx, nil, "", 10, "lost together"); err != nil || len(rescued) != 2 {
+		t.Fatalf("rescue of two: %v, %v", rescued, err)
+	}
+	if e := mustGet(t, c, "e"); e.LastFailedJobID != max(lost[0], lost[1]) || e.LastFailedError != "lost together" {
+		t.Fatalf("after jobs %v were lost in one rescue: %+v", lost, e.Status)
+	}
 	// A later job succeeds: the failure is still told, and listed.
 	if _, err := c.Trigger(ctx, "", "e"); err != nil {
 		t.Fatal(err)
@@ -256,7 +272,7 @@ func TestStatusTellsWhyTheEntrysJobFailed(t *testing.T) {
 	if _, err := st.CompleteJobs(ctx, nil, []store.Completion{{Lease: l}}); err != nil {
 		t.Fatal(err)
 	}
-	if list, _ := c.List(ctx, "", cron.Cursor{}, 10); len(list) != 1 || list[0].LastFailedJobID != second || list[0].LastFailedError == "" {
+	if list, _ := c.List(ctx, "", cron.Cursor{}, 10); len(list) != 1 || list[0].LastFailedJobID != max(lost[0], lost[1]) || list[0].LastFailedError == "" {
 		t.Fatalf("listed after a success: %+v", list[0].Status)
 	}
 }

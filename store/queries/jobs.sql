@@ -221,11 +221,24 @@ WITH lost AS (
                             fairness_key, limit_key)
     SELECT tenant, id, kind, queue, priority, max_attempts - uncounted_attempts, attempt - uncounted_attempts, timeout_ms, args, errors, 'lost', workflow_run, step, fairness_key, limit_key
     FROM upd WHERE state = 'failed'
+), cron_failed_jobs AS (
+    -- Per cron entry, the last of its jobs this rescue failed.
+    SELECT DISTINCT ON (u.tenant, u.cron_entry) u.tenant, u.cron_entry, u.id
+    FROM upd u WHERE u.state = 'failed' AND u.cron_entry IS NOT NULL
+    ORDER BY u.tenant, u.cron_entry, u.id DESC
+), cron_locked AS (
+    -- Their entries locked in one order: every node's rescuer sweeps at
+    -- once, and two rescues that locked two entries in opposite orders
+    -- would deadlock.
+    SELECT ce.tenant, ce.name FROM gaffer.cron_entries ce
+    JOIN cron_failed_jobs f ON ce.tenant = f.tenant AND ce.name = f.cron_entry
+    ORDER BY ce.tenant, ce.name
+    FOR UPDATE OF ce
 ), cron_failed AS (
     UPDATE gaffer.cron_entries ce
-    SET last_failed_job_id = u.id, last_failed_error = $3::text, last_failed_at = now()
-    FROM upd u
-    WHERE u.state = 'failed' AND u.cron_entry IS NOT NULL AND ce.tenant = u.tenant AND ce.name = u.cron_entry
+    SET last_failed_job_id = f.id, last_failed_error = $3::text, last_failed_at = now()
+    FROM cron_locked l JOIN cron_failed_jobs f ON f.tenant = l.tenant AND f.cron_entry = l.name
+    WHERE ce.tenant = l.tenant AND ce.name = l.name
 ), wake AS (
     SELECT pg_notify('gaffer_jobs', q) FROM (SELECT DISTINCT queue AS q FROM upd WHERE state = 'retrying') qs
 )
