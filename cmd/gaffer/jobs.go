@@ -112,10 +112,10 @@ func (m *Main) jobsGet(ctx context.Context, args []string) error {
 	}
 	return show(m, ctx, cf, c, "GET", "/v1/jobs/"+url.PathEscape(fs.Arg(0)), nil, func(tw *tabwriter.Writer, j jobRow) {
 		fmt.Fprintf(tw, "id\t%d\nkind\t%s\ntenant\t%s\nqueue\t%s\nstate\t%s\npriority\t%d\nattempt\t%d of %d\nrun at\t%s\ncreated\t%s\nfinished\t%s\nnode\t%s\nargs\t%s\n",
-			j.ID, j.Kind, j.Tenant, j.Queue, j.State, j.Priority, j.Attempt, j.MaxAttempts, fmtTime(j.RunAt), fmtTime(j.CreatedAt), fmtTime(j.FinalizedAt), orDash(j.Node), j.Args)
+			j.ID, j.Kind, j.Tenant, j.Queue, j.State, j.Priority, j.Attempt, j.MaxAttempts, m.fmtTime(j.RunAt), m.fmtTime(j.CreatedAt), m.fmtTime(j.FinalizedAt), orDash(j.Node), j.Args)
 		if p := j.Progress; p != nil {
 			// The message is checked where it enters: one printable line.
-			fmt.Fprintf(tw, "progress\t%s%% %s (attempt %d, %s)\n", strconv.FormatFloat(p.Percent, 'f', -1, 64), p.Message, p.Attempt, fmtTime(p.At))
+			fmt.Fprintf(tw, "progress\t%s%% %s (attempt %d, %s)\n", strconv.FormatFloat(p.Percent, 'f', -1, 64), p.Message, p.Attempt, m.fmtTime(p.At))
 		}
 		if len(j.Result) > 0 {
 			fmt.Fprintf(tw, "result\t%s\n", j.Result)
@@ -155,7 +155,7 @@ func (m *Main) jobsList(ctx context.Context, args []string) error {
 	return list(m, ctx, cf, c, "/v1/jobs?"+q.Encode(), table[jobRow]{
 		header: "ID\tKIND\tQUEUE\tSTATE\tATTEMPT\tRUN AT\tNODE",
 		row: func(j jobRow) []any {
-			return []any{j.ID, j.Kind, j.Queue, j.State, fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts), fmtTime(j.RunAt), orDash(j.Node)}
+			return []any{j.ID, j.Kind, j.Queue, j.State, fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts), m.fmtTime(j.RunAt), orDash(j.Node)}
 		},
 	})
 }

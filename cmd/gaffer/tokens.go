@@ -94,7 +94,7 @@ func (m *Main) tokensList(ctx context.Context, args []string) error {
 	return printRows(m, *asJSON, rows, table[tokenRow]{
 		header: "ID\tNAME\tTENANT\tSCOPES\tCREATED\tREVOKED",
 		row: func(t tokenRow) []any {
-			return []any{t.ID, t.Name, t.Tenant, strings.Join(t.Scopes, ","), fmtTime(&t.CreatedAt), fmtTime(t.RevokedAt)}
+			return []any{t.ID, t.Name, t.Tenant, strings.Join(t.Scopes, ","), m.fmtTime(&t.CreatedAt), m.fmtTime(t.RevokedAt)}
 		},
 	})
 }

@@ -123,7 +123,7 @@ func (m *Main) workflowsList(ctx context.Context, args []string) error {
 	return list(m, ctx, cf, c, "/v1/workflows?"+q.Encode(), table[workflowRow]{
 		header: "RUN\tNAME\tSTATE\tCREATED\tFINISHED\tERROR",
 		row: func(r workflowRow) []any {
-			return []any{r.ID, r.Name, r.State, fmtTime(r.CreatedAt), fmtTime(r.FinishedAt), r.Error}
+			return []any{r.ID, r.Name, r.State, m.fmtTime(r.CreatedAt), m.fmtTime(r.FinishedAt), r.Error}
 		},
 	})
 }
