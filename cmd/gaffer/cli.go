@@ -192,13 +192,51 @@ func (m *Main) groupRun(missing string) func(cmd *cobra.Command, args []string) 
 			}
 			return usageError(missing)
 		}
-		cmd.SuggestionsMinimumDistance = 2
 		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
-		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		if s := nearest(cmd, args[0]); len(s) > 0 {
 			msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
 		}
 		return usageError(msg + "\n\nRun '" + cmd.CommandPath() + " --help' for its commands.")
 	}
+}
+
+// nearest are the commands under cmd nearest to typed (at most two
+// edits away, or starting with it): only the nearest, so lst suggests
+// list and not get as well.
+func nearest(cmd *cobra.Command, typed string) []string {
+	cmd.SuggestionsMinimumDistance = 2
+	best, out := -1, []string(nil)
+	for _, s := range cmd.SuggestionsFor(typed) {
+		d := editDistance(strings.ToLower(typed), s)
+		switch {
+		case best < 0 || d < best:
+			best, out = d, []string{s}
+		case d == best:
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 var shorthandError = regexp.MustCompile(`unknown shorthand flag: '.' in (-[^=]*)`)

@@ -137,7 +137,9 @@ func (m *Main) registerCompletions(root *cobra.Command) {
 				done := toComplete[:strings.LastIndex(toComplete, ",")+1]
 				var out []string
 				for _, s := range states {
-					out = append(out, done+s)
+					if !slices.Contains(strings.Split(done, ","), s) {
+						out = append(out, done+s)
+					}
 				}
 				return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
 			})

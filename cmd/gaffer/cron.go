@@ -293,7 +293,7 @@ func (m *Main) cronHistory(ctx context.Context, args []string) error {
 	return list(m, ctx, cf, c, "/v1/cron/"+url.PathEscape(fs.Arg(0))+"/history?"+pf.query(nil).Encode(), table[cronOccurrence]{
 		header: "SCHEDULED AT\tSTATUS\tCOUNT\tEPOCH\tJOB\tREASON",
 		row: func(o cronOccurrence) []any {
-			return []any{o.ScheduledAt.UTC().Format(time.RFC3339), o.Status, o.Count, o.Epoch, o.JobID, o.Reason}
+			return []any{m.fmtTime(&o.ScheduledAt), o.Status, o.Count, o.Epoch, o.JobID, o.Reason}
 		},
 	})
 }

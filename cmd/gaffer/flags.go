@@ -44,7 +44,7 @@ func (m *Main) newFlagSet(name, usage string) *flagSet {
 	fs := &flagSet{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), m: m, usage: usage, env: map[string]string{}, envOnly: map[string]bool{}}
 	fs.SetOutput(io.Discard) // cobra parses the command line and prints help
 	fs.Usage = func() {
-		if m.cmd != nil {
+		if m.cmd != nil && !m.jsonErrors {
 			fmt.Fprintf(m.Stderr, "Usage: %s\nRun '%s --help' for its flags.\n", m.cmd.UseLine(), m.cmd.CommandPath())
 		}
 	}
@@ -139,6 +139,9 @@ func (fs *flagSet) parse(args []string) error {
 			}
 			given["json"] = true
 			fs.Set("json", strconv.FormatBool(fs.m.format == "json"))
+		}
+		if v := fs.Lookup("json"); v != nil && given["json"] && v.Value.String() == "true" {
+			fs.m.jsonErrors = true
 		}
 	}
 	for name := range fs.envOnly {

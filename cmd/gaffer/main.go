@@ -48,6 +48,8 @@ type Main struct {
 	format string
 	// jsonErrors: the command prints JSON, so its error is JSON too.
 	jsonErrors bool
+	// pollEvery is how often --wait and --watch ask (0: pollEvery).
+	pollEvery time.Duration
 }
 
 // NewMain returns a Main on the process's streams and environment.
