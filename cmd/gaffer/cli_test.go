@@ -53,6 +53,11 @@ func TestVersionFlag(t *testing.T) {
 	if err != nil || !strings.HasPrefix(out, "gaffer "+version()+"\ntime zone rules: tzdata ") {
 		t.Errorf("gaffer --version: %v\n%s", err, out)
 	}
+	out, _, err = run(t, nil, "version", "-o", "json")
+	var v struct{ Version, Tzdata string }
+	if err != nil || json.Unmarshal([]byte(out), &v) != nil || v.Version != version() || v.Tzdata == "" {
+		t.Errorf("gaffer version -o json: %v\n%s", err, out)
+	}
 }
 
 // A mistyped command gets the nearest one suggested; an unknown flag is
