@@ -192,6 +192,9 @@ func (m *Main) groupRun(missing string) func(cmd *cobra.Command, args []string) 
 			}
 			return usageError(missing)
 		}
+		if args[0] == "help" && len(args) == 1 { // gaffer jobs help, as before cobra
+			return cmd.Help()
+		}
 		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
 		if s := nearest(cmd, args[0]); len(s) > 0 {
 			msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")

@@ -31,13 +31,16 @@ func runMain(t *testing.T, env map[string]string, setup func(*Main), args ...str
 // without its command prints its help and says what is missing.
 func TestHelpGoesToStdout(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"jobs", "list", "--help"}, {"jobs", "list", "-h"}, {"help", "jobs", "list"}} {
+	for _, args := range [][]string{{"jobs", "list", "--help"}, {"jobs", "list", "-h"}, {"help", "jobs", "list"}, {"jobs", "list", "--url", "http://x", "--help"}} {
 		out, _, err := run(t, nil, args...)
 		if err != nil || !strings.Contains(out, "gaffer jobs list [flags]") || !strings.Contains(out, "--workflow-run") {
 			t.Errorf("gaffer %v: %v\n%s", args, err, out)
 		}
 	}
 	out, _, err := run(t, nil, "help", "jobs")
+	if again, _, _ := run(t, nil, "jobs", "help"); again != out {
+		t.Errorf("gaffer jobs help:\n%s\nwant gaffer help jobs:\n%s", again, out)
+	}
 	if err != nil || !strings.Contains(out, "enqueue") || !strings.Contains(out, "gaffer jobs <command>") || strings.Contains(out, "webhook-secrets") {
 		t.Errorf("gaffer help jobs: %v\n%s", err, out)
 	}
@@ -174,9 +177,11 @@ func TestJobsListTenants(t *testing.T) {
 	if err != nil || !strings.HasPrefix(out, "ID  TENANT  KIND") || !strings.Contains(out, "globex") {
 		t.Errorf("jobs list over two tenants: %v\n%s", err, out)
 	}
-	out, _, err = run(t, env, "jobs", "list", "--tenant", "acme")
-	if err != nil || strings.Contains(out, "TENANT") || !strings.Contains(query.Load().(string), "tenant=acme") {
-		t.Errorf("jobs list --tenant acme: %v (query %v)\n%s", err, query.Load(), out)
+	for _, args := range [][]string{{"jobs", "list", "--tenant", "acme"}, {"--tenant", "acme", "jobs", "list"}} {
+		out, _, err = run(t, env, args...)
+		if err != nil || strings.Contains(out, "TENANT") || !strings.Contains(query.Load().(string), "tenant=acme") {
+			t.Errorf("gaffer %v: %v (query %v)\n%s", args, err, query.Load(), out)
+		}
 	}
 }
 
