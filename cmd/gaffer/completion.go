@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -15,55 +13,6 @@ import (
 
 	"github.com/gafferhq/gaffer/job"
 )
-
-// The command tree cobra runs is built from the commands themselves:
-// commandTree runs every command and action in a mode where parsing its
-// flags describes them instead (Main.collect), so a new flag or action is
-// parsed, helped and completed without touching this file.
-
-// errCollected ends a command run only to describe it.
-var errCollected = errors.New("command described, not run")
-
-// cmdSpec is a command as it described itself.
-type cmdSpec struct {
-	name    string
-	summary string
-	run     func(m *Main, ctx context.Context, args []string) error
-	// fs is a command's flag set, with its usage and positional choices
-	// (migrate up…); nil for a group.
-	fs *flagSet
-	// subs are a group's actions (jobs list…).
-	subs []*cmdSpec
-}
-
-// collectActions describes each of a group's actions into m.collect.
-func (m *Main) collectActions(ctx context.Context, group string, actions []action) error {
-	spec := m.collect
-	defer func() { m.collect = spec }()
-	for _, a := range actions {
-		sub := &cmdSpec{name: a.name, summary: a.summary, run: a.run}
-		m.collect = sub
-		if err := a.run(m, ctx, nil); !errors.Is(err, errCollected) {
-			return fmt.Errorf("%s %s did not describe itself: %v", group, a.name, err)
-		}
-		spec.subs = append(spec.subs, sub)
-	}
-	return errCollected
-}
-
-// commandTree describes every command, its actions and their flags.
-func commandTree(ctx context.Context) (*cmdSpec, error) {
-	root := &cmdSpec{name: "gaffer"}
-	for _, c := range commands() {
-		spec := &cmdSpec{name: c.name, summary: c.summary, run: c.run}
-		m := &Main{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }, collect: spec}
-		if err := c.run(m, ctx, nil); !errors.Is(err, errCollected) {
-			return nil, fmt.Errorf("%s did not describe itself: %v", c.name, err)
-		}
-		root.subs = append(root.subs, spec)
-	}
-	return root, nil
-}
 
 func (m *Main) runCompletion(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("completion", `completion bash|zsh|fish
