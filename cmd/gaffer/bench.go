@@ -4,79 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"os"
-	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"go.opentelemetry.io/otel/trace"
 
+	"github.com/gafferhq/gaffer"
+	"github.com/gafferhq/gaffer/internal/bench"
 	"github.com/gafferhq/gaffer/internal/pgserver"
 	"github.com/gafferhq/gaffer/store"
 )
-
-const benchQueue = "bench"
-
-// latencies are percentiles in milliseconds.
-type latencies struct {
-	P50 float64 `json:"p50_ms"`
-	P95 float64 `json:"p95_ms"`
-	P99 float64 `json:"p99_ms"`
-	Max float64 `json:"max_ms"`
-	N   int     `json:"samples"`
-}
-
-type benchResult struct {
-	Mode          string     `json:"mode"`
-	Jobs          int        `json:"jobs"`
-	Seconds       float64    `json:"seconds"`
-	JobsPerSec    float64    `json:"jobs_per_sec"`
-	EnqueuePerSec float64    `json:"enqueue_jobs_per_sec,omitempty"`
-	Latency       *latencies `json:"latency,omitempty"`
-	// Idle mode: database transactions per second per node.
-	TxPerSecPerNode float64 `json:"tx_per_sec_per_node,omitempty"`
-	// Average cores used while measuring: this process (the nodes and the
-	// load generator) and the PostgreSQL server (local servers only).
-	ClientCores   float64 `json:"client_cores"`
-	PostgresCores float64 `json:"postgres_cores"`
-	PeakRSSMB     float64 `json:"peak_rss_mb"`
-	Concurrency   int     `json:"concurrency,omitempty"`
-	ClaimBatch    int     `json:"claim_batch,omitempty"`
-	Nodes         int     `json:"nodes,omitempty"`
-	// Dashboard mode: each page's serving time.
-	Pages []pageTiming `json:"pages,omitempty"`
-	// Fairness and limits modes.
-	Fair *fairResult `json:"fair,omitempty"`
-	// Remote mode.
-	Remote *remoteResult `json:"remote,omitempty"`
-	// Pressure mode: what was done to the node meanwhile.
-	Pressure *pressureResult `json:"pressure,omitempty"`
-	// Soak mode: the series and its summary.
-	Soak      *soakResult `json:"soak,omitempty"`
-	GoVersion string      `json:"go_version"`
-	CPUs      int         `json:"cpus"`
-}
-
-type benchOpts struct {
-	jobs, batch, concurrency, claimBatch, nodes, rate, entries, limit, workers int
-	duration, warmup, hold                                                     time.Duration
-	url                                                                        string
-	// Soak: finished jobs' retention, the sampling interval, and whether
-	// --rate was given (else the soak measures capacity and takes 80%).
-	retention, sample time.Duration
-	rateSet           bool
-	// Pressure backend-kill: how often the node's connections are
-	// terminated.
-	killEvery time.Duration
-	// tracer is what the OTEL_* variables ask for, as on a server: the
-	// no-op provider unless they do.
-	tracer trace.TracerProvider
-}
 
 func (m *Main) runBench(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("bench", `bench MODE [flags]
@@ -110,7 +50,6 @@ Modes:
 Without --database-url a throwaway PostgreSQL is started (fsync on,
 shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL to measure (default: a throwaway server)")
-	o := benchOpts{}
 	jobs := fs.Int("jobs", "-", 100000, "backlog, enqueue, dashboard: jobs to insert")
 	batch := fs.Int("batch", "-", 10000, "jobs per enqueue call")
 	concurrency := fs.Int("concurrency", "-", 2000, "jobs the node runs at once")
@@ -132,16 +71,11 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	cpuProfile := fs.String("cpuprofile", "-", "", "write a CPU profile of the measured phase to this file")
 	pgStats := fs.Bool("pg-statements", "-", false, "throwaway server only: print where PostgreSQL spent its time")
 	pgSettings := fs.String("pg-settings", "-", "", "throwaway server only: extra settings, name=value[,name=value...] (e.g. autovacuum_naptime=10s)")
-	modes := map[string]func(context.Context, *store.Store, benchOpts, *benchResult) error{
-		"backlog": benchBacklog, "continuous": benchContinuous, "latency": benchLatency, "cron": benchCron, "idle": benchIdle, "enqueue": benchEnqueue,
-		"dashboard": benchDashboard, "fairness": benchFairness, "limits": benchLimits, "remote": benchRemote, "soak": benchSoak,
-		"pressure": benchPressure,
-	}
-	fs.choices = slices.Sorted(maps.Keys(modes))
+	fs.choices = bench.Modes()
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	run, ok := modes[fs.Arg(0)]
+	ok := slices.Contains(fs.choices, fs.Arg(0))
 	want := 1
 	if fs.Arg(0) == "pressure" {
 		want = 2 // pressure KIND
@@ -160,40 +94,51 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 			*rate = 100
 		}
 	}
-	o = benchOpts{jobs: *jobs, batch: *batch, concurrency: *concurrency, claimBatch: *claimBatch, nodes: *nodes, rate: *rate,
-		entries: *entries, duration: *duration, warmup: *warmup, limit: *limit, hold: *hold, workers: *workers,
-		retention: *retention, sample: *sample, rateSet: rateSet, killEvery: *killEvery}
-	if o.retention <= 0 || o.sample <= 0 {
+	o := bench.Options{Jobs: *jobs, Batch: *batch, Concurrency: *concurrency, ClaimBatch: *claimBatch, Nodes: *nodes, Rate: *rate,
+		Entries: *entries, Duration: *duration, Warmup: *warmup, Limit: *limit, Hold: *hold, Workers: *workers,
+		Retention: *retention, Sample: *sample, RateSet: rateSet, KillEvery: *killEvery,
+		Kinds: func(ctx context.Context, n *gaffer.Node, dbURL string, own ...string) error {
+			hooks, err := newWebhooks(ctx, outbound{}, nil, dbURL, own...)
+			if err != nil {
+				return err
+			}
+			registerBuiltinKinds(n, hooks)
+			return nil
+		}}
+	if o.Retention <= 0 || o.Sample <= 0 {
 		return usageError("--retention and --sample must be positive")
 	}
 	if fs.Arg(0) != "soak" {
-		o.retention = 0 // the node's default: nothing is deleted while measuring
+		o.Retention = 0 // the node's default: nothing is deleted while measuring
 	}
-	if o.limit < 1 || o.hold <= 0 {
+	if o.Limit < 1 || o.Hold <= 0 {
 		return usageError("--limit and --hold must be positive")
 	}
-	for name, v := range map[string]int{"jobs": o.jobs, "batch": o.batch, "concurrency": o.concurrency, "claim-batch": o.claimBatch, "nodes": o.nodes, "rate": o.rate, "entries": o.entries, "workers": o.workers} {
+	for name, v := range map[string]int{"jobs": o.Jobs, "batch": o.Batch, "concurrency": o.Concurrency, "claim-batch": o.ClaimBatch, "nodes": o.Nodes, "rate": o.Rate, "entries": o.Entries, "workers": o.Workers} {
 		if v < 1 {
 			return usageError(fmt.Sprintf("--%s must be positive", name))
 		}
 	}
-	if o.killEvery <= 0 {
+	if o.KillEvery <= 0 {
 		return usageError("--kill-every must be positive")
 	}
-	if o.duration <= 0 || o.warmup < 0 {
+	if o.Duration <= 0 || o.Warmup < 0 {
 		return usageError("--duration must be positive and --warmup not negative")
 	}
 	if *replot != "" {
-		return replotSoak(m, *replot, *svg)
+		if *svg == "" {
+			return usageError("--replot needs --svg")
+		}
+		return bench.Replot(m.Stdout, *replot, *svg)
 	}
 	tp, stopTracing, err := startTracing(ctx, hclog.New(&hclog.LoggerOptions{Name: "bench", Output: m.Stderr}))
 	if err != nil {
 		return err
 	}
 	defer stopTracing()
-	o.tracer = tp.TracerProvider
-	o.url = *dbURL
-	if o.url == "" {
+	o.Tracer = tp.TracerProvider
+	o.URL = *dbURL
+	if o.URL == "" {
 		settings := map[string]string{"shared_buffers": "1GB"}
 		if *pgStats {
 			settings["shared_preload_libraries"] = "pg_stat_statements"
@@ -213,22 +158,13 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 			return err
 		}
 		defer srv.Stop()
-		o.url = srv.URL()
+		o.URL = srv.URL()
 	}
-	st, err := store.Open(ctx, o.url, 8)
+	st, err := store.Open(ctx, o.URL, 8)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if _, err := st.MigrateUp(ctx); err != nil {
-		return err
-	}
-	if n, err := st.CountQueueJobs(ctx, benchQueue); err != nil {
-		return err
-	} else if n > 0 {
-		return fmt.Errorf("queue %q already holds %d jobs; bench needs it empty", benchQueue, n)
-	}
-	defer st.DeleteQueueJobs(context.WithoutCancel(ctx), benchQueue)
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -238,15 +174,12 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
-	res := benchResult{Mode: fs.Arg(0), GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
-	if err := run(ctx, st, o, &res); err != nil {
+	res, err := bench.Run(ctx, st, fs.Arg(0), o)
+	if err != nil {
 		return err
 	}
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	res.PeakRSSMB = float64(ru.Maxrss) / 1024
 	if *pgStats && *dbURL == "" {
-		if err := printStatements(ctx, m, st); err != nil {
+		if err := bench.PrintStatements(ctx, m.Stdout, st); err != nil {
 			return err
 		}
 	}
@@ -256,63 +189,12 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 			return err
 		}
 		defer f.Close()
-		if err := writeSoakSVG(f, res.Soak, o.retention.Minutes()+1); err != nil {
+		if err := bench.WriteSVG(f, res, o.Retention); err != nil {
 			return err
 		}
 	}
 	if *asJSON {
 		return json.NewEncoder(m.Stdout).Encode(res)
 	}
-	return printBench(m, res)
-}
-
-func printBench(m *Main, r benchResult) error {
-	w := m.Stdout
-	switch r.Mode {
-	case "backlog":
-		fmt.Fprintf(w, "bulk enqueue: %d jobs at %.0f jobs/s\n", r.Jobs, r.EnqueuePerSec)
-		fmt.Fprintf(w, "work backlog: %d jobs in %.2fs = %.0f jobs/s (concurrency %d, claim batch %d)\n", r.Jobs, r.Seconds, r.JobsPerSec, r.Concurrency, r.ClaimBatch)
-	case "continuous":
-		fmt.Fprintf(w, "continuous insert + work: %d jobs in %.1fs = %.0f jobs/s (concurrency %d)\n", r.Jobs, r.Seconds, r.JobsPerSec, r.Concurrency)
-	case "latency":
-		fmt.Fprintf(w, "enqueue → handler start, %d jobs at %.0f/s: p50 %.2fms  p95 %.2fms  p99 %.2fms  max %.2fms\n",
-			r.Latency.N, r.JobsPerSec, r.Latency.P50, r.Latency.P95, r.Latency.P99, r.Latency.Max)
-	case "pressure":
-		fmt.Fprintf(w, "%s: %d connections of the node terminated, every %s\n", r.Pressure.Kind, r.Pressure.Terminated, r.Pressure.Every)
-		fmt.Fprintf(w, "enqueue → handler start, %d jobs at %.0f/s: p50 %.2fms  p95 %.2fms  p99 %.2fms  max %.2fms\n",
-			r.Latency.N, r.JobsPerSec, r.Latency.P50, r.Latency.P95, r.Latency.P99, r.Latency.Max)
-	case "cron":
-		fmt.Fprintf(w, "cron lateness (scheduled instant → job inserted, database clock), %d fires: p50 %.2fms  p95 %.2fms  p99 %.2fms  max %.2fms\n",
-			r.Latency.N, r.Latency.P50, r.Latency.P95, r.Latency.P99, r.Latency.Max)
-	case "idle":
-		fmt.Fprintf(w, "idle cluster of %d nodes: %.2f database transactions/s per node\n", r.Nodes, r.TxPerSecPerNode)
-	case "enqueue":
-		fmt.Fprintf(w, "bulk enqueue: %d jobs at %.0f jobs/s\n", r.Jobs, r.EnqueuePerSec)
-	case "fairness", "limits":
-		printFair(m, r)
-	case "remote":
-		printRemote(m, r)
-	case "soak":
-		printSoak(m, r)
-	case "dashboard":
-		fmt.Fprintf(w, "dashboard pages with %d jobs in the table (median and slowest of %d requests each):\n", r.Jobs, r.Pages[0].N)
-		for _, p := range r.Pages {
-			fmt.Fprintf(w, "  %-34s p50 %7.2fms  max %7.2fms\n", p.Path, p.P50, p.Max)
-		}
-	}
-	fmt.Fprintf(w, "cpu: this process %.2f cores, postgres %.2f cores; peak memory %.0f MB\n", r.ClientCores, r.PostgresCores, r.PeakRSSMB)
-	return nil
-}
-
-// printStatements shows where PostgreSQL spent its time.
-func printStatements(ctx context.Context, m *Main, st *store.Store) error {
-	stats, err := st.TopStatements(ctx, 8)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(m.Stdout, "PostgreSQL time by statement:")
-	for _, s := range stats {
-		fmt.Fprintf(m.Stdout, "  %6.1f%%  %8.0f ms  %8d calls  %8d rows  %s\n", s.Share*100, s.TotalMS, s.Calls, s.Rows, s.Query)
-	}
-	return nil
+	return bench.Print(m.Stdout, res)
 }

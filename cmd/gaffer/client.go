@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/gafferhq/gaffer/job"
@@ -135,40 +134,25 @@ type action struct {
 	run     func(m *Main, ctx context.Context, args []string) error
 }
 
-func (m *Main) runGroup(ctx context.Context, group string, actions []action, args []string) error {
-	if m.collect != nil {
-		return m.collectActions(ctx, group, actions)
+// runGroup describes a group's actions (see commandTree): cobra runs
+// each action itself.
+func (m *Main) runGroup(ctx context.Context, group string, actions []action, _ []string) error {
+	if m.collect == nil {
+		return fmt.Errorf("gaffer %s is run through its actions", group)
 	}
-	usage := func() {
-		fmt.Fprintf(m.Stderr, "Usage: gaffer %s <action> [flags]\n\nActions:\n", group)
-		tw := tabwriter.NewWriter(m.Stderr, 0, 0, 2, ' ', 0)
-		for _, a := range actions {
-			fmt.Fprintf(tw, "  %s\t%s\n", a.name, a.summary)
-		}
-		tw.Flush()
-		fmt.Fprintf(m.Stderr, "\nRun 'gaffer %s <action> --help' for its flags.\n", group)
-	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage()
-		if len(args) == 0 {
-			return usageError(group + " needs an action")
-		}
-		return nil
-	}
-	for _, a := range actions {
-		if a.name == args[0] {
-			return a.run(m, ctx, args[1:])
-		}
-	}
-	usage()
-	return usageError(fmt.Sprintf("unknown %s action %q", group, args[0]))
+	return m.collectActions(ctx, group, actions)
 }
 
-func fmtTime(t *time.Time) string {
+// fmtTime prints t in m's zone (the local one; UTC with --utc), named.
+func (m *Main) fmtTime(t *time.Time) string {
 	if t == nil || t.IsZero() {
 		return "-"
 	}
-	return t.Local().Format("2006-01-02 15:04:05")
+	loc := m.Location
+	if loc == nil {
+		loc = time.Local
+	}
+	return t.In(loc).Format("2006-01-02 15:04:05 MST")
 }
 
 func orDash(s string) string {

@@ -143,7 +143,7 @@ func (m *Main) nodesDrain(ctx context.Context, args []string) error {
 	}
 	if !*wait {
 		return m.output(*cf.json, raw, func(tw *tabwriter.Writer) {
-			fmt.Fprintf(tw, "draining %s: deadline %s, %d jobs in flight\n", n.ID, fmtTime(n.Deadline), n.InFlight)
+			fmt.Fprintf(tw, "draining %s: deadline %s, %d jobs in flight\n", n.ID, m.fmtTime(n.Deadline), n.InFlight)
 		})
 	}
 	for {
@@ -198,7 +198,7 @@ func (m *Main) runCluster(ctx context.Context, args []string) error {
 	}
 	return show(m, ctx, cf, c, "GET", "/v1/cluster", nil, func(tw *tabwriter.Writer, cl clusterView) {
 		fmt.Fprintf(tw, "leader\t%s (epoch %d, since %s)\nnodes\tactive %d, draining %d, dead %d\netcd\t%v\n",
-			orDash(cl.Leader), cl.Epoch, fmtTime(cl.Since), cl.Nodes["active"], cl.Nodes["draining"], cl.Nodes["dead"], cl.Etcd)
+			orDash(cl.Leader), cl.Epoch, m.fmtTime(cl.Since), cl.Nodes["active"], cl.Nodes["draining"], cl.Nodes["dead"], cl.Etcd)
 		if len(cl.Degraded) > 0 {
 			fmt.Fprintf(tw, "degraded\t%s\n", strings.Join(cl.Degraded, "; "))
 		}

@@ -2,93 +2,24 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
-	"io"
+	"net/http"
+	"net/url"
+	"slices"
 	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gafferhq/gaffer/job"
 )
-
-// Shell completion scripts are generated from the commands themselves:
-// commandTree runs every command and action in a mode where parsing its
-// flags describes them instead (Main.collect), so a new flag or action is
-// completed without touching this file.
-
-// errCollected ends a command run only to describe it.
-var errCollected = errors.New("command described, not run")
-
-// cmdSpec is a command as completion sees it.
-type cmdSpec struct {
-	name  string
-	flags []flagSpec
-	// args are the first positional argument's choices (migrate up…).
-	args []string
-	// subs are a group's actions (jobs list…).
-	subs []*cmdSpec
-}
-
-type flagSpec struct {
-	name  string
-	value bool // takes a value (not a boolean switch)
-}
-
-// dashed is the flag as typed: -f for one letter, --name otherwise.
-func (f flagSpec) dashed() string {
-	if len(f.name) == 1 {
-		return "-" + f.name
-	}
-	return "--" + f.name
-}
-
-// describe records the flag set's flags (less those only read from the
-// environment) and positional choices into spec.
-func (fs *flagSet) describe(spec *cmdSpec) {
-	fs.VisitAll(func(f *flag.Flag) {
-		if fs.envOnly[f.Name] {
-			return
-		}
-		b, ok := f.Value.(interface{ IsBoolFlag() bool })
-		spec.flags = append(spec.flags, flagSpec{name: f.Name, value: !ok || !b.IsBoolFlag()})
-	})
-	spec.args = fs.choices
-}
-
-// collectActions describes each of a group's actions into m.collect.
-func (m *Main) collectActions(ctx context.Context, group string, actions []action) error {
-	spec := m.collect
-	defer func() { m.collect = spec }()
-	for _, a := range actions {
-		sub := &cmdSpec{name: a.name}
-		m.collect = sub
-		if err := a.run(m, ctx, nil); !errors.Is(err, errCollected) {
-			return fmt.Errorf("%s %s did not describe itself: %v", group, a.name, err)
-		}
-		spec.subs = append(spec.subs, sub)
-	}
-	return errCollected
-}
-
-// commandTree describes every command, its actions and their flags.
-func commandTree(ctx context.Context) (*cmdSpec, error) {
-	root := &cmdSpec{name: "gaffer"}
-	for _, c := range commands() {
-		spec := &cmdSpec{name: c.name}
-		m := &Main{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }, collect: spec}
-		if err := c.run(m, ctx, nil); !errors.Is(err, errCollected) {
-			return nil, fmt.Errorf("%s did not describe itself: %v", c.name, err)
-		}
-		root.subs = append(root.subs, spec)
-	}
-	root.subs = append(root.subs, &cmdSpec{name: "help"})
-	return root, nil
-}
-
-var shells = map[string]func(io.Writer, *cmdSpec){"bash": bashCompletion, "zsh": zshCompletion, "fish": fishCompletion}
 
 func (m *Main) runCompletion(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("completion", `completion bash|zsh|fish
 
-Prints a script that completes gaffer's commands, actions and flags:
+Prints a script that completes gaffer's commands, flags and their values
+(job states; queues, cron entries and nodes as the API at $GAFFER_URL lists
+them, with $GAFFER_TOKEN):
   bash: source <(gaffer completion bash)      (e.g. in ~/.bashrc)
   zsh:  source <(gaffer completion zsh)       (after compinit, e.g. in ~/.zshrc)
   fish: gaffer completion fish > ~/.config/fish/completions/gaffer.fish`)
@@ -96,181 +27,127 @@ Prints a script that completes gaffer's commands, actions and flags:
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	gen, ok := shells[fs.Arg(0)]
-	if fs.NArg() != 1 || !ok {
+	if fs.NArg() != 1 || !slices.Contains(fs.choices, fs.Arg(0)) {
 		fs.Usage()
 		return usageError("completion needs a shell: bash, zsh or fish")
 	}
-	tree, err := commandTree(ctx)
-	if err != nil {
-		return err
-	}
-	gen(m.Stdout, tree)
-	return nil
-}
-
-func names(specs []*cmdSpec) string {
-	out := make([]string, len(specs))
-	for i, s := range specs {
-		out[i] = s.name
-	}
-	return strings.Join(out, " ")
-}
-
-func flagWords(flags []flagSpec) string {
-	out := make([]string, len(flags))
-	for i, f := range flags {
-		out[i] = f.dashed()
-	}
-	return strings.Join(out, " ")
-}
-
-// leaves calls fn for every command that takes flags: "jobs list" as
-// path "jobs/list", "server" as "server".
-func leaves(root *cmdSpec, fn func(path string, s *cmdSpec)) {
-	for _, c := range root.subs {
-		if len(c.subs) == 0 {
-			fn(c.name, c)
-			continue
-		}
-		for _, a := range c.subs {
-			fn(c.name+"/"+a.name, a)
-		}
+	root := m.cmd.Root()
+	switch fs.Arg(0) {
+	case "bash":
+		fmt.Fprint(m.Stdout, bashWordsFallback)
+		return root.GenBashCompletionV2(m.Stdout, true)
+	case "zsh":
+		return root.GenZshCompletion(m.Stdout)
+	default:
+		return root.GenFishCompletion(m.Stdout, true)
 	}
 }
 
-// Both bash and zsh read the command from word 1 and, for a group, the
-// action from word 2 (gaffer takes them in that order), then complete
-// flags after "-", a command's positional choices, and files otherwise
-// (as after --file).
-func bashCompletion(w io.Writer, root *cmdSpec) {
-	fmt.Fprintf(w, `# bash completion for gaffer. Generated by: gaffer completion bash
-_gaffer() {
-	local cur=${COMP_WORDS[COMP_CWORD]} cmd=${COMP_WORDS[1]} key words="" first=2
-	COMPREPLY=()
-	if [[ $COMP_CWORD -eq 1 ]]; then
-		COMPREPLY=($(compgen -W %q -- "$cur"))
-		return
-	fi
-	key=$cmd
-	case $cmd in
-`, names(root.subs))
-	for _, c := range root.subs {
-		if len(c.subs) > 0 {
-			fmt.Fprintf(w, "\t%s)\n\t\tif [[ $COMP_CWORD -eq 2 ]]; then\n\t\t\tCOMPREPLY=($(compgen -W %q -- \"$cur\"))\n\t\t\treturn\n\t\tfi\n\t\tkey=$cmd/${COMP_WORDS[2]} first=3 ;;\n", c.name, names(c.subs))
-		}
-	}
-	fmt.Fprint(w, "\tesac\n\tif [[ $cur == -* ]]; then\n\t\tcase $key in\n")
-	leaves(root, func(path string, s *cmdSpec) {
-		if len(s.flags) > 0 {
-			fmt.Fprintf(w, "\t\t%s) words=%q ;;\n", path, flagWords(s.flags))
-		}
-	})
-	fmt.Fprint(w, "\t\tesac\n\telif [[ $COMP_CWORD -eq $first ]]; then\n\t\tcase $key in\n")
-	leaves(root, func(path string, s *cmdSpec) {
-		if len(s.args) > 0 {
-			fmt.Fprintf(w, "\t\t%s) words=%q ;;\n", path, strings.Join(s.args, " "))
-		}
-	})
-	fmt.Fprint(w, `		esac
-	fi
-	if [[ -n $words ]]; then
-		COMPREPLY=($(compgen -W "$words" -- "$cur"))
-	fi
+// bashWordsFallback stands in for the bash-completion package's
+// _get_comp_words_by_ref, which cobra's bash script calls, where that
+// package is not installed: the script then still works (words split as
+// bash splits them, at = and : too).
+const bashWordsFallback = `# Where the bash-completion package is not loaded, a minimal stand-in
+# for its _get_comp_words_by_ref.
+if ! declare -F _get_comp_words_by_ref >/dev/null 2>&1; then
+_get_comp_words_by_ref() {
+    cur=${COMP_WORDS[COMP_CWORD]}
+    prev=${COMP_WORDS[COMP_CWORD-1]}
+    words=("${COMP_WORDS[@]}")
+    cword=$COMP_CWORD
 }
-complete -o default -F _gaffer gaffer
-`)
-}
-
-func zshCompletion(w io.Writer, root *cmdSpec) {
-	fmt.Fprintf(w, `#compdef gaffer
-# zsh completion for gaffer. Generated by: gaffer completion zsh
-_gaffer() {
-	local cmd=${words[2]} key first=3
-	local -a choices
-	if (( CURRENT == 2 )); then
-		choices=(%s)
-		compadd -a choices
-		return
-	fi
-	key=$cmd
-	case $cmd in
-`, root.names())
-	for _, c := range root.subs {
-		if len(c.subs) > 0 {
-			fmt.Fprintf(w, "\t%s)\n\t\tif (( CURRENT == 3 )); then\n\t\t\tchoices=(%s)\n\t\t\tcompadd -a choices\n\t\t\treturn\n\t\tfi\n\t\tkey=$cmd/${words[3]} first=4 ;;\n", c.name, c.names())
-		}
-	}
-	fmt.Fprint(w, "\tesac\n\tif [[ ${words[CURRENT]} == -* ]]; then\n\t\tcase $key in\n")
-	leaves(root, func(path string, s *cmdSpec) {
-		if len(s.flags) > 0 {
-			fmt.Fprintf(w, "\t\t%s) choices=(%s) ;;\n", path, flagWords(s.flags))
-		}
-	})
-	fmt.Fprint(w, "\t\tesac\n\telif (( CURRENT == first )); then\n\t\tcase $key in\n")
-	leaves(root, func(path string, s *cmdSpec) {
-		if len(s.args) > 0 {
-			fmt.Fprintf(w, "\t\t%s) choices=(%s) ;;\n", path, strings.Join(s.args, " "))
-		}
-	})
-	fmt.Fprint(w, `		esac
-	fi
-	if (( ${#choices} )); then
-		compadd -a choices
-	else
-		_files
-	fi
-}
-if [ "$funcstack[1]" = "_gaffer" ]; then
-	_gaffer "$@"
-else
-	compdef _gaffer gaffer
 fi
-`)
-}
 
-func (s *cmdSpec) names() string { return names(s.subs) }
+`
 
-// fishCompletion declares every word with the condition under which it
-// applies: __gaffer_at CMD [ACTION] holds when the command line names
-// exactly that command (and action) so far.
-func fishCompletion(w io.Writer, root *cmdSpec) {
-	fmt.Fprint(w, `# fish completion for gaffer. Generated by: gaffer completion fish
-function __gaffer_at
-	set -l words (commandline -opc)
-	set -e words[1]
-	test (count $words) -ge (count $argv); or return 1
-	for i in (seq (count $argv))
-		test "$words[$i]" = "$argv[$i]"; or return 1
-	end
-end
-function __gaffer_only
-	set -l words (commandline -opc)
-	test (count $words) -eq (math (count $argv) + 1); or return 1
-	__gaffer_at $argv
-end
-complete -c gaffer -f
-`)
-	fmt.Fprintf(w, "complete -c gaffer -n 'test (count (commandline -opc)) -eq 1' -a %q\n", names(root.subs))
-	for _, c := range root.subs {
-		if len(c.subs) > 0 {
-			fmt.Fprintf(w, "complete -c gaffer -n '__gaffer_only %s' -a %q\n", c.name, c.names())
+// Values completed from the API: which commands' flags and arguments.
+var (
+	queueFlagCommands = []string{"jobs enqueue", "jobs list", "dlq list", "dlq replay", "dlq purge", "cron add", "cron update", "limits set"}
+	stateFlagCommands = []string{"jobs list"}
+	cronArgCommands   = []string{"cron get", "cron pause", "cron resume", "cron trigger", "cron history", "cron next", "cron delete", "cron update"}
+	nodeArgCommands   = []string{"nodes drain", "nodes undrain"}
+	queueArgCommands  = []string{"queues pause", "queues resume"}
+)
+
+// registerCompletions adds value completion to the tree under root.
+func (m *Main) registerCompletions(root *cobra.Command) {
+	find := func(path string) *cobra.Command {
+		c, _, err := root.Find(strings.Fields(path))
+		if err != nil || c == root {
+			return nil
+		}
+		return c
+	}
+	states := []string{string(job.Pending), string(job.Running), string(job.Retrying), string(job.Completed), string(job.Failed), string(job.Cancelled)}
+	for _, p := range stateFlagCommands {
+		if c := find(p); c != nil && c.Flags().Lookup("state") != nil {
+			c.RegisterFlagCompletionFunc("state", func(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+				// --state takes a comma-separated list: complete its last item.
+				done := toComplete[:strings.LastIndex(toComplete, ",")+1]
+				var out []string
+				for _, s := range states {
+					if !slices.Contains(strings.Split(done, ","), s) {
+						out = append(out, done+s)
+					}
+				}
+				return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+			})
 		}
 	}
-	leaves(root, func(path string, s *cmdSpec) {
-		at := strings.ReplaceAll(path, "/", " ")
-		if len(s.args) > 0 {
-			fmt.Fprintf(w, "complete -c gaffer -n '__gaffer_only %s' -a %q\n", at, strings.Join(s.args, " "))
+	for _, p := range queueFlagCommands {
+		if c := find(p); c != nil && c.Flags().Lookup("queue") != nil {
+			c.RegisterFlagCompletionFunc("queue", m.completeFromAPI("/v1/queues", "name"))
 		}
-		for _, f := range s.flags {
-			opt := "-l " + f.name
-			if len(f.name) == 1 {
-				opt = "-s " + f.name
+	}
+	positional := func(paths []string, fn cobra.CompletionFunc) {
+		for _, p := range paths {
+			if c := find(p); c != nil {
+				c.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+					if len(args) > 0 {
+						return nil, cobra.ShellCompDirectiveNoFileComp
+					}
+					return fn(cmd, args, toComplete)
+				}
 			}
-			if f.value {
-				opt += " -r -F"
-			}
-			fmt.Fprintf(w, "complete -c gaffer -n '__gaffer_at %s' %s\n", at, opt)
 		}
-	})
+	}
+	positional(cronArgCommands, m.completeFromAPI("/v1/cron", "name"))
+	positional(nodeArgCommands, m.completeFromAPI("/v1/nodes", "id"))
+	positional(queueArgCommands, m.completeFromAPI("/v1/queues", "name"))
+}
+
+// completeFromAPI completes from the field key of the list at path, read
+// from the API the command would talk to (--url/--token, else
+// $GAFFER_URL/$GAFFER_TOKEN). An API it cannot reach, or a refusal, gives
+// no suggestions and no error: completion must not get in the way.
+func (m *Main) completeFromAPI(path, key string) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		setting := func(flag, env, def string) string {
+			if f := cmd.Flags().Lookup(flag); f != nil && f.Changed {
+				return f.Value.String()
+			}
+			if v := m.Getenv(env); v != "" {
+				return v
+			}
+			return def
+		}
+		base := setting("url", "GAFFER_URL", "http://127.0.0.1:8080")
+		if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		c := &apiClient{base: strings.TrimRight(base, "/"), token: setting("token", "GAFFER_TOKEN", ""), http: &http.Client{Timeout: 2 * time.Second}}
+		ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Second)
+		defer cancel()
+		var page listPage[map[string]any]
+		if err := c.do(ctx, "GET", path+"?limit=500", nil, &page); err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []string
+		for _, row := range page.Data {
+			if s, ok := row[key].(string); ok && strings.HasPrefix(s, toComplete) {
+				out = append(out, s)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
 }

@@ -8,16 +8,27 @@ import (
 	"testing"
 )
 
-// completionScript writes `gaffer completion shell` to a file.
+// completionScript writes `gaffer completion shell` to a file. The
+// script is cobra's: it asks gaffer itself (gaffer __complete …) for the
+// words, so a command, action or flag is completed once gaffer has it.
 func completionScript(t *testing.T, shell string) string {
 	t.Helper()
 	out, _, err := run(t, nil, "completion", shell)
 	if err != nil {
 		t.Fatalf("completion %s: %v", shell, err)
 	}
-	for _, want := range []string{"webhook-secrets", "workflow-run", "dashboard-session-length", "completion"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the %s script lacks %q", shell, want)
+	if !strings.Contains(out, "__complete") {
+		t.Errorf("the %s script does not ask gaffer __complete", shell)
+	}
+	for _, c := range [][]string{{""}, {"jobs", "list", "--wo"}, {"dev", "--dashboard-s"}, {"server", "--dashboard-s"}} {
+		words, _, err := run(t, nil, append([]string{"__complete"}, c...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range map[string][]string{"": {"webhook-secrets", "completion"}, "jobs": {"--workflow-run"}, "dev": {"--dashboard-session-length"}, "server": {"--dashboard-session-length"}}[c[0]] {
+			if !strings.Contains(words, want) {
+				t.Errorf("completing %q lacks %q:\n%s", c, want, words)
+			}
 		}
 	}
 	p := filepath.Join(t.TempDir(), "gaffer."+shell)
@@ -27,11 +38,29 @@ func completionScript(t *testing.T, shell string) string {
 	return p
 }
 
+// gafferOnPath is a PATH whose gaffer is this test binary run as the
+// command (see TestMain), for the shells' scripts to call.
+func gafferOnPath(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	script := "#!/bin/sh\nGAFFER_E2E_MAIN=1 exec '" + exe + "' \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "gaffer"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir + string(os.PathListSeparator) + os.Getenv("PATH")
+}
+
 // The bash script parses and completes commands, actions, flags (from
-// the commands' own flag sets) and positional choices.
+// the commands' own flag sets) and positional choices, asking gaffer.
+// (compopt is stubbed: outside a real completion bash refuses it.)
 func TestBashCompletion(t *testing.T) {
 	t.Parallel()
 	script := completionScript(t, "bash")
+	path := gafferOnPath(t)
 	if out, err := exec.Command("bash", "-n", script).CombinedOutput(); err != nil {
 		t.Fatalf("bash -n: %v\n%s", err, out)
 	}
@@ -48,8 +77,9 @@ func TestBashCompletion(t *testing.T) {
 		"gaffer jobs list ":                      "",
 	} {
 		words := strings.Split(line, " ")
-		cmd := exec.Command("bash", "-c", `source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($#-1)); _gaffer; echo "${COMPREPLY[*]}"`, "-", script)
+		cmd := exec.Command("bash", "-c", `compopt() { :; }; source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($#-1)); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}; __start_gaffer; echo "${COMPREPLY[*]}"`, "-", script)
 		cmd.Args = append(cmd.Args, words...)
+		cmd.Env = append(os.Environ(), "PATH="+path)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("%q: %v\n%s", line, err, out)
@@ -80,7 +110,9 @@ func TestZshAndFishCompletion(t *testing.T) {
 	if out, err := exec.Command("fish", "--no-execute", fish).CombinedOutput(); err != nil {
 		t.Fatalf("fish --no-execute: %v\n%s", err, out)
 	}
-	out, err := exec.Command("fish", "--no-config", "-c", `source $argv[1]; complete -C "gaffer jobs list --wo"; complete -C "gaffer migrate st"`, fish).CombinedOutput()
+	cmd := exec.Command("fish", "--no-config", "-c", `source $argv[1]; complete -C "gaffer jobs list --wo"; complete -C "gaffer migrate st"`, fish)
+	cmd.Env = append(os.Environ(), "PATH="+gafferOnPath(t))
+	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--workflow-run") || !strings.Contains(string(out), "status") {
 		t.Fatalf("fish completing: %v\n%s", err, out)
 	}

@@ -137,25 +137,25 @@ func (f *cronFlags) body(fs *flagSet) (map[string]any, error) {
 	return b, nil
 }
 
-func printCron(tw *tabwriter.Writer, e cronRow) {
-	next := fmtTime(e.NextRunAt)
+func (m *Main) printCron(tw *tabwriter.Writer, e cronRow) {
+	next := m.fmtTime(e.NextRunAt)
 	if e.Paused {
 		next = "- (paused)"
 	}
 	fmt.Fprintf(tw, "name\t%s\nschedule\t%s (%s)\njob\t%s on %s %s\nmissed\t%s\noverlap\t%s\nstate\t%s\nnext run\t%s\n",
 		e.Name, e.Schedule, e.Timezone, e.Job.Kind, e.Job.Queue, e.Job.Args, e.Missed, e.Overlap, e.state(), next)
 	if e.Done {
-		fmt.Fprintf(tw, "done at\t%s\n", fmtTime(e.DoneAt))
+		fmt.Fprintf(tw, "done at\t%s\n", m.fmtTime(e.DoneAt))
 	}
-	fmt.Fprintf(tw, "last fired\t%s", fmtTime(e.LastFiredAt))
+	fmt.Fprintf(tw, "last fired\t%s", m.fmtTime(e.LastFiredAt))
 	if e.LastOccurrenceAt != nil {
-		fmt.Fprintf(tw, " (for %s)", fmtTime(e.LastOccurrenceAt))
+		fmt.Fprintf(tw, " (for %s)", m.fmtTime(e.LastOccurrenceAt))
 	}
 	fmt.Fprintf(tw, "\nlast job\t%s\n", e.lastJob())
 	if e.LastError != "" {
-		fmt.Fprintf(tw, "last error\t%s: %s\nfailures in a row\t%d\n", fmtTime(e.LastErrorAt), e.LastError, e.ConsecutiveFailures)
+		fmt.Fprintf(tw, "last error\t%s: %s\nfailures in a row\t%d\n", m.fmtTime(e.LastErrorAt), e.LastError, e.ConsecutiveFailures)
 		if e.RetryAt != nil {
-			fmt.Fprintf(tw, "retry at\t%s\n", fmtTime(e.RetryAt))
+			fmt.Fprintf(tw, "retry at\t%s\n", m.fmtTime(e.RetryAt))
 		}
 	}
 }
@@ -184,7 +184,7 @@ func (m *Main) cronAdd(ctx context.Context, args []string) error {
 	if *tenant != "" {
 		b["tenant"] = *tenant
 	}
-	return show(m, ctx, cf, c, "POST", "/v1/cron", b, printCron)
+	return show(m, ctx, cf, c, "POST", "/v1/cron", b, m.printCron)
 }
 
 func (m *Main) cronUpdate(ctx context.Context, args []string) error {
@@ -215,7 +215,7 @@ func (m *Main) cronUpdate(ctx context.Context, args []string) error {
 		}
 		b["job"] = cur.Job
 	}
-	return show(m, ctx, cf, c, "PATCH", "/v1/cron/"+url.PathEscape(fs.Arg(0)), b, printCron)
+	return show(m, ctx, cf, c, "PATCH", "/v1/cron/"+url.PathEscape(fs.Arg(0)), b, m.printCron)
 }
 
 // cronOne runs an action on the entry named by the command's one
@@ -240,7 +240,7 @@ func cronOne[T any](m *Main, ctx context.Context, args []string, action, method,
 }
 
 func (m *Main) cronGet(ctx context.Context, args []string) error {
-	return cronOne(m, ctx, args, "get", "GET", "", nil, func(tw *tabwriter.Writer, _ string, e cronRow) { printCron(tw, e) })
+	return cronOne(m, ctx, args, "get", "GET", "", nil, func(tw *tabwriter.Writer, _ string, e cronRow) { m.printCron(tw, e) })
 }
 
 func (m *Main) cronNext(ctx context.Context, args []string) error {
@@ -293,7 +293,7 @@ func (m *Main) cronHistory(ctx context.Context, args []string) error {
 	return list(m, ctx, cf, c, "/v1/cron/"+url.PathEscape(fs.Arg(0))+"/history?"+pf.query(nil).Encode(), table[cronOccurrence]{
 		header: "SCHEDULED AT\tSTATUS\tCOUNT\tEPOCH\tJOB\tREASON",
 		row: func(o cronOccurrence) []any {
-			return []any{o.ScheduledAt.UTC().Format(time.RFC3339), o.Status, o.Count, o.Epoch, o.JobID, o.Reason}
+			return []any{m.fmtTime(&o.ScheduledAt), o.Status, o.Count, o.Epoch, o.JobID, o.Reason}
 		},
 	})
 }
@@ -322,7 +322,7 @@ func (m *Main) cronList(ctx context.Context, args []string) error {
 	return list(m, ctx, cf, c, "/v1/cron?"+pf.query(nil).Encode(), table[cronRow]{
 		header: "NAME\tSCHEDULE\tZONE\tKIND\tSTATE\tNEXT RUN\tLAST FIRED\tLAST JOB",
 		row: func(e cronRow) []any {
-			return []any{e.Name, e.Schedule, e.Timezone, e.Job.Kind, e.state(), fmtTime(e.NextRunAt), fmtTime(e.LastFiredAt), e.lastJob()}
+			return []any{e.Name, e.Schedule, e.Timezone, e.Job.Kind, e.state(), m.fmtTime(e.NextRunAt), m.fmtTime(e.LastFiredAt), e.lastJob()}
 		},
 	})
 }

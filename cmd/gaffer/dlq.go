@@ -85,7 +85,7 @@ func (m *Main) dlqList(ctx context.Context, args []string) error {
 			if e.ReplayJobID != 0 {
 				replayed = strconv.FormatInt(e.ReplayJobID, 10)
 			}
-			return []any{e.ID, e.JobID, e.Kind, e.Queue, e.Attempts, e.Reason, fmtTime(e.FailedAt), replayed, last}
+			return []any{e.ID, e.JobID, e.Kind, e.Queue, e.Attempts, e.Reason, m.fmtTime(e.FailedAt), replayed, last}
 		},
 	})
 }
@@ -98,7 +98,7 @@ func (m *Main) dlqGet(ctx context.Context, args []string) error {
 		return err
 	}
 	return show(m, ctx, cf, c, "GET", "/v1/dlq/"+url.PathEscape(fs.Arg(0)), nil, func(tw *tabwriter.Writer, e dlqRow) {
-		fmt.Fprintf(tw, "entry\t%d\njob\t%d\nkind\t%s\nqueue\t%s\nreason\t%s\nfailed at\t%s\n", e.ID, e.JobID, e.Kind, e.Queue, e.Reason, fmtTime(e.FailedAt))
+		fmt.Fprintf(tw, "entry\t%d\njob\t%d\nkind\t%s\nqueue\t%s\nreason\t%s\nfailed at\t%s\n", e.ID, e.JobID, e.Kind, e.Queue, e.Reason, m.fmtTime(e.FailedAt))
 		for i, er := range e.Errors {
 			fmt.Fprintf(tw, "error %d\t%s\n", i+1, er.Error)
 		}

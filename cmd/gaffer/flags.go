@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,6 +21,9 @@ type flagSet struct {
 	// choices are the values the first positional argument may take, for
 	// shell completion; nil when it is free (or there is none).
 	choices []string
+	// usage is the synopsis, then (after a blank line) what the command
+	// does: the help cobra prints.
+	usage string
 }
 
 // NArg and Arg read the positional arguments, wherever they stood.
@@ -37,21 +41,12 @@ func (fs *flagSet) Arg(i int) string {
 func (fs *flagSet) Args() []string { return fs.args }
 
 func (m *Main) newFlagSet(name, usage string) *flagSet {
-	fs := &flagSet{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), m: m, env: map[string]string{}, envOnly: map[string]bool{}}
-	fs.SetOutput(m.Stderr)
+	fs := &flagSet{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), m: m, usage: usage, env: map[string]string{}, envOnly: map[string]bool{}}
+	fs.SetOutput(io.Discard) // cobra parses the command line and prints help
 	fs.Usage = func() {
-		fmt.Fprintf(m.Stderr, "Usage: gaffer %s\n\n", usage)
-		fs.VisitAll(func(f *flag.Flag) {
-			name, help := flag.UnquoteUsage(f)
-			fmt.Fprintf(m.Stderr, "  --%s %s\n    \t%s", f.Name, name, help)
-			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" {
-				fmt.Fprintf(m.Stderr, " (default %s)", f.DefValue)
-			}
-			if v := fs.env[f.Name]; v != "" {
-				fmt.Fprintf(m.Stderr, " [$%s]", v)
-			}
-			fmt.Fprintln(m.Stderr)
-		})
+		if m.cmd != nil && !m.jsonErrors {
+			fmt.Fprintf(m.Stderr, "Usage: %s\nRun '%s --help' for its flags.\n", m.cmd.UseLine(), m.cmd.CommandPath())
+		}
 	}
 	return fs
 }
@@ -107,33 +102,48 @@ func (fs *flagSet) Bool(name, env string, def bool, usage string) *bool {
 	return fs.FlagSet.Bool(name, def, usage)
 }
 
-// parse reads the command line (flags and positional arguments in any
-// order), then fills flags not given there from their environment
-// variables. A bad variable value is an error naming it. Positional
-// arguments are in fs.args.
+// parse takes the values cobra parsed from the command line (flags and
+// positional arguments in any order, global flags anywhere), then fills
+// flags not given there from their environment variables. A bad variable
+// value is an error naming it. Positional arguments are in fs.args.
+//
+// While the command tree is being built (Main.collect), parse records the
+// flag set instead and returns errCollected: every command declares its
+// flags once, where it reads them.
 func (fs *flagSet) parse(args []string) error {
 	if fs.m.collect != nil {
-		fs.describe(fs.m.collect)
+		fs.m.collect.fs = fs
 		return errCollected
 	}
-	fs.args = nil
-	for {
-		if err := fs.FlagSet.Parse(args); err != nil {
+	fs.args = args
+	given := map[string]bool{}
+	if cmd := fs.m.cmd; cmd != nil {
+		fs.args = fs.m.args
+		var err error
+		fs.VisitAll(func(f *flag.Flag) {
+			pf := cmd.Flags().Lookup(f.Name)
+			if err != nil || pf == nil || !pf.Changed {
+				return
+			}
+			given[f.Name] = true
+			if e := fs.Set(f.Name, pf.Value.String()); e != nil {
+				err = usageError(fmt.Sprintf("--%s: %v", f.Name, e))
+			}
+		})
+		if err != nil {
 			return err
 		}
-		rest := fs.FlagSet.Args()
-		if len(rest) == 0 {
-			break
+		if fs.Lookup("json") != nil && fs.m.format != "" {
+			if given["json"] && fs.m.format != "json" {
+				return usageError("--json is -o json: give one or the other")
+			}
+			given["json"] = true
+			fs.Set("json", strconv.FormatBool(fs.m.format == "json"))
 		}
-		if rest[0] == "--" {
-			fs.args = append(fs.args, rest[1:]...)
-			break
+		if v := fs.Lookup("json"); v != nil && given["json"] && v.Value.String() == "true" {
+			fs.m.jsonErrors = true
 		}
-		fs.args = append(fs.args, rest[0])
-		args = rest[1:]
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	for name := range fs.envOnly {
 		if given[name] {
 			return usageError(fmt.Sprintf("--%s is read only from $%s, never from the command line, where ps shows it to every user", name, fs.env[name]))

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -62,6 +64,7 @@ func (m *Main) jobsEnqueue(ctx context.Context, args []string) error {
 	unique := fs.String("unique-key", "-", "", "while an unfinished job holds this key, return it instead")
 	tenant := fs.String("tenant", "-", "", "tenant (tokens spanning tenants only)")
 	idem := fs.String("idempotency-key", "-", "", "Idempotency-Key header: retries with the same key enqueue once")
+	wait := fs.Bool("wait", "-", false, "wait until the job is completed, failed or cancelled and print its result; exit 1 unless it completed")
 	c, err := cf.start(fs, args, 0, "no positional arguments")
 	if err != nil {
 		return err
@@ -94,36 +97,108 @@ func (m *Main) jobsEnqueue(ctx context.Context, args []string) error {
 		Job      jobRow `json:"job"`
 		Existing bool   `json:"existing"`
 	}
-	return show(m, ctx, cf, c, "POST", "/v1/jobs", body, func(tw *tabwriter.Writer, res enqueued) {
-		if res.Existing {
-			fmt.Fprintf(tw, "unique key held: existing job %d (%s)\n", res.Job.ID, res.Job.State)
-			return
+	res, raw, err := call[enqueued](ctx, c, "POST", "/v1/jobs", body, "Idempotency-Key", *idem)
+	if err != nil {
+		return err
+	}
+	if !*wait || !*cf.json {
+		err := m.output(*cf.json, raw, func(tw *tabwriter.Writer) {
+			if res.Existing {
+				fmt.Fprintf(tw, "unique key held: existing job %d (%s)\n", res.Job.ID, res.Job.State)
+				return
+			}
+			fmt.Fprintf(tw, "enqueued job %d (%s, queue %s)\n", res.Job.ID, res.Job.Kind, res.Job.Queue)
+		})
+		if err != nil || !*wait {
+			return err
 		}
-		fmt.Fprintf(tw, "enqueued job %d (%s, queue %s)\n", res.Job.ID, res.Job.Kind, res.Job.Queue)
-	}, "Idempotency-Key", *idem)
+	}
+	return m.waitJob(ctx, cf, c, res.Job.ID, false)
+}
+
+// finalJobStates are the states a job does not leave.
+var finalJobStates = []string{"completed", "failed", "cancelled"}
+
+// waitJob polls job id until it is final, then prints it (with -o json
+// the job as the API gives it): its result, or its last error. With
+// every, it prints the job at the start and each time it changes. A job
+// that did not complete is an error: exit 1.
+func (m *Main) waitJob(ctx context.Context, cf *clientFlags, c *apiClient, id int64, every bool) error {
+	path := "/v1/jobs/" + strconv.FormatInt(id, 10)
+	var last json.RawMessage
+	var j jobRow
+	err := m.poll(ctx, func() (bool, error) {
+		var raw json.RawMessage
+		var err error
+		if j, raw, err = call[jobRow](ctx, c, "GET", path, nil); err != nil {
+			return false, err
+		}
+		done := slices.Contains(finalJobStates, j.State)
+		if every && !bytes.Equal(raw, last) {
+			if last != nil && !*cf.json {
+				fmt.Fprintln(m.Stdout)
+			}
+			if err := m.output(*cf.json, raw, func(tw *tabwriter.Writer) { m.printJob(tw, j) }); err != nil {
+				return false, err
+			}
+		} else if done && !every {
+			err := m.output(*cf.json, raw, func(tw *tabwriter.Writer) {
+				fmt.Fprintf(tw, "job %d %s", j.ID, j.State)
+				if len(j.Result) > 0 {
+					fmt.Fprintf(tw, ": %s", j.Result)
+				} else if n := len(j.Errors); n > 0 {
+					fmt.Fprintf(tw, ": attempt %d (%s): %s", j.Errors[n-1].Attempt, j.Errors[n-1].Kind, j.Errors[n-1].Error)
+				}
+				fmt.Fprintln(tw)
+			})
+			if err != nil {
+				return false, err
+			}
+		}
+		last = raw
+		return done, nil
+	})
+	if err != nil {
+		return err
+	}
+	if j.State != "completed" {
+		return fmt.Errorf("job %d %s", j.ID, j.State)
+	}
+	return nil
 }
 
 func (m *Main) jobsGet(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("jobs get", "jobs get ID [flags]")
 	cf := addClientFlags(fs)
+	watch := fs.Bool("watch", "-", false, "print the job again each time it changes, until it is completed, failed or cancelled (exit 1 unless completed)")
 	c, err := cf.start(fs, args, 1, "a job id")
 	if err != nil {
 		return err
 	}
-	return show(m, ctx, cf, c, "GET", "/v1/jobs/"+url.PathEscape(fs.Arg(0)), nil, func(tw *tabwriter.Writer, j jobRow) {
-		fmt.Fprintf(tw, "id\t%d\nkind\t%s\ntenant\t%s\nqueue\t%s\nstate\t%s\npriority\t%d\nattempt\t%d of %d\nrun at\t%s\ncreated\t%s\nfinished\t%s\nnode\t%s\nargs\t%s\n",
-			j.ID, j.Kind, j.Tenant, j.Queue, j.State, j.Priority, j.Attempt, j.MaxAttempts, fmtTime(j.RunAt), fmtTime(j.CreatedAt), fmtTime(j.FinalizedAt), orDash(j.Node), j.Args)
-		if p := j.Progress; p != nil {
-			// The message is checked where it enters: one printable line.
-			fmt.Fprintf(tw, "progress\t%s%% %s (attempt %d, %s)\n", strconv.FormatFloat(p.Percent, 'f', -1, 64), p.Message, p.Attempt, fmtTime(p.At))
+	if *watch {
+		id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
+		if err != nil {
+			return usageError(fmt.Sprintf("job id %q is not a number", fs.Arg(0)))
 		}
-		if len(j.Result) > 0 {
-			fmt.Fprintf(tw, "result\t%s\n", j.Result)
-		}
-		for _, e := range j.Errors {
-			fmt.Fprintf(tw, "error\tattempt %d (%s): %s\n", e.Attempt, e.Kind, e.Error)
-		}
-	})
+		return m.waitJob(ctx, cf, c, id, true)
+	}
+	return show(m, ctx, cf, c, "GET", "/v1/jobs/"+url.PathEscape(fs.Arg(0)), nil, m.printJob)
+}
+
+// printJob prints one job as jobs get shows it.
+func (m *Main) printJob(tw *tabwriter.Writer, j jobRow) {
+	fmt.Fprintf(tw, "id\t%d\nkind\t%s\ntenant\t%s\nqueue\t%s\nstate\t%s\npriority\t%d\nattempt\t%d of %d\nrun at\t%s\ncreated\t%s\nfinished\t%s\nnode\t%s\nargs\t%s\n",
+		j.ID, j.Kind, j.Tenant, j.Queue, j.State, j.Priority, j.Attempt, j.MaxAttempts, m.fmtTime(j.RunAt), m.fmtTime(j.CreatedAt), m.fmtTime(j.FinalizedAt), orDash(j.Node), j.Args)
+	if p := j.Progress; p != nil {
+		// The message is checked where it enters: one printable line.
+		fmt.Fprintf(tw, "progress\t%s%% %s (attempt %d, %s)\n", strconv.FormatFloat(p.Percent, 'f', -1, 64), p.Message, p.Attempt, m.fmtTime(p.At))
+	}
+	if len(j.Result) > 0 {
+		fmt.Fprintf(tw, "result\t%s\n", j.Result)
+	}
+	for _, e := range j.Errors {
+		fmt.Fprintf(tw, "error\tattempt %d (%s): %s\n", e.Attempt, e.Kind, e.Error)
+	}
 }
 
 func (m *Main) jobsList(ctx context.Context, args []string) error {
@@ -135,6 +210,7 @@ func (m *Main) jobsList(ctx context.Context, args []string) error {
 	cronEntry := fs.String("cron-entry", "-", "", "only the jobs this cron entry made")
 	workflowRun := fs.Int64("workflow-run", "-", 0, "only the jobs of this workflow run's steps")
 	timers := fs.Bool("timers", "-", false, "also the jobs of workflows' sleep and signal steps (gaffer.sleep, gaffer.signal), left out otherwise")
+	tenant := fs.String("tenant", "-", "", "only this tenant's jobs (tokens spanning tenants only)")
 	pf := addPageFlags(fs, 50)
 	c, err := cf.start(fs, args, 0, "no positional arguments")
 	if err != nil {
@@ -147,7 +223,7 @@ func (m *Main) jobsList(ctx context.Context, args []string) error {
 	if *timers {
 		q.Set("timers", "true")
 	}
-	for k, v := range map[string]string{"state": *state, "queue": *queue, "kind": *kind, "cron_entry": *cronEntry} {
+	for k, v := range map[string]string{"state": *state, "queue": *queue, "kind": *kind, "cron_entry": *cronEntry, "tenant": *tenant} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -155,7 +231,19 @@ func (m *Main) jobsList(ctx context.Context, args []string) error {
 	return list(m, ctx, cf, c, "/v1/jobs?"+q.Encode(), table[jobRow]{
 		header: "ID\tKIND\tQUEUE\tSTATE\tATTEMPT\tRUN AT\tNODE",
 		row: func(j jobRow) []any {
-			return []any{j.ID, j.Kind, j.Queue, j.State, fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts), fmtTime(j.RunAt), orDash(j.Node)}
+			return []any{j.ID, j.Kind, j.Queue, j.State, fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts), m.fmtTime(j.RunAt), orDash(j.Node)}
+		},
+		// A token spanning tenants lists several tenants' jobs: which is
+		// whose is shown once the rows hold more than one.
+		columns: func(rows []jobRow) (string, func(jobRow) []any) {
+			for _, j := range rows {
+				if j.Tenant != rows[0].Tenant {
+					return "ID\tTENANT\tKIND\tQUEUE\tSTATE\tATTEMPT\tRUN AT\tNODE", func(j jobRow) []any {
+						return []any{j.ID, j.Tenant, j.Kind, j.Queue, j.State, fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts), m.fmtTime(j.RunAt), orDash(j.Node)}
+					}
+				}
+			}
+			return "", nil
 		},
 	})
 }

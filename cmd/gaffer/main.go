@@ -4,13 +4,14 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
-	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
 )
 
 func main() {
@@ -18,9 +19,7 @@ func main() {
 	defer stop()
 	m := NewMain()
 	if err := m.Run(ctx, os.Args[1:]); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(m.Stderr, "gaffer:", err)
-		}
+		m.printError(err)
 		os.Exit(exitCode(err))
 	}
 }
@@ -32,11 +31,25 @@ type Main struct {
 	Stderr io.Writer
 	// Getenv reads the environment; tests replace it.
 	Getenv func(string) string
+	// Location is the zone times are printed in (nil: the local one;
+	// --utc: UTC).
+	Location *time.Location
 
 	// collect, when set, turns every command into a description of
 	// itself: its flags land here and it returns errCollected without
 	// doing anything (see commandTree).
 	collect *cmdSpec
+
+	// cmd is the cobra command being run and args its positional
+	// arguments: flagSet.parse reads the values cobra parsed from them.
+	cmd  *cobra.Command
+	args []string
+	// format is -o: "json", "table", or "" when not given.
+	format string
+	// jsonErrors: the command prints JSON, so its error is JSON too.
+	jsonErrors bool
+	// pollEvery is how often --wait and --watch ask (0: pollEvery).
+	pollEvery time.Duration
 }
 
 // NewMain returns a Main on the process's streams and environment.
@@ -73,32 +86,25 @@ func commands() []command {
 	}
 }
 
-// Run runs the subcommand named by args[0].
+// Run runs the command args name. Help (--help, -h, gaffer help CMD) goes
+// to Stdout; errors are returned, not printed (see printError).
 func (m *Main) Run(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		m.usage()
-		if len(args) == 0 {
-			return usageError("no command given")
+	root, err := m.rootCommand(ctx)
+	if err != nil {
+		return err
+	}
+	root.SetArgs(normalizeArgs(root, args))
+	cmd, err := root.ExecuteContextC(ctx)
+	if err != nil && cmd != nil {
+		// A flag error comes before the command reads -o: look again.
+		if f := cmd.Flags().Lookup("output"); f != nil && f.Value.String() == "json" {
+			m.jsonErrors = true
 		}
-		return nil
-	}
-	for _, c := range commands() {
-		if c.name == args[0] {
-			return c.run(m, ctx, args[1:])
+		if f := cmd.Flags().Lookup("json"); f != nil && f.Changed && f.Value.String() == "true" {
+			m.jsonErrors = true
 		}
 	}
-	m.usage()
-	return usageError(fmt.Sprintf("unknown command %q", args[0]))
-}
-
-func (m *Main) usage() {
-	fmt.Fprintln(m.Stderr, "Usage: gaffer <command> [flags]\n\nCommands:")
-	tw := tabwriter.NewWriter(m.Stderr, 0, 0, 2, ' ', 0)
-	for _, c := range commands() {
-		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.summary)
-	}
-	tw.Flush()
-	fmt.Fprintln(m.Stderr, "\nRun 'gaffer <command> --help' for a command's flags.")
+	return err
 }
 
 // usageError is a mistake in how gaffer was called: exit code 2.
@@ -108,8 +114,33 @@ func (e usageError) Error() string { return string(e) }
 
 func exitCode(err error) int {
 	var u usageError
-	if errors.As(err, &u) || errors.Is(err, flag.ErrHelp) {
+	if errors.As(err, &u) {
 		return 2
 	}
 	return 1
+}
+
+// printError reports err on Stderr: "gaffer: …", or under -o json (and
+// --json) one JSON object, {"error": {"message": …, "code": …}}, whose
+// code is the API's problem code when the API gave one.
+func (m *Main) printError(err error) {
+	if !m.jsonErrors {
+		fmt.Fprintln(m.Stderr, "gaffer:", err)
+		return
+	}
+	code := "failed"
+	var p *problemError
+	var u usageError
+	switch {
+	case errors.As(err, &p):
+		code = p.Code
+	case errors.As(err, &u):
+		code = "usage"
+	}
+	type errorBody struct {
+		Message string `json:"message"`
+		Code    string `json:"code"`
+	}
+	b, _ := jsonLine(map[string]errorBody{"error": {Message: err.Error(), Code: code}})
+	m.Stderr.Write(b)
 }

@@ -78,10 +78,14 @@ func TestUsageErrors(t *testing.T) {
 
 func TestHelpListsEnvironmentVariables(t *testing.T) {
 	t.Parallel()
-	_, stderr, _ := run(t, nil, "server", "--help")
+	// Help goes to stdout and exits 0 (gaffer server --help | less).
+	stdout, _, err := run(t, nil, "server", "--help")
+	if err != nil {
+		t.Errorf("server --help: %v", err)
+	}
 	for _, want := range []string{"--lease-ttl", "$GAFFER_LEASE_TTL", "$DATABASE_URL", "--drain-timeout", "--webhook-allow", "$GAFFER_WEBHOOK_ALLOW", "--own-hosts", "$GAFFER_OWN_HOSTS"} {
-		if !strings.Contains(stderr, want) {
-			t.Errorf("server --help lacks %q:\n%s", want, stderr)
+		if !strings.Contains(stdout, want) {
+			t.Errorf("server --help lacks %q:\n%s", want, stdout)
 		}
 	}
 }

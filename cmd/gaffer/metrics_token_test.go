@@ -43,7 +43,8 @@ func TestMetricsToken(t *testing.T) {
 			t.Errorf("%s without a token: %d", path, got)
 		}
 	}
-	if _, help, _ := e.gaffer("server", "--help"); !strings.Contains(help, "GAFFER_METRICS_TOKEN") {
-		t.Error("server --help does not name GAFFER_METRICS_TOKEN")
+	// Help goes to stdout, exit 0.
+	if help, _, code := e.gaffer("server", "--help"); code != 0 || !strings.Contains(help, "GAFFER_METRICS_TOKEN") {
+		t.Errorf("server --help (exit %d) does not name GAFFER_METRICS_TOKEN", code)
 	}
 }

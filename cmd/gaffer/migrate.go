@@ -90,7 +90,7 @@ func (m *Main) runMigrate(ctx context.Context, args []string) error {
 			row: func(s migrationRow) []any {
 				at := "pending"
 				if s.AppliedAt != nil {
-					at = s.AppliedAt.Format("2006-01-02 15:04:05Z07:00")
+					at = m.fmtTime(s.AppliedAt)
 				}
 				return []any{fmt.Sprintf("%04d", s.Version), s.Name, at, fmt.Sprintf("%04d", s.CompatibleFrom)}
 			},

@@ -67,11 +67,19 @@ type table[T any] struct {
 	row func(T) []any
 	// footer, when set, is a line printed after the rows (none if "").
 	footer func([]T) string
+	// columns, when set, may change the columns for the rows at hand:
+	// a header and row other than "" and nil replace the table's.
+	columns func([]T) (header string, row func(T) []any)
 }
 
 // print writes p as a table: the header, a line per row, the footer, and
 // the flag that fetches the next page.
 func (t table[T]) print(tw *tabwriter.Writer, p listPage[T]) {
+	if t.columns != nil {
+		if h, row := t.columns(p.Data); row != nil {
+			t.header, t.row = h, row
+		}
+	}
 	fmt.Fprintln(tw, t.header)
 	for _, r := range p.Data {
 		cells := t.row(r)

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/gafferhq/gaffer/auth"
+	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
 )
 
@@ -42,6 +44,7 @@ func (m *Main) tokensCreate(ctx context.Context, args []string) error {
 	name := fs.String("name", "-", "", "what the token is for")
 	tenant := fs.String("tenant", "-", "default", "tenant the token acts for, or * (admin)")
 	scopes := fs.String("scopes", "-", "", "comma-separated: jobs:read, jobs:write, cluster:read, worker, admin")
+	asJSON := fs.Bool("json", "-", false, "print the token and its record as JSON")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -64,6 +67,16 @@ func (m *Main) tokensCreate(ctx context.Context, args []string) error {
 		return usageError(err.Error())
 	}
 	fmt.Fprintf(m.Stderr, "created %s (%s) for tenant %s with %s; keep it, it is not shown again:\n", rec.ID, rec.Name, rec.Tenant, strings.Join(rec.Scopes, ","))
+	if *asJSON {
+		b, err := job.EncodeJSON(struct {
+			tokenRow
+			Token string `json:"token"`
+		}{tokenRow{ID: rec.ID, Name: rec.Name, Tenant: rec.Tenant, Scopes: rec.Scopes, CreatedAt: rec.CreatedAt}, text})
+		if err != nil {
+			return err
+		}
+		return m.output(true, b, nil)
+	}
 	fmt.Fprintln(m.Stdout, text)
 	return nil
 }
@@ -94,7 +107,7 @@ func (m *Main) tokensList(ctx context.Context, args []string) error {
 	return printRows(m, *asJSON, rows, table[tokenRow]{
 		header: "ID\tNAME\tTENANT\tSCOPES\tCREATED\tREVOKED",
 		row: func(t tokenRow) []any {
-			return []any{t.ID, t.Name, t.Tenant, strings.Join(t.Scopes, ","), fmtTime(&t.CreatedAt), fmtTime(t.RevokedAt)}
+			return []any{t.ID, t.Name, t.Tenant, strings.Join(t.Scopes, ","), m.fmtTime(&t.CreatedAt), m.fmtTime(t.RevokedAt)}
 		},
 	})
 }
@@ -112,6 +125,7 @@ type tokenRow struct {
 func (m *Main) tokensRevoke(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("tokens revoke", "tokens revoke ID [flags]")
 	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL connection URL")
+	asJSON := fs.Bool("json", "-", false, "print the revoked token's id as JSON")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -129,6 +143,11 @@ func (m *Main) tokensRevoke(ctx context.Context, args []string) error {
 		}
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "revoked %s (effective on every node within 5s)\n", fs.Arg(0))
-	return nil
+	b, err := job.EncodeJSON(map[string]string{"revoked": fs.Arg(0)})
+	if err != nil {
+		return err
+	}
+	return m.output(*asJSON, b, func(tw *tabwriter.Writer) {
+		fmt.Fprintf(tw, "revoked %s (effective on every node within 5s)\n", fs.Arg(0))
+	})
 }

@@ -55,11 +55,19 @@ func versionFrom(bi *debug.BuildInfo) string {
 
 func (m *Main) runVersion(_ context.Context, args []string) error {
 	fs := m.newFlagSet("version", "version: print the version and the time zone rules built in")
+	asJSON := fs.Bool("json", "-", false, `print {"version": …, "tzdata": …}`)
 	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if err := needArgs(fs, 0, "no arguments"); err != nil {
 		return err
+	}
+	if *asJSON {
+		b, err := jsonLine(map[string]string{"version": version(), "tzdata": tzdata.Version})
+		if err != nil {
+			return err
+		}
+		return m.output(true, b, nil)
 	}
 	fmt.Fprintln(m.Stdout, "gaffer", version())
 	fmt.Fprintln(m.Stdout, "time zone rules: tzdata", tzdata.Version)

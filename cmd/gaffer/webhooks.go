@@ -62,9 +62,9 @@ func (m *Main) webhookSecretsList(ctx context.Context, args []string) error {
 		row: func(s secretRow) []any {
 			until := "current"
 			if s.ExpiresAt != nil {
-				until = s.ExpiresAt.UTC().Format(time.RFC3339)
+				until = m.fmtTime(s.ExpiresAt)
 			}
-			return []any{s.ID, s.CreatedAt.UTC().Format(time.RFC3339), until}
+			return []any{s.ID, m.fmtTime(&s.CreatedAt), until}
 		},
 	})
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/gafferhq/gaffer/workflow"
 )
 
 type workflowRow struct {
@@ -123,7 +126,7 @@ func (m *Main) workflowsList(ctx context.Context, args []string) error {
 	return list(m, ctx, cf, c, "/v1/workflows?"+q.Encode(), table[workflowRow]{
 		header: "RUN\tNAME\tSTATE\tCREATED\tFINISHED\tERROR",
 		row: func(r workflowRow) []any {
-			return []any{r.ID, r.Name, r.State, fmtTime(r.CreatedAt), fmtTime(r.FinishedAt), r.Error}
+			return []any{r.ID, r.Name, r.State, m.fmtTime(r.CreatedAt), m.fmtTime(r.FinishedAt), r.Error}
 		},
 	})
 }
@@ -136,6 +139,10 @@ func (m *Main) workflowRun(ctx context.Context, args []string, action, method, s
 		fs.Usage = func() { fmt.Fprintln(m.Stderr, "Usage: gaffer workflows signal RUN STEP [--payload JSON] [flags]") }
 		payload = fs.String("payload", "-", "null", "the signal's payload (JSON): the step's result")
 		step = new(string)
+	}
+	var watch *bool
+	if action == "get" {
+		watch = fs.Bool("watch", "-", false, "print the run again each time it changes, until it is completed, failed or cancelled (exit 1 unless completed)")
 	}
 	want, what := 1, "a run id"
 	if step != nil {
@@ -152,7 +159,42 @@ func (m *Main) workflowRun(ctx context.Context, args []string, action, method, s
 		}
 		b = map[string]any{"step": fs.Arg(1), "payload": json.RawMessage(*payload)}
 	}
-	return show(m, ctx, cf, c, method, "/v1/workflows/"+url.PathEscape(fs.Arg(0))+suffix, b, printRun)
+	path := "/v1/workflows/" + url.PathEscape(fs.Arg(0)) + suffix
+	if watch != nil && *watch {
+		return m.watchRun(ctx, cf, c, path)
+	}
+	return show(m, ctx, cf, c, method, path, b, printRun)
+}
+
+// watchRun prints the run at path, then again each time it changes,
+// until it is final. A run that did not complete is an error: exit 1.
+func (m *Main) watchRun(ctx context.Context, cf *clientFlags, c *apiClient, path string) error {
+	var last json.RawMessage
+	var r workflowRow
+	err := m.poll(ctx, func() (bool, error) {
+		var raw json.RawMessage
+		var err error
+		if r, raw, err = call[workflowRow](ctx, c, "GET", path, nil); err != nil {
+			return false, err
+		}
+		if !bytes.Equal(raw, last) {
+			if last != nil && !*cf.json {
+				fmt.Fprintln(m.Stdout)
+			}
+			if err := m.output(*cf.json, raw, func(tw *tabwriter.Writer) { printRun(tw, r) }); err != nil {
+				return false, err
+			}
+		}
+		last = raw
+		return r.State != workflow.Running, nil
+	})
+	if err != nil {
+		return err
+	}
+	if r.State != workflow.Completed {
+		return fmt.Errorf("run %d %s", r.ID, r.State)
+	}
+	return nil
 }
 
 func (m *Main) workflowsGet(ctx context.Context, args []string) error {

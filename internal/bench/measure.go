@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -22,7 +22,7 @@ type cpuMeter struct {
 
 func startCPU() *cpuMeter { return &cpuMeter{start: time.Now(), self: selfCPU(), pg: postgresCPU()} }
 
-func (c *cpuMeter) stop(r *benchResult) {
+func (c *cpuMeter) stop(r *Result) {
 	wall := time.Since(c.start).Seconds()
 	r.ClientCores = (selfCPU() - c.self).Seconds() / wall
 	r.PostgresCores = (postgresCPU() - c.pg).Seconds() / wall

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -33,9 +33,9 @@ type pageTiming struct {
 // of states (most finished, a backlog pending, some failed, a few
 // running), then times each dashboard page, signed in as an admin token
 // that spans tenants (which sees the most).
-func benchDashboard(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
+func benchDashboard(ctx context.Context, st *store.Store, o Options, r *Result) error {
 	start := time.Now()
-	if err := enqueueBulk(ctx, job.NewClient(st.Pool(), nil), o.jobs, o.batch); err != nil {
+	if err := enqueueBulk(ctx, job.NewClient(st.Pool(), nil), o.Jobs, o.Batch); err != nil {
 		return err
 	}
 	// 80% completed, 5% failed, 0.1% running, the rest pending — by id, so
@@ -49,17 +49,17 @@ func benchDashboard(ctx context.Context, st *store.Store, o benchOpts, r *benchR
 		    lease_expires_at = CASE WHEN id % 1000 = 999 THEN now() + interval '1 hour' END,
 		    lease_token = CASE WHEN id % 1000 = 999 THEN id END,
 		    node = CASE WHEN id % 1000 = 999 THEN 'bench-node' END
-		WHERE queue = $1`, benchQueue); err != nil {
+		WHERE queue = $1`, Queue); err != nil {
 		return fmt.Errorf("mix job states: %w", err)
 	}
 	if _, err := st.Pool().Exec(ctx, `ANALYZE gaffer.jobs`); err != nil {
 		return err
 	}
 	var firstID, lastID int64
-	if err := st.Pool().QueryRow(ctx, `SELECT min(id), max(id) FROM gaffer.jobs WHERE queue = $1`, benchQueue).Scan(&firstID, &lastID); err != nil {
+	if err := st.Pool().QueryRow(ctx, `SELECT min(id), max(id) FROM gaffer.jobs WHERE queue = $1`, Queue).Scan(&firstID, &lastID); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "filled the table with %d jobs in %.1fs\n", o.jobs, time.Since(start).Seconds())
+	fmt.Fprintf(os.Stderr, "filled the table with %d jobs in %.1fs\n", o.Jobs, time.Since(start).Seconds())
 
 	tokens := auth.NewTokens(st.Pool())
 	token, rec, err := tokens.Create(ctx, auth.NewTokenRequest{Name: "bench dashboard", Tenant: auth.AllTenants, Scopes: []string{auth.ScopeAdmin}})
@@ -81,7 +81,7 @@ func benchDashboard(ctx context.Context, st *store.Store, o benchOpts, r *benchR
 		"/ui/jobs",
 		fmt.Sprintf("/ui/jobs?before=%d", mid),
 		"/ui/jobs?state=pending",
-		"/ui/jobs?state=failed&queue=" + benchQueue,
+		"/ui/jobs?state=failed&queue=" + Queue,
 		"/ui/jobs?state=running",
 		"/ui/jobs?state=cancelled", // none: the worst case, a walk of the whole table
 		"/ui/jobs?kind=noop",
@@ -117,7 +117,7 @@ func benchDashboard(ctx context.Context, st *store.Store, o benchOpts, r *benchR
 		sort.Float64s(ms)
 		r.Pages = append(r.Pages, pageTiming{Path: p, P50: ms[len(ms)/2], Max: ms[len(ms)-1], N: len(ms)})
 	}
-	r.Jobs, r.Seconds = o.jobs, time.Since(measured).Seconds()
+	r.Jobs, r.Seconds = o.Jobs, time.Since(measured).Seconds()
 	cpu.stop(r)
 	return nil
 }

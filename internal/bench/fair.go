@@ -1,9 +1,10 @@
-package main
+package bench
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,31 +42,31 @@ type fairResult struct {
 // rate at which the same backlog drains with no other tenant (what bench
 // backlog measures), measured first in the same run: on a shared machine
 // only a same-run ratio means much.
-func benchFairness(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
-	var alone benchResult
+func benchFairness(ctx context.Context, st *store.Store, o Options, r *Result) error {
+	var alone Result
 	if err := benchBacklog(ctx, st, o, &alone); err != nil {
 		return err
 	}
-	if _, err := st.DeleteQueueJobs(ctx, benchQueue); err != nil {
+	if _, err := st.DeleteQueueJobs(ctx, Queue); err != nil {
 		return err
 	}
 	if err := st.VacuumJobs(ctx); err != nil {
 		return err
 	}
 	client := job.NewClient(st.Pool(), nil)
-	reqs := make([]job.Request, min(o.batch, o.jobs))
+	reqs := make([]job.Request, min(o.Batch, o.Jobs))
 	for i := range reqs {
-		reqs[i] = job.Request{Kind: "bench.a", Tenant: "a", Queue: benchQueue, Args: json.RawMessage(`{}`)}
+		reqs[i] = job.Request{Kind: "bench.a", Tenant: "a", Queue: Queue, Args: json.RawMessage(`{}`)}
 	}
-	for left := o.jobs; left > 0; left -= o.batch {
-		if _, err := client.EnqueueMany(ctx, reqs[:min(left, o.batch)]); err != nil {
+	for left := o.Jobs; left > 0; left -= o.Batch {
+		if _, err := client.EnqueueMany(ctx, reqs[:min(left, o.Batch)]); err != nil {
 			return err
 		}
 	}
 	var mu sync.Mutex
 	started := map[int64]time.Time{}
 	var aDone atomic.Int64
-	node, err := benchNode(ctx, o.url, o, nil, func(n *gaffer.Node) {
+	node, err := benchNode(ctx, o.URL, o, nil, func(n *gaffer.Node) {
 		n.HandleFunc("bench.a", func(ctx context.Context, j *job.Job) error {
 			aDone.Add(1)
 			return nil
@@ -88,16 +89,16 @@ func benchFairness(ctx context.Context, st *store.Store, o benchOpts, r *benchRe
 	}
 	defer node.Stop(context.Background())
 	enqueued := map[int64]time.Time{}
-	tick := time.NewTicker(time.Second / time.Duration(o.rate))
+	tick := time.NewTicker(time.Second / time.Duration(o.Rate))
 	defer tick.Stop()
-	for aDone.Load() < int64(o.jobs) {
+	for aDone.Load() < int64(o.Jobs) {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
 		}
 		t0 := time.Now()
-		res, err := client.Enqueue(ctx, job.Request{Kind: "bench.b", Tenant: "b", Queue: benchQueue})
+		res, err := client.Enqueue(ctx, job.Request{Kind: "bench.b", Tenant: "b", Queue: Queue})
 		if err != nil {
 			return err
 		}
@@ -117,20 +118,20 @@ func benchFairness(ctx context.Context, st *store.Store, o benchOpts, r *benchRe
 	if len(ms) < len(enqueued) {
 		return fmt.Errorf("%d of tenant b's %d jobs did not start", len(enqueued)-len(ms), len(enqueued))
 	}
-	r.Jobs, r.Seconds = o.jobs, drained.Seconds()
-	r.JobsPerSec = float64(o.jobs) / drained.Seconds()
-	r.Fair = &fairResult{BacklogPerSec: r.JobsPerSec, AlonePerSec: alone.JobsPerSec, Rate: o.rate, Other: percentiles(ms)}
-	r.Concurrency, r.ClaimBatch = o.concurrency, o.claimBatch
+	r.Jobs, r.Seconds = o.Jobs, drained.Seconds()
+	r.JobsPerSec = float64(o.Jobs) / drained.Seconds()
+	r.Fair = &fairResult{BacklogPerSec: r.JobsPerSec, AlonePerSec: alone.JobsPerSec, Rate: o.Rate, Other: percentiles(ms)}
+	r.Concurrency, r.ClaimBatch = o.Concurrency, o.ClaimBatch
 	return nil
 }
 
 // benchLimits works off a --jobs backlog three times: with no limit, with
 // a limit on the queue that does not bind, and with one that binds
 // (--limit running at once, jobs holding --hold each).
-func benchLimits(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
+func benchLimits(ctx context.Context, st *store.Store, o Options, r *Result) error {
 	client := job.NewClient(st.Pool(), nil)
 	var running, peak atomic.Int64
-	hold := o.hold
+	hold := o.Hold
 	work := func(ctx context.Context, j *job.Job) error {
 		n := running.Add(1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
@@ -142,7 +143,7 @@ func benchLimits(ctx context.Context, st *store.Store, o benchOpts, r *benchResu
 		return nil
 	}
 	round := func(jobs int, limit *job.Limit) (float64, error) {
-		if _, err := st.DeleteQueueJobs(ctx, benchQueue); err != nil {
+		if _, err := st.DeleteQueueJobs(ctx, Queue); err != nil {
 			return 0, err
 		}
 		// Each round starts without the dead rows of the one before.
@@ -155,17 +156,17 @@ func benchLimits(ctx context.Context, st *store.Store, o benchOpts, r *benchResu
 			}
 			defer client.DeleteLimit(context.WithoutCancel(ctx), limit.Name)
 		}
-		reqs := make([]job.Request, min(o.batch, jobs))
+		reqs := make([]job.Request, min(o.Batch, jobs))
 		for i := range reqs {
-			reqs[i] = job.Request{Kind: "bench.limited", Queue: benchQueue, Args: json.RawMessage(`{}`)}
+			reqs[i] = job.Request{Kind: "bench.limited", Queue: Queue, Args: json.RawMessage(`{}`)}
 		}
-		for left := jobs; left > 0; left -= o.batch {
-			if _, err := client.EnqueueMany(ctx, reqs[:min(left, o.batch)]); err != nil {
+		for left := jobs; left > 0; left -= o.Batch {
+			if _, err := client.EnqueueMany(ctx, reqs[:min(left, o.Batch)]); err != nil {
 				return 0, err
 			}
 		}
 		var done atomic.Int64
-		node, err := benchNode(ctx, o.url, o, nil, func(n *gaffer.Node) {
+		node, err := benchNode(ctx, o.URL, o, nil, func(n *gaffer.Node) {
 			n.HandleFunc("bench.limited", func(ctx context.Context, j *job.Job) error {
 				defer done.Add(1)
 				return work(ctx, j)
@@ -187,40 +188,40 @@ func benchLimits(ctx context.Context, st *store.Store, o benchOpts, r *benchResu
 		}
 		return float64(jobs) / time.Since(start).Seconds(), nil
 	}
-	f := &fairResult{Limit: o.limit, HoldMS: int(o.hold.Milliseconds())}
+	f := &fairResult{Limit: o.Limit, HoldMS: int(o.Hold.Milliseconds())}
 	hold = 0
 	// A first round warms the server up (plans, caches, statistics); its
 	// figure is not kept.
-	if _, err := round(min(o.jobs, 50000), nil); err != nil {
+	if _, err := round(min(o.Jobs, 50000), nil); err != nil {
 		return err
 	}
 	cpu := startCPU()
 	var err error
-	if f.NoLimitPerSec, err = round(o.jobs, nil); err != nil {
+	if f.NoLimitPerSec, err = round(o.Jobs, nil); err != nil {
 		return err
 	}
-	if f.LooseLimitRate, err = round(o.jobs, &job.Limit{Name: "bench-loose", Queue: benchQueue, Concurrency: 10 * o.concurrency}); err != nil {
+	if f.LooseLimitRate, err = round(o.Jobs, &job.Limit{Name: "bench-loose", Queue: Queue, Concurrency: 10 * o.Concurrency}); err != nil {
 		return err
 	}
-	hold = o.hold
+	hold = o.Hold
 	peak.Store(0)
-	f.Capacity = float64(o.limit) / o.hold.Seconds()
-	tightJobs := min(o.jobs, int(f.Capacity*10)) // about ten seconds' worth
-	if f.TightLimitRate, err = round(tightJobs, &job.Limit{Name: "bench-tight", Queue: benchQueue, Concurrency: o.limit}); err != nil {
+	f.Capacity = float64(o.Limit) / o.Hold.Seconds()
+	tightJobs := min(o.Jobs, int(f.Capacity*10)) // about ten seconds' worth
+	if f.TightLimitRate, err = round(tightJobs, &job.Limit{Name: "bench-tight", Queue: Queue, Concurrency: o.Limit}); err != nil {
 		return err
 	}
 	f.PeakRunning = peak.Load()
 	cpu.stop(r)
-	r.Jobs, r.Fair = o.jobs, f
-	r.Concurrency, r.ClaimBatch = o.concurrency, o.claimBatch
-	if f.PeakRunning > int64(o.limit) {
-		return fmt.Errorf("%d jobs ran at once under a limit of %d", f.PeakRunning, o.limit)
+	r.Jobs, r.Fair = o.Jobs, f
+	r.Concurrency, r.ClaimBatch = o.Concurrency, o.ClaimBatch
+	if f.PeakRunning > int64(o.Limit) {
+		return fmt.Errorf("%d jobs ran at once under a limit of %d", f.PeakRunning, o.Limit)
 	}
 	return nil
 }
 
-func printFair(m *Main, r benchResult) {
-	w, f := m.Stdout, r.Fair
+func printFair(w io.Writer, r Result) {
+	f := r.Fair
 	switch r.Mode {
 	case "fairness":
 		fmt.Fprintf(w, "tenant a's backlog of %d jobs alone (bench backlog): %.0f jobs/s (concurrency %d, claim batch %d)\n",

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -19,20 +19,18 @@ import (
 	"github.com/gafferhq/gaffer/store"
 )
 
-func benchNode(ctx context.Context, url string, o benchOpts, reg prometheus.Registerer, extra ...func(*gaffer.Node)) (*gaffer.Node, error) {
-	hooks, err := newWebhooks(ctx, outbound{}, nil, url)
-	if err != nil {
-		return nil, err
-	}
+func benchNode(ctx context.Context, url string, o Options, reg prometheus.Registerer, extra ...func(*gaffer.Node)) (*gaffer.Node, error) {
 	node, err := gaffer.NewNode(ctx, gaffer.Config{
-		DatabaseURL: url, ID: "bench", Queues: map[string]int{benchQueue: o.concurrency}, MaxConns: 8,
-		ClaimBatch: o.claimBatch, JobRetention: o.retention, Registerer: reg, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn}),
-		TracerProvider: o.tracer,
+		DatabaseURL: url, ID: "bench", Queues: map[string]int{Queue: o.Concurrency}, MaxConns: 8,
+		ClaimBatch: o.ClaimBatch, JobRetention: o.Retention, Registerer: reg, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn}),
+		TracerProvider: o.Tracer,
 	})
 	if err != nil {
 		return nil, err
 	}
-	registerBuiltinKinds(node, hooks)
+	if err := o.Kinds(ctx, node, url); err != nil {
+		return nil, err
+	}
 	for _, e := range extra {
 		e(node)
 	}
@@ -42,7 +40,7 @@ func benchNode(ctx context.Context, url string, o benchOpts, reg prometheus.Regi
 func enqueueBulk(ctx context.Context, client *job.Client, n, batch int) error {
 	reqs := make([]job.Request, min(batch, n))
 	for i := range reqs {
-		reqs[i] = job.Request{Kind: "noop", Queue: benchQueue, Args: json.RawMessage(`{}`)}
+		reqs[i] = job.Request{Kind: "noop", Queue: Queue, Args: json.RawMessage(`{}`)}
 	}
 	for left := n; left > 0; left -= batch {
 		if _, err := client.EnqueueMany(ctx, reqs[:min(left, batch)]); err != nil {
@@ -52,26 +50,26 @@ func enqueueBulk(ctx context.Context, client *job.Client, n, batch int) error {
 	return nil
 }
 
-func benchEnqueue(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
+func benchEnqueue(ctx context.Context, st *store.Store, o Options, r *Result) error {
 	cpu := startCPU()
 	start := time.Now()
-	if err := enqueueBulk(ctx, job.NewClient(st.Pool(), nil), o.jobs, o.batch); err != nil {
+	if err := enqueueBulk(ctx, job.NewClient(st.Pool(), nil), o.Jobs, o.Batch); err != nil {
 		return err
 	}
-	r.Jobs, r.Seconds = o.jobs, time.Since(start).Seconds()
-	r.EnqueuePerSec = float64(o.jobs) / r.Seconds
+	r.Jobs, r.Seconds = o.Jobs, time.Since(start).Seconds()
+	r.EnqueuePerSec = float64(o.Jobs) / r.Seconds
 	cpu.stop(r)
 	return nil
 }
 
 // benchBacklog times one node working off a pre-inserted backlog: from
 // start until every completion has been accepted.
-func benchBacklog(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
+func benchBacklog(ctx context.Context, st *store.Store, o Options, r *Result) error {
 	if err := benchEnqueue(ctx, st, o, r); err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	node, err := benchNode(ctx, o.url, o, reg)
+	node, err := benchNode(ctx, o.URL, o, reg)
 	if err != nil {
 		return err
 	}
@@ -81,12 +79,12 @@ func benchBacklog(ctx context.Context, st *store.Store, o benchOpts, r *benchRes
 		return err
 	}
 	defer node.Stop(context.Background())
-	if err := waitCompleted(ctx, reg, float64(o.jobs)); err != nil {
+	if err := waitCompleted(ctx, reg, float64(o.Jobs)); err != nil {
 		return err
 	}
 	r.Seconds = time.Since(start).Seconds()
-	r.JobsPerSec = float64(o.jobs) / r.Seconds
-	r.Concurrency, r.ClaimBatch = o.concurrency, o.claimBatch
+	r.JobsPerSec = float64(o.Jobs) / r.Seconds
+	r.Concurrency, r.ClaimBatch = o.Concurrency, o.ClaimBatch
 	cpu.stop(r)
 	return nil
 }
@@ -94,9 +92,9 @@ func benchBacklog(ctx context.Context, st *store.Store, o benchOpts, r *benchRes
 // benchContinuous inserts (COPY batches from two goroutines, keeping at
 // most 100,000 jobs outstanding) while one node works, and counts the
 // completions in the measured window.
-func benchContinuous(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
+func benchContinuous(ctx context.Context, st *store.Store, o Options, r *Result) error {
 	reg := prometheus.NewRegistry()
-	node, err := benchNode(ctx, o.url, o, reg)
+	node, err := benchNode(ctx, o.URL, o, reg)
 	if err != nil {
 		return err
 	}
@@ -133,12 +131,12 @@ func benchContinuous(ctx context.Context, st *store.Store, o benchOpts, r *bench
 		}()
 	}
 	defer func() { close(stop); wg.Wait() }()
-	time.Sleep(o.warmup)
+	time.Sleep(o.Warmup)
 	before, _ := completedCount(reg)
 	cpu := startCPU()
 	start := time.Now()
 	select {
-	case <-time.After(o.duration):
+	case <-time.After(o.Duration):
 	case err := <-errs:
 		return err
 	case <-ctx.Done():
@@ -148,15 +146,15 @@ func benchContinuous(ctx context.Context, st *store.Store, o benchOpts, r *bench
 	r.Seconds = time.Since(start).Seconds()
 	r.Jobs = int(after - before)
 	r.JobsPerSec = (after - before) / r.Seconds
-	r.Concurrency, r.ClaimBatch = o.concurrency, o.claimBatch
+	r.Concurrency, r.ClaimBatch = o.Concurrency, o.ClaimBatch
 	cpu.stop(r)
 	return nil
 }
 
 // benchLatency enqueues one job at a time at a fixed rate and measures,
 // in this process, from just before Enqueue to the handler's start.
-func benchLatency(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
-	return measureLatency(ctx, st, o, r, o.url, nil)
+func benchLatency(ctx context.Context, st *store.Store, o Options, r *Result) error {
+	return measureLatency(ctx, st, o, r, o.URL, nil)
 }
 
 // pressureResult is what bench pressure did to the node while it measured.
@@ -171,21 +169,21 @@ const benchNodeApp = "gaffer-bench-node"
 
 // benchPressure is bench latency's load while PostgreSQL terminates every
 // connection of the node (its pool, its lease pool, its LISTEN) every
-// o.killEvery: what a pooler recycling server connections, or an
+// o.KillEvery: what a pooler recycling server connections, or an
 // operator's pg_terminate_backend, does to it. The enqueuing client's
 // connections are spared.
-func benchPressure(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
-	u, err := url.Parse(o.url)
+func benchPressure(ctx context.Context, st *store.Store, o Options, r *Result) error {
+	u, err := url.Parse(o.URL)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		return fmt.Errorf("bench pressure needs a postgres:// URL to name the node's connections")
 	}
 	q := u.Query()
 	q.Set("application_name", benchNodeApp)
 	u.RawQuery = q.Encode()
-	p := &pressureResult{Kind: "backend-kill", Every: o.killEvery.String()}
+	p := &pressureResult{Kind: "backend-kill", Every: o.KillEvery.String()}
 	r.Pressure = p
 	return measureLatency(ctx, st, o, r, u.String(), func(ctx context.Context) {
-		tick := time.NewTicker(o.killEvery)
+		tick := time.NewTicker(o.KillEvery)
 		defer tick.Stop()
 		for {
 			select {
@@ -202,10 +200,10 @@ func benchPressure(ctx context.Context, st *store.Store, o benchOpts, r *benchRe
 	})
 }
 
-// measureLatency enqueues one job at a time at o.rate for o.duration to a
+// measureLatency enqueues one job at a time at o.Rate for o.Duration to a
 // node connecting to nodeURL, and records enqueue → handler start; during,
 // when set, runs meanwhile, until the measure ends.
-func measureLatency(ctx context.Context, st *store.Store, o benchOpts, r *benchResult, nodeURL string, during func(context.Context)) error {
+func measureLatency(ctx context.Context, st *store.Store, o Options, r *Result, nodeURL string, during func(context.Context)) error {
 	var mu sync.Mutex
 	started := map[int64]time.Time{}
 	node, err := benchNode(ctx, nodeURL, o, nil, func(n *gaffer.Node) {
@@ -237,13 +235,13 @@ func measureLatency(ctx context.Context, st *store.Store, o benchOpts, r *benchR
 		}()
 		defer func() { stop(); <-done }()
 	}
-	tick := time.NewTicker(time.Second / time.Duration(o.rate))
+	tick := time.NewTicker(time.Second / time.Duration(o.Rate))
 	defer tick.Stop()
-	end := time.Now().Add(o.duration)
+	end := time.Now().Add(o.Duration)
 	for time.Now().Before(end) {
 		<-tick.C
 		t0 := time.Now()
-		res, err := client.Enqueue(ctx, job.Request{Kind: "bench.mark", Queue: benchQueue})
+		res, err := client.Enqueue(ctx, job.Request{Kind: "bench.mark", Queue: Queue})
 		if err != nil {
 			return err
 		}
@@ -274,15 +272,15 @@ func measureLatency(ctx context.Context, st *store.Store, o benchOpts, r *benchR
 		return fmt.Errorf("%d of %d jobs did not start within 11 seconds of the end", len(enqueued)-len(ms), len(enqueued))
 	}
 	r.Latency = percentiles(ms)
-	r.Jobs, r.Seconds = len(ms), o.duration.Seconds()
-	r.JobsPerSec = float64(len(ms)) / o.duration.Seconds()
+	r.Jobs, r.Seconds = len(ms), o.Duration.Seconds()
+	r.JobsPerSec = float64(len(ms)) / o.Duration.Seconds()
 	return nil
 }
 
 // benchCron runs "@every 1s" entries on a node and reads, from the
 // database, how late each occurrence's job was inserted.
-func benchCron(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
-	node, err := benchNode(ctx, o.url, o, nil)
+func benchCron(ctx context.Context, st *store.Store, o Options, r *Result) error {
+	node, err := benchNode(ctx, o.URL, o, nil)
 	if err != nil {
 		return err
 	}
@@ -292,9 +290,9 @@ func benchCron(ctx context.Context, st *store.Store, o benchOpts, r *benchResult
 	defer node.Stop(context.Background())
 	crons := cron.NewClient(st.Pool())
 	var names []string
-	for i := range o.entries {
+	for i := range o.Entries {
 		name := fmt.Sprintf("bench-%d", i)
-		if _, err := crons.Create(ctx, cron.Entry{Name: name, Schedule: "@every 1s", Job: cron.JobTemplate{Kind: "noop", Queue: benchQueue}}); err != nil {
+		if _, err := crons.Create(ctx, cron.Entry{Name: name, Schedule: "@every 1s", Job: cron.JobTemplate{Kind: "noop", Queue: Queue}}); err != nil {
 			return err
 		}
 		names = append(names, name)
@@ -305,20 +303,20 @@ func benchCron(ctx context.Context, st *store.Store, o benchOpts, r *benchResult
 		}
 	}()
 	cpu := startCPU()
-	time.Sleep(o.duration)
+	time.Sleep(o.Duration)
 	cpu.stop(r)
 	ms, err := st.CronLateness(ctx, names)
 	if err != nil {
 		return err
 	}
 	r.Latency = percentiles(ms)
-	r.Jobs, r.Seconds = len(ms), o.duration.Seconds()
+	r.Jobs, r.Seconds = len(ms), o.Duration.Seconds()
 	return nil
 }
 
 // benchIdle runs a cluster of idle nodes and counts the database
 // transactions they cause.
-func benchIdle(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
+func benchIdle(ctx context.Context, st *store.Store, o Options, r *Result) error {
 	etcd, err := etcdserver.Start("")
 	if err != nil {
 		return err
@@ -330,17 +328,15 @@ func benchIdle(ctx context.Context, st *store.Store, o benchOpts, r *benchResult
 			n.Stop(context.Background())
 		}
 	}()
-	for i := range o.nodes {
-		hooks, err := newWebhooks(ctx, outbound{}, nil, o.url, etcd.Endpoint())
-		if err != nil {
-			return err
-		}
-		n, err := gaffer.NewNode(ctx, gaffer.Config{DatabaseURL: o.url, ID: fmt.Sprintf("idle-%d", i+1), TracerProvider: o.tracer, EtcdEndpoints: []string{etcd.Endpoint()},
+	for i := range o.Nodes {
+		n, err := gaffer.NewNode(ctx, gaffer.Config{DatabaseURL: o.URL, ID: fmt.Sprintf("idle-%d", i+1), TracerProvider: o.Tracer, EtcdEndpoints: []string{etcd.Endpoint()},
 			Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn})})
 		if err != nil {
 			return err
 		}
-		registerBuiltinKinds(n, hooks)
+		if err := o.Kinds(ctx, n, o.URL, etcd.Endpoint()); err != nil {
+			return err
+		}
 		if err := n.Start(ctx); err != nil {
 			return err
 		}
@@ -352,14 +348,14 @@ func benchIdle(ctx context.Context, st *store.Store, o benchOpts, r *benchResult
 		return err
 	}
 	cpu := startCPU()
-	time.Sleep(o.duration)
+	time.Sleep(o.Duration)
 	after, err := st.TransactionCount(ctx)
 	if err != nil {
 		return err
 	}
 	cpu.stop(r)
-	r.Nodes, r.Seconds = o.nodes, o.duration.Seconds()
+	r.Nodes, r.Seconds = o.Nodes, o.Duration.Seconds()
 	// Our own two reads of the counter are not the nodes' doing.
-	r.TxPerSecPerNode = float64(after-before-2) / o.duration.Seconds() / float64(o.nodes)
+	r.TxPerSecPerNode = float64(after-before-2) / o.Duration.Seconds() / float64(o.Nodes)
 	return nil
 }

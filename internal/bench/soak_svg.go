@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"encoding/json"
@@ -109,16 +109,14 @@ func writeSoakSVG(w io.Writer, s *soakResult, retentionMin float64) error {
 	return err
 }
 
-// replotSoak redraws a soak's plot from its --json result.
-func replotSoak(m *Main, from, svg string) error {
-	if svg == "" {
-		return usageError("--replot needs --svg")
-	}
+// Replot redraws a soak's plot into the SVG file svg from from, its
+// result as JSON (bench soak --json), and prints its summary to w.
+func Replot(w io.Writer, from, svg string) error {
 	b, err := os.ReadFile(from)
 	if err != nil {
 		return err
 	}
-	var r benchResult
+	var r Result
 	if err := json.Unmarshal(b, &r); err != nil || r.Soak == nil {
 		return fmt.Errorf("%s holds no soak result (bench soak --json): %v", from, err)
 	}
@@ -137,7 +135,7 @@ func replotSoak(m *Main, from, svg string) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	printSoak(m, r)
+	printSoak(w, r)
 	return nil
 }
 

@@ -1,9 +1,10 @@
-package main
+package bench
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"strconv"
@@ -117,17 +118,17 @@ func enqueuedAt(args []byte) (time.Time, bool) {
 // measures) for --duration while one node works the jobs and deletes
 // finished ones after --retention, and samples throughput, enqueue →
 // start latency and the job table's size every --sample.
-func benchSoak(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
-	soak := &soakResult{Rate: o.rate, Retention: o.retention.String()}
+func benchSoak(ctx context.Context, st *store.Store, o Options, r *Result) error {
+	soak := &soakResult{Rate: o.Rate, Retention: o.Retention.String()}
 	r.Soak = soak
-	if !o.rateSet {
+	if !o.RateSet {
 		probe := o
-		probe.duration = 30 * time.Second
-		var pr benchResult
+		probe.Duration = 30 * time.Second
+		var pr Result
 		if err := benchContinuous(ctx, st, probe, &pr); err != nil {
 			return fmt.Errorf("measure capacity: %w", err)
 		}
-		if _, err := st.DeleteQueueJobs(ctx, benchQueue); err != nil {
+		if _, err := st.DeleteQueueJobs(ctx, Queue); err != nil {
 			return err
 		}
 		soak.Capacity = pr.JobsPerSec
@@ -137,9 +138,9 @@ func benchSoak(ctx context.Context, st *store.Store, o benchOpts, r *benchResult
 	if err := st.VacuumJobs(ctx); err != nil {
 		return err
 	}
-	lat := &soakLatencies{every: o.sample}
+	lat := &soakLatencies{every: o.Sample}
 	reg := prometheus.NewRegistry()
-	node, err := benchNode(ctx, o.url, o, reg, func(n *gaffer.Node) {
+	node, err := benchNode(ctx, o.URL, o, reg, func(n *gaffer.Node) {
 		n.HandleFunc("bench.soak", func(ctx context.Context, j *job.Job) error {
 			now := time.Now()
 			if t0, ok := enqueuedAt(j.Args); ok {
@@ -166,7 +167,7 @@ func benchSoak(ctx context.Context, st *store.Store, o benchOpts, r *benchResult
 		client := job.NewClient(st.Pool(), nil)
 		reqs := make([]job.Request, 5000)
 		for i := range reqs {
-			reqs[i] = job.Request{Kind: "bench.soak", Queue: benchQueue}
+			reqs[i] = job.Request{Kind: "bench.soak", Queue: Queue}
 		}
 		for genCtx.Err() == nil {
 			due := int(float64(soak.Rate)*time.Since(lat.start).Seconds()) - sent
@@ -192,10 +193,10 @@ func benchSoak(ctx context.Context, st *store.Store, o benchOpts, r *benchResult
 	}()
 
 	cpu := startCPU()
-	tick := time.NewTicker(o.sample)
+	tick := time.NewTicker(o.Sample)
 	defer tick.Stop()
 	lastDone, lastSent := 0.0, 0
-	for i := 0; time.Duration(i)*o.sample < o.duration; i++ {
+	for i := 0; time.Duration(i)*o.Sample < o.Duration; i++ {
 		select {
 		case <-tick.C:
 		case err := <-enqErr:
@@ -217,9 +218,9 @@ func benchSoak(ctx context.Context, st *store.Store, o benchOpts, r *benchResult
 		// The bucket of the interval that just ended: jobs started in it.
 		p := percentiles(lat.take(i))
 		s := soakSample{
-			Minute:         float64(i+1) * o.sample.Minutes(),
-			JobsPerSec:     (done - lastDone) / o.sample.Seconds(),
-			EnqueuedPerSec: float64(nowSent-lastSent) / o.sample.Seconds(),
+			Minute:         float64(i+1) * o.Sample.Minutes(),
+			JobsPerSec:     (done - lastDone) / o.Sample.Seconds(),
+			EnqueuedPerSec: float64(nowSent-lastSent) / o.Sample.Seconds(),
 			P50:            p.P50, P99: p.P99, Max: p.Max,
 			TableMB: float64(size.TableBytes) / (1 << 20), IndexMB: float64(size.IndexBytes) / (1 << 20),
 			LiveRows: size.LiveRows, DeadRows: size.DeadRows, Vacuums: size.Vacuums,
@@ -231,11 +232,11 @@ func benchSoak(ctx context.Context, st *store.Store, o benchOpts, r *benchResult
 	}
 	stopGen()
 	cpu.stop(r)
-	r.Seconds = o.duration.Seconds()
+	r.Seconds = o.Duration.Seconds()
 	r.Jobs = int(lastDone)
 	r.JobsPerSec = lastDone / r.Seconds
-	r.Concurrency, r.ClaimBatch = o.concurrency, o.claimBatch
-	soak.summarize(o.retention)
+	r.Concurrency, r.ClaimBatch = o.Concurrency, o.ClaimBatch
+	soak.summarize(o.Retention)
 	return nil
 }
 
@@ -272,9 +273,8 @@ func (s *soakResult) summarize(retention time.Duration) {
 	}
 }
 
-func printSoak(m *Main, r benchResult) {
+func printSoak(w io.Writer, r Result) {
 	s := r.Soak
-	w := m.Stdout
 	fmt.Fprintf(w, "soak at %d jobs/s for %.0fs, finished jobs deleted after %s\n", s.Rate, r.Seconds, s.Retention)
 	fmt.Fprintln(w, "minute  jobs/s   enqueue→start p99   table+indexes")
 	for _, x := range s.Samples {

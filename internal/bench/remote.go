@@ -1,10 +1,11 @@
-package main
+package bench
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -44,9 +45,9 @@ type remoteResult struct {
 // time is enqueued at --rate for --duration (enqueue → claim answered in
 // the worker); then they work off a --jobs backlog (jobs/s, from the
 // first claim until every completion is accepted).
-func benchRemote(ctx context.Context, st *store.Store, o benchOpts, r *benchResult) error {
+func benchRemote(ctx context.Context, st *store.Store, o Options, r *Result) error {
 	reg := prometheus.NewRegistry()
-	node, err := gaffer.NewNode(ctx, gaffer.Config{DatabaseURL: o.url, ID: "bench", Queues: map[string]int{"bench-idle": 1}, MaxConns: 8,
+	node, err := gaffer.NewNode(ctx, gaffer.Config{DatabaseURL: o.URL, ID: "bench", Queues: map[string]int{"bench-idle": 1}, MaxConns: 8,
 		Registerer: reg, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn})})
 	if err != nil {
 		return err
@@ -73,10 +74,10 @@ func benchRemote(ctx context.Context, st *store.Store, o benchOpts, r *benchResu
 	go srv.Serve(ln)
 	defer srv.Close()
 	defer node.RemoteWorkers().EndWaits()
-	batch := min(o.claimBatch, 1000)
-	transport := &http.Transport{MaxIdleConnsPerHost: o.workers + 1}
+	batch := min(o.ClaimBatch, 1000)
+	transport := &http.Transport{MaxIdleConnsPerHost: o.Workers + 1}
 	client := &workclient.Client{URL: "http://" + ln.Addr().String(), Token: token, HTTP: &http.Client{Transport: transport}}
-	rr := &remoteResult{Workers: o.workers, Batch: batch, Rate: o.rate}
+	rr := &remoteResult{Workers: o.Workers, Batch: batch, Rate: o.Rate}
 	r.Remote = rr
 
 	var calls, done atomic.Int64
@@ -114,9 +115,9 @@ func benchRemote(ctx context.Context, st *store.Store, o benchOpts, r *benchResu
 		}
 		return nil
 	}
-	ids := make([]string, o.workers)
+	ids := make([]string, o.Workers)
 	for i := range ids {
-		w, err := client.Register(ctx, workclient.Registration{Name: fmt.Sprintf("bench-%d", i), Queues: []string{benchQueue}, Kinds: []string{"noop", "bench.mark"}})
+		w, err := client.Register(ctx, workclient.Registration{Name: fmt.Sprintf("bench-%d", i), Queues: []string{Queue}, Kinds: []string{"noop", "bench.mark"}})
 		if err != nil {
 			return err
 		}
@@ -161,12 +162,12 @@ func benchRemote(ctx context.Context, st *store.Store, o benchOpts, r *benchResu
 	time.Sleep(500 * time.Millisecond) // every worker waiting
 	jc := job.NewClient(st.Pool(), nil)
 	enqueued := map[int64]time.Time{}
-	tick := time.NewTicker(time.Second / time.Duration(o.rate))
-	end := time.Now().Add(o.duration)
+	tick := time.NewTicker(time.Second / time.Duration(o.Rate))
+	end := time.Now().Add(o.Duration)
 	for time.Now().Before(end) {
 		<-tick.C
 		t0 := time.Now()
-		res, err := jc.Enqueue(ctx, job.Request{Kind: "bench.mark", Queue: benchQueue, Args: json.RawMessage(`{}`)})
+		res, err := jc.Enqueue(ctx, job.Request{Kind: "bench.mark", Queue: Queue, Args: json.RawMessage(`{}`)})
 		if err != nil {
 			tick.Stop()
 			stop()
@@ -201,7 +202,7 @@ func benchRemote(ctx context.Context, st *store.Store, o benchOpts, r *benchResu
 	cpu := startCPU()
 	start := time.Now()
 	stop = run(time.Second, nil)
-	for done.Load() < int64(o.jobs) {
+	for done.Load() < int64(o.Jobs) {
 		select {
 		case <-ctx.Done():
 			stop()
@@ -214,16 +215,16 @@ func benchRemote(ctx context.Context, st *store.Store, o benchOpts, r *benchResu
 		return err
 	}
 	cpu.stop(r)
-	r.Jobs, r.JobsPerSec, rr.Calls = o.jobs, float64(o.jobs)/r.Seconds, calls.Load()
+	r.Jobs, r.JobsPerSec, rr.Calls = o.Jobs, float64(o.Jobs)/r.Seconds, calls.Load()
 	return nil
 }
 
-func printRemote(m *Main, r benchResult) {
+func printRemote(w io.Writer, r Result) {
 	rr := r.Remote
-	fmt.Fprintf(m.Stdout, "bulk enqueue: %d jobs at %.0f jobs/s\n", r.Jobs, r.EnqueuePerSec)
-	fmt.Fprintf(m.Stdout, "remote workers over HTTP: %d jobs in %.2fs = %.0f jobs/s (%d workers, claim and complete batches of up to %d, %d calls)\n",
+	fmt.Fprintf(w, "bulk enqueue: %d jobs at %.0f jobs/s\n", r.Jobs, r.EnqueuePerSec)
+	fmt.Fprintf(w, "remote workers over HTTP: %d jobs in %.2fs = %.0f jobs/s (%d workers, claim and complete batches of up to %d, %d calls)\n",
 		r.Jobs, r.Seconds, r.JobsPerSec, rr.Workers, rr.Batch, rr.Calls)
 	l := rr.Latency
-	fmt.Fprintf(m.Stdout, "enqueue → claimed by a long-polling remote worker, %d jobs at %d/s: p50 %.2fms  p95 %.2fms  p99 %.2fms  max %.2fms\n",
+	fmt.Fprintf(w, "enqueue → claimed by a long-polling remote worker, %d jobs at %d/s: p50 %.2fms  p95 %.2fms  p99 %.2fms  max %.2fms\n",
 		l.N, rr.Rate, l.P50, l.P95, l.P99, l.Max)
 }
