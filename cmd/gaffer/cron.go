@@ -35,6 +35,9 @@ type cronRow struct {
 	LastErrorAt         *time.Time `json:"last_error_at"`
 	ConsecutiveFailures int        `json:"consecutive_failures"`
 	RetryAt             *time.Time `json:"retry_at"`
+	LastFailedJobID     int64      `json:"last_failed_job_id"`
+	LastFailedError     string     `json:"last_failed_error"`
+	LastFailedAt        *time.Time `json:"last_failed_at"`
 }
 
 // state is an entry's state in a word: done, paused, failing or active.
@@ -157,6 +160,9 @@ func (m *Main) printCron(tw *tabwriter.Writer, e cronRow) {
 		if e.RetryAt != nil {
 			fmt.Fprintf(tw, "retry at\t%s\n", m.fmtTime(e.RetryAt))
 		}
+	}
+	if e.LastFailedJobID != 0 {
+		fmt.Fprintf(tw, "last failed job\t%d at %s: %s\n", e.LastFailedJobID, m.fmtTime(e.LastFailedAt), e.LastFailedError)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -70,9 +71,17 @@ func TestListOutput(t *testing.T) {
 		case "/v1/queues":
 			return `{"data":[{"name":"mail","pending":3,"workers":0,"warning":"no live node or remote worker works this queue: its jobs wait until one does"},
 				{"name":"default","pending":1,"workers":2}]}`
+		case "/v1/cron/nightly":
+			return `{"name":"nightly","schedule":"@daily","timezone":"UTC","paused":true,"next_run_at":null,"job":{"kind":"report","queue":"default"},
+				"last_failed_job_id":42,"last_failed_error":"smtp: 550 mailbox unavailable","last_failed_at":"2026-11-27T03:00:00Z"}`
 		}
 		return `{}`
 	})
+	// An entry's last failed job and why; a paused entry has no next run.
+	if out, _, err := run(t, env, "cron", "get", "nightly", "--utc"); err != nil || !regexp.MustCompile(`last failed job +42 at 2026-11-27 03:00:00 UTC: smtp: 550 mailbox unavailable`).MatchString(out) ||
+		!regexp.MustCompile(`next run +- \(paused\)`).MatchString(out) {
+		t.Fatalf("cron get: %v\n%s", err, out)
+	}
 	out, _, err := run(t, env, "queues", "list")
 	if err != nil || !strings.Contains(out, "WORKERS") || !strings.HasSuffix(out, "warning: queue mail: no live node or remote worker works this queue: its jobs wait until one does\n") ||
 		strings.Contains(out, "queue default:") {
