@@ -46,6 +46,11 @@ Modes:
               run) for --duration, finished jobs deleted after --retention;
               every --sample: throughput, enqueue→start p99, table and
               index size (--svg draws them)
+  cost        enqueue at --rate jobs/s (default 600) for --duration while a
+              node of --concurrency slots works them, then while as many
+              plain SELECT … FOR UPDATE SKIP LOCKED workers do: PostgreSQL
+              CPU (its own process accounting: a local server) and this
+              process's per 1,000 jobs, and enqueue→start, side by side
 
 Without --database-url a throwaway PostgreSQL is started (fsync on,
 shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
@@ -55,7 +60,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	concurrency := fs.Int("concurrency", "-", 2000, "jobs the node runs at once")
 	claimBatch := fs.Int("claim-batch", "-", 1000, "most jobs one claim takes")
 	nodes := fs.Int("nodes", "-", 3, "idle: nodes to run")
-	rate := fs.Int("rate", "-", 0, "latency (default 100), fairness (default 20), soak (default 80% of capacity): jobs per second")
+	rate := fs.Int("rate", "-", 0, "latency (default 100), fairness (default 20), cost (default 600), soak (default 80% of capacity): jobs per second")
 	entries := fs.Int("entries", "-", 10, "cron: entries")
 	limit := fs.Int("limit", "-", 50, "limits: the binding limit's concurrency")
 	hold := fs.Duration("hold", "-", 100*time.Millisecond, "limits: how long each job runs under the binding limit")
@@ -82,14 +87,14 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	}
 	if fs.NArg() != want || !ok {
 		fs.Usage()
-		return usageError("bench needs a mode: backlog, continuous, latency, cron, idle, enqueue, dashboard, fairness, limits, pressure backend-kill, remote or soak")
+		return usageError("bench needs a mode: backlog, continuous, latency, cron, idle, enqueue, dashboard, fairness, limits, pressure backend-kill, remote, soak or cost")
 	}
 	if fs.Arg(0) == "pressure" && fs.Arg(1) != "backend-kill" {
 		return usageError(fmt.Sprintf("bench pressure %q: the pressure built is backend-kill", fs.Arg(1)))
 	}
 	rateSet := *rate != 0
 	if *rate == 0 {
-		*rate = map[string]int{"fairness": 20}[fs.Arg(0)]
+		*rate = map[string]int{"fairness": 20, "cost": 600}[fs.Arg(0)]
 		if *rate == 0 {
 			*rate = 100
 		}

@@ -55,7 +55,9 @@ type Result struct {
 	// Pressure mode: what was done to the node meanwhile.
 	Pressure *pressureResult `json:"pressure,omitempty"`
 	// Soak mode: the series and its summary.
-	Soak      *soakResult `json:"soak,omitempty"`
+	Soak *soakResult `json:"soak,omitempty"`
+	// Cost mode: Gaffer and the plain loop at one rate.
+	Cost      *costResult `json:"cost,omitempty"`
 	GoVersion string      `json:"go_version"`
 	CPUs      int         `json:"cpus"`
 }
@@ -91,7 +93,7 @@ type Options struct {
 var modes = map[string]func(context.Context, *store.Store, Options, *Result) error{
 	"backlog": benchBacklog, "continuous": benchContinuous, "latency": benchLatency, "cron": benchCron, "idle": benchIdle, "enqueue": benchEnqueue,
 	"dashboard": benchDashboard, "fairness": benchFairness, "limits": benchLimits, "remote": benchRemote, "soak": benchSoak,
-	"pressure": benchPressure,
+	"pressure": benchPressure, "cost": benchCost,
 }
 
 // Modes are the modes' names, sorted.
@@ -115,6 +117,7 @@ func Run(ctx context.Context, st *store.Store, mode string, o Options) (Result, 
 		return Result{}, fmt.Errorf("queue %q already holds %d jobs; bench needs it empty", Queue, n)
 	}
 	defer st.DeleteQueueJobs(context.WithoutCancel(ctx), Queue)
+	postmaster = findPostmaster(ctx, st)
 	res := Result{Mode: mode, GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
 	if err := run(ctx, st, o, &res); err != nil {
 		return res, err
@@ -161,13 +164,18 @@ func Print(w io.Writer, r Result) error {
 		printRemote(w, r)
 	case "soak":
 		printSoak(w, r)
+	case "cost":
+		printCost(w, r)
 	case "dashboard":
 		fmt.Fprintf(w, "dashboard pages with %d jobs in the table (median and slowest of %d requests each):\n", r.Jobs, r.Pages[0].N)
 		for _, p := range r.Pages {
 			fmt.Fprintf(w, "  %-34s p50 %7.2fms  max %7.2fms\n", p.Path, p.P50, p.Max)
 		}
 	}
-	fmt.Fprintf(w, "cpu: this process %.2f cores, postgres %.2f cores; peak memory %.0f MB\n", r.ClientCores, r.PostgresCores, r.PeakRSSMB)
+	if r.Mode != "cost" { // which says its CPU per job
+		fmt.Fprintf(w, "cpu: this process %.2f cores, postgres %.2f cores; ", r.ClientCores, r.PostgresCores)
+	}
+	fmt.Fprintf(w, "peak memory %.0f MB\n", r.PeakRSSMB)
 	return nil
 }
 

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gafferhq/gaffer/internal/pgserver"
+	"github.com/gafferhq/gaffer/store"
 )
 
 // cpuMeter measures the cores used by this process and by local
@@ -34,8 +37,37 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// postgresCPU sums user+system time of every process named postgres.
+// postmaster is the pid of the measured PostgreSQL's postmaster when it
+// runs on this machine (Run finds it), else 0.
+var postmaster int
+
+// findPostmaster is the postmaster of st's server if it runs here: the
+// parent of the backend serving this connection. 0 if not.
+func findPostmaster(ctx context.Context, st *store.Store) int {
+	var backend int
+	if err := st.Pool().QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
+		return 0
+	}
+	pm, err := pgserver.PostmasterOf(backend)
+	if err != nil {
+		return 0 // not a process of this machine
+	}
+	if _, err := pgserver.CPU(pm); err != nil {
+		return 0
+	}
+	return pm
+}
+
+// postgresCPU is the CPU the measured PostgreSQL has used: its
+// postmaster's accounting (exited backends included, other servers
+// left out) when it runs here, else the sum over every live process
+// named postgres.
 func postgresCPU() time.Duration {
+	if postmaster != 0 {
+		if d, err := pgserver.CPU(postmaster); err == nil {
+			return d
+		}
+	}
 	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
 	var ticks int64
 	for _, p := range paths {

@@ -1,0 +1,9 @@
+package bench_test
+
+import (
+	"testing"
+
+	"github.com/gafferhq/gaffer/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
