@@ -67,6 +67,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	workers := fs.Int("workers", "-", 8, "remote: remote workers (each a goroutine calling the API over HTTP)")
 	duration := fs.Duration("duration", "-", 30*time.Second, "continuous, latency, cron, idle, pressure, soak: how long to measure")
 	killEvery := fs.Duration("kill-every", "-", 250*time.Millisecond, "pressure backend-kill: how often the node's connections are terminated")
+	fetchCooldown := fs.Duration("fetch-cooldown", "-", 0, "the node's least time between two claims of a queue (default: the node's, 2ms)")
 	retention := fs.Duration("retention", "-", 5*time.Minute, "soak: how long finished jobs are kept")
 	sample := fs.Duration("sample", "-", time.Minute, "soak: the sampling interval")
 	svg := fs.String("svg", "-", "", "soak: write a plot of the series to this SVG file")
@@ -101,7 +102,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	}
 	o := bench.Options{Jobs: *jobs, Batch: *batch, Concurrency: *concurrency, ClaimBatch: *claimBatch, Nodes: *nodes, Rate: *rate,
 		Entries: *entries, Duration: *duration, Warmup: *warmup, Limit: *limit, Hold: *hold, Workers: *workers,
-		Retention: *retention, Sample: *sample, RateSet: rateSet, KillEvery: *killEvery,
+		Retention: *retention, Sample: *sample, RateSet: rateSet, KillEvery: *killEvery, FetchCooldown: *fetchCooldown,
 		Kinds: func(ctx context.Context, n *gaffer.Node, dbURL string, own ...string) error {
 			hooks, err := newWebhooks(ctx, outbound{}, nil, dbURL, own...)
 			if err != nil {
@@ -127,8 +128,8 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	if o.KillEvery <= 0 {
 		return usageError("--kill-every must be positive")
 	}
-	if o.Duration <= 0 || o.Warmup < 0 {
-		return usageError("--duration must be positive and --warmup not negative")
+	if o.Duration <= 0 || o.Warmup < 0 || o.FetchCooldown < 0 {
+		return usageError("--duration must be positive, and --warmup and --fetch-cooldown not negative")
 	}
 	if *replot != "" {
 		if *svg == "" {

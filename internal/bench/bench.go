@@ -79,6 +79,9 @@ type Options struct {
 	// Pressure backend-kill: how often the node's connections are
 	// terminated.
 	KillEvery time.Duration
+	// FetchCooldown is the nodes' least time between two claims of a
+	// queue (gaffer.Config.FetchCooldown; 0: its default).
+	FetchCooldown time.Duration
 	// tracer is what the OTEL_* variables ask for, as on a server: the
 	// no-op provider unless they do.
 	Tracer trace.TracerProvider
