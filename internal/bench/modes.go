@@ -23,7 +23,7 @@ func benchNode(ctx context.Context, url string, o Options, reg prometheus.Regist
 	node, err := gaffer.NewNode(ctx, gaffer.Config{
 		DatabaseURL: url, ID: "bench", Queues: map[string]int{Queue: o.Concurrency}, MaxConns: 8,
 		ClaimBatch: o.ClaimBatch, FetchCooldown: o.FetchCooldown, JobRetention: o.Retention, Registerer: reg,
-		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn}),
+		Logger:         hclog.New(&hclog.LoggerOptions{Level: hclog.Warn}),
 		TracerProvider: o.Tracer,
 	})
 	if err != nil {
