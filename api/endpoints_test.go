@@ -497,6 +497,19 @@ func TestQueueWithoutWorkersIsFlagged(t *testing.T) {
 	if _, err := e.st.TouchNode(ctx, "node-2", 0, "draining"); err != nil {
 		t.Fatal(err)
 	}
+	// Asked to drain but not yet draining, and silent for minutes (it
+	// died while etcd was down): neither works the queue.
+	for _, n := range []struct{ id, sql string }{
+		{"node-3", `UPDATE gaffer.nodes SET drain_requested_at = now() WHERE id = 'node-3'`},
+		{"node-4", `UPDATE gaffer.nodes SET last_seen = now() - interval '5 minutes' WHERE id = 'node-4'`},
+	} {
+		if err := e.st.RegisterNode(ctx, n.id, "host", "v1", "2025c", map[string]int{"orphan": 10}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.st.Pool().Exec(ctx, n.sql); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// Another tenant's remote worker on the orphan queue works none of
 	// this tenant's jobs.
 	if _, err := e.st.Pool().Exec(ctx, `INSERT INTO gaffer.nodes (id, kind, tenant, hostname, version, queues, kinds, state, in_flight, started_at, last_seen)

@@ -73,10 +73,13 @@ ORDER BY 1;
 -- One tenant's queues: those where it has unfinished jobs, with its own
 -- counts and its oldest due job's age — nothing of other tenants — and
 -- how many live nodes and remote workers (its own or spanning ones) work
--- each. $1 tenant.
+-- each: active, not asked to drain, and heard from in the last minute
+-- (a node reports every 2 s; one that died while etcd was down stays
+-- 'active' until the leader sees it gone). $1 tenant.
 SELECT w.queue, w.paused, w.pending, w.retrying, w.running, w.oldest,
        (SELECT count(*) FROM gaffer.nodes nd
-        WHERE nd.state = 'active' AND nd.queues ? w.queue AND (nd.kind = 'node' OR nd.tenant IN ('*', $1)))
+        WHERE nd.state = 'active' AND nd.drain_requested_at IS NULL AND nd.last_seen > now() - interval '1 minute'
+          AND nd.queues ? w.queue AND (nd.kind = 'node' OR nd.tenant IN ('*', $1)))
 FROM (
     SELECT j.queue, coalesce(q.paused, false) AS paused,
            count(*) FILTER (WHERE j.state = 'pending') AS pending,
@@ -139,7 +142,9 @@ SELECT n.name, coalesce(q.paused, false),
            (SELECT j.run_at FROM gaffer.jobs j
             WHERE j.state IN ('pending', 'retrying') AND NOT j.due AND j.queue = n.name AND j.run_at <= now()
             ORDER BY j.run_at LIMIT 1))), 0)::float8,
-       (SELECT count(*) FROM gaffer.nodes nd WHERE nd.state = 'active' AND nd.queues ? n.name)
+       (SELECT count(*) FROM gaffer.nodes nd
+        WHERE nd.state = 'active' AND nd.drain_requested_at IS NULL AND nd.last_seen > now() - interval '1 minute'
+          AND nd.queues ? n.name)
 FROM names n
 LEFT JOIN gaffer.queues q ON q.name = n.name
 ORDER BY n.name;
