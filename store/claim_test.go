@@ -414,3 +414,54 @@ func TestClaimStartsItsJobsAtTheInstantItSpentTheirTokens(t *testing.T) {
 		}
 	}
 }
+
+// Time never runs backwards for a rate bucket: a claim whose instant is
+// earlier than the bucket's last spend (another claim took the bucket,
+// at a later instant, between this claim's rounds) gets nothing from it,
+// and leaves it as it was. Without that it would spend at its earlier
+// instant, move the bucket's clock back, and the next claim would refill
+// the time in between twice.
+func TestLateClaimGetsNothingFromARateBucket(t *testing.T) {
+	t.Parallel()
+	st := pgtest.NewStore(t)
+	ctx := context.Background()
+	setLimit(t, st, store.LimitRow{Name: "by-rate", Kind: "a", Rate: 1, Period: time.Hour, Burst: 5})
+	ps := make([]store.InsertParams, 6)
+	for i := range ps {
+		ps[i] = store.InsertParams{Tenant: "t1", Kind: "a", Queue: "q", FairnessKey: "f"}
+	}
+	ids := insertJobs(t, st, ps...)
+	// Another claim spends a token now.
+	if got := claim(t, st, store.ClaimParams{Queue: "q", Limit: 1}); len(got.Jobs) != 1 {
+		t.Fatalf("the first claim took %d", len(got.Jobs))
+	}
+	type bucket struct {
+		Tokens float64
+		At     time.Time
+	}
+	read := func() bucket {
+		var b bucket
+		if err := st.Pool().QueryRow(ctx, `SELECT tokens, refilled_at FROM gaffer.limit_buckets WHERE limit_name = 'by-rate'`).Scan(&b.Tokens, &b.At); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	before := read()
+	if before.Tokens != 4 {
+		t.Fatalf("the bucket holds %v tokens after one start of a burst of 5", before.Tokens)
+	}
+	// A claim whose instant is a second before that spend weighs the rest.
+	var admitted []int64
+	if err := st.Pool().QueryRow(ctx, `
+		SELECT coalesce(a.admitted, '{}') FROM gaffer.limit_admit('q', $1, $2, $3, $4, 10, '{}', '{}', '{}', $5) a`,
+		ids[1:], []string{"t1", "t1", "t1", "t1", "t1"}, []string{"a", "a", "a", "a", "a"}, []string{"f", "f", "f", "f", "f"},
+		before.At.Add(-time.Second)).Scan(&admitted); err != nil {
+		t.Fatal(err)
+	}
+	if len(admitted) != 0 {
+		t.Fatalf("a claim earlier than the bucket's last spend was admitted %v", admitted)
+	}
+	if after := read(); after != before {
+		t.Fatalf("the bucket went from %+v to %+v", before, after)
+	}
+}
