@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gafferhq/gaffer/internal/pgtest"
@@ -47,6 +48,27 @@ func TestListenerRecoversFromRepeatedKills(t *testing.T) {
 			t.Fatal("the listener did not connect")
 		}
 	}
+	// What one new session and its LISTEN take on this machine now (a
+	// loaded one, the race detector): the listener may need a few of
+	// them in a row while the kills go on, but not a backoff's seconds.
+	var session time.Duration
+	timing := *u
+	tq := timing.Query()
+	tq.Set("application_name", "timing")
+	timing.RawQuery = tq.Encode()
+	for range 3 {
+		t0 := time.Now()
+		c, err := pgx.Connect(ctx, timing.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Exec(ctx, "LISTEN gaffer_jobs"); err != nil {
+			t.Fatal(err)
+		}
+		session = max(session, time.Since(t0))
+		c.Close(ctx)
+	}
+	allowed := max(1500*time.Millisecond, 10*session)
 	var longest, spell time.Duration
 	last := time.Now()
 	nextKill := time.Now()
@@ -73,8 +95,9 @@ func TestListenerRecoversFromRepeatedKills(t *testing.T) {
 	if disconnects.Load() < 5 {
 		t.Fatalf("the listener lost its connection %d times in %s of kills every 100 ms: the kills did not reach it", disconnects.Load(), time.Since(start).Round(time.Millisecond))
 	}
-	if longest > 1500*time.Millisecond {
-		t.Fatalf("the listener was without LISTEN for %s at a stretch (%d connects, %d disconnects)", longest.Round(time.Millisecond), connects.Load(), disconnects.Load())
+	if longest > allowed {
+		t.Fatalf("the listener was without LISTEN for %s at a stretch, where a session takes %s (%d connects, %d disconnects)",
+			longest.Round(time.Millisecond), session.Round(time.Millisecond), connects.Load(), disconnects.Load())
 	}
 	t.Logf("%d connects, %d disconnects; longest without LISTEN %s", connects.Load(), disconnects.Load(), longest.Round(time.Millisecond))
 }
