@@ -40,7 +40,9 @@ type WorkerConfig struct {
 	// workers at once through LISTEN/NOTIFY. Default 1s.
 	PollInterval time.Duration
 	// FetchCooldown is the least time between two claims of one queue, so
-	// that slots freed together are filled by one claim. Default 2ms.
+	// that slots freed together, and jobs enqueued together, are taken by
+	// one claim. The first claim after a quiet spell is not held back.
+	// Default 5ms (docs/benchmarks.md, "What a job costs the database").
 	FetchCooldown time.Duration
 	// ClaimBatch caps the jobs one claim takes. Default 500.
 	ClaimBatch int
@@ -96,7 +98,7 @@ func (c *WorkerConfig) setDefaults() error {
 		c.PollInterval = time.Second
 	}
 	if c.FetchCooldown == 0 {
-		c.FetchCooldown = 2 * time.Millisecond
+		c.FetchCooldown = 5 * time.Millisecond
 	}
 	if c.ClaimBatch == 0 {
 		c.ClaimBatch = 500
