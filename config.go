@@ -56,7 +56,7 @@ type Config struct {
 	// short of work and the next claim of it: longer batches more jobs
 	// into each claim, for less database CPU per job and a little more
 	// pickup latency under a steady trickle (none after a quiet spell,
-	// none while a backlog lasts). Default 5ms.
+	// none while a backlog lasts). Default 2ms.
 	FetchCooldown time.Duration
 	// RemoteMaxWait bounds how long a remote worker's claim may wait for
 	// work. Default 30s.
