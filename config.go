@@ -52,11 +52,10 @@ type Config struct {
 	PollInterval time.Duration
 	// ClaimBatch caps the jobs one claim takes. Default 500.
 	ClaimBatch int
-	// FetchCooldown is the least time between a claim that found a queue
-	// short of work and the next claim of it: longer batches more jobs
-	// into each claim, for less database CPU per job and a little more
-	// pickup latency under a steady trickle (none after a quiet spell,
-	// none while a backlog lasts). Default 2ms.
+	// FetchCooldown is the least time between two claims of one queue:
+	// longer batches more jobs into each claim, for less database CPU per
+	// job and a little more pickup latency under load (none after a quiet
+	// spell). Default 2ms.
 	FetchCooldown time.Duration
 	// RemoteMaxWait bounds how long a remote worker's claim may wait for
 	// work. Default 30s.

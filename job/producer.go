@@ -30,12 +30,6 @@ type producer struct {
 	claimCap  int
 	capped    atomic.Bool // claimCap > 0, for other goroutines
 	lastClaim time.Time
-	// lastShort: the last claim found fewer jobs than it asked for. Only
-	// then does the next wait out the cooldown: the queue had run dry,
-	// and the jobs enqueued meanwhile are better taken by one claim than
-	// one at a time. After a full claim the next goes at once (a
-	// backlog's claims are not held back).
-	lastShort bool
 	// cursor is where this loop's claims of the queue stand (the side
 	// claims keep none: they read their units from the start).
 	cursor store.ClaimCursor
@@ -101,7 +95,7 @@ func (p *producer) fill(ctx context.Context) {
 		if free <= 0 {
 			return // a finishing job wakes the loop
 		}
-		if wait := w.cfg.FetchCooldown - clock.Since(w.clock, p.lastClaim); wait > 0 && p.lastShort {
+		if wait := w.cfg.FetchCooldown - clock.Since(w.clock, p.lastClaim); wait > 0 {
 			if !clock.Sleep(ctx, w.clock, wait) {
 				return
 			}
@@ -126,7 +120,6 @@ func (p *producer) fill(ctx context.Context) {
 			// in). Only an empty claim says the queue has nothing for this
 			// node now.
 			p.more.Store(len(got.Jobs) > 0)
-			p.lastShort = len(got.Jobs) < n
 			p.adaptCap(len(got.Jobs), n)
 			p.cursor.Advance(got, n, p.lastClaim)
 			p.side.served(got.Jobs)

@@ -39,13 +39,11 @@ type WorkerConfig struct {
 	// PollInterval is the fallback claim poll, jittered ±10%; inserts wake
 	// workers at once through LISTEN/NOTIFY. Default 1s.
 	PollInterval time.Duration
-	// FetchCooldown is the least time between a claim that found the
-	// queue short of work and the next claim of it, so that jobs enqueued
-	// meanwhile, and slots freed together, are taken by one claim rather
-	// than one at a time. A claim after a full one, and the first after a
-	// quiet spell, are not held back. Default 2ms; longer costs the
-	// database less per job at moderate rates (docs/benchmarks.md, "What
-	// a job costs the database").
+	// FetchCooldown is the least time between two claims of one queue, so
+	// that slots freed together, and jobs enqueued together, are taken by
+	// one claim. The first claim after a quiet spell is not held back.
+	// Default 2ms; longer costs the database less per job at moderate
+	// rates (docs/benchmarks.md, "What a job costs the database").
 	FetchCooldown time.Duration
 	// ClaimBatch caps the jobs one claim takes. Default 500.
 	ClaimBatch int
