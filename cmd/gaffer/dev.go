@@ -50,6 +50,13 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The address first: a busy port is said before etcd and PostgreSQL
+	// start and the migrations run, not after.
+	ln, err := listen(*addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	// `gaffer dev 2>&1 | tee log` and Ctrl-C: tee is gone before dev's
 	// last lines, and a write to the broken pipe must fail, not kill dev
 	// before it removes its throwaway database.
@@ -121,11 +128,6 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	if len(applied) > 0 {
 		log.Info("migrations applied", "versions", applied)
 	}
-	ln, err := listen(*addr)
-	if err != nil {
-		return err
-	}
-	defer ln.Close()
 	// Loopback is open in dev so a receiver on this machine works; the
 	// cluster's own API, PostgreSQL and etcd ports stay refused.
 	out.allow = append(slices.Clone(devLoopback), out.allow...)
@@ -168,7 +170,7 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	token, err := devAPIToken(ctx, tokens, *devToken)
+	token, err := devAPIToken(ctx, tokens, *devToken, *dataDir)
 	if err != nil {
 		return err
 	}
@@ -234,16 +236,34 @@ func stopNodes(force context.Context, nodes []*gaffer.Node, within time.Duration
 
 // devAPIToken creates the dev token: an admin token spanning tenants. A
 // token given with --token that a kept database (--data) already holds is
-// used as is.
-func devAPIToken(ctx context.Context, tokens *auth.Tokens, text string) (string, error) {
+// used as is. Without --token, a kept database's dev token is kept in
+// DIR/dev-token (owner-only) and used again on the next run while the
+// database still accepts it, rather than a new admin token minted each
+// run and never revoked.
+func devAPIToken(ctx context.Context, tokens *auth.Tokens, text, dataDir string) (string, error) {
+	kept := ""
+	if text == "" && dataDir != "" {
+		kept = filepath.Join(dataDir, "dev-token")
+		if b, err := os.ReadFile(kept); err == nil {
+			text = strings.TrimSpace(string(b))
+		}
+	}
 	if text != "" {
 		if _, err := tokens.Authenticate(ctx, text); err == nil {
 			return text, nil
+		}
+		if kept != "" {
+			text = "" // revoked, or another database's: a new one
 		}
 	}
 	created, _, err := tokens.Create(ctx, auth.NewTokenRequest{Name: "gaffer dev", Tenant: auth.AllTenants, Scopes: []string{auth.ScopeAdmin}, Secret: text})
 	if err != nil {
 		return "", fmt.Errorf("create the dev token: %w", err)
+	}
+	if kept != "" {
+		if err := os.WriteFile(kept, []byte(created+"\n"), 0o600); err != nil {
+			return "", fmt.Errorf("keep the dev token: %w", err)
+		}
 	}
 	return created, nil
 }

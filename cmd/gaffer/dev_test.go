@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -366,5 +367,70 @@ func TestDevSurvivesABrokenPipe(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("the throwaway database %s is still there after dev stopped (%v)", dir, err)
+	}
+}
+
+// Without --token, a kept database's dev token is the same on every run
+// (kept owner-only in the data directory): before, each restart on the
+// same --data minted another admin token, never revoked.
+func TestDevKeepsOneTokenForItsData(t *testing.T) {
+	t.Parallel()
+	work, err := os.MkdirTemp("", "gaffer-dev-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(work) })
+	if err := os.Chmod(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(work, "data")
+	addr := freeAddr(t)
+	env := []string{"GAFFER_DEV_TOKEN="} // none given
+	tokenOf := func(d *devProc) string {
+		for _, line := range strings.Split(d.out.String(), "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "token:"); ok {
+				return strings.TrimSpace(rest)
+			}
+		}
+		t.Fatalf("no token in the banner:\n%s", d.out.String())
+		return ""
+	}
+	d := startDev(t, env, "--data", dir, "--addr", addr)
+	first := tokenOf(d)
+	d.stop(t)
+	fi, err := os.Stat(filepath.Join(dir, "dev-token"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the kept token's file: %v, %v; want mode 0600", fi, err)
+	}
+	d = startDev(t, env, "--data", dir, "--addr", addr)
+	if again := tokenOf(d); again != first {
+		t.Fatalf("a restart on the same --data printed another token: %q, then %q", first, again)
+	}
+	if job := enqueueHTTP(t, "http://"+addr, first, "later", "http://127.0.0.1:1/never-called"); job.status != 201 {
+		t.Fatalf("the kept token does not work: %+v", job)
+	}
+	d.stop(t)
+}
+
+// A busy address is said at once, before etcd and PostgreSQL start and the
+// migrations run (before, after all of them).
+func TestDevSaysABusyPortFirst(t *testing.T) {
+	t.Parallel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cmd := exec.Command(os.Args[0], "dev", "--addr", busy.Addr().String())
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "DATABASE_URL=") })
+	cmd.Env = append(cmd.Env, "GAFFER_E2E_MAIN=1")
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	took := time.Since(start)
+	if err == nil || !strings.Contains(string(out), "listen on "+busy.Addr().String()) {
+		t.Fatalf("gaffer dev on a busy address: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "started") || strings.Contains(string(out), "migrations") {
+		t.Fatalf("gaffer dev started something before it found its address busy (%s):\n%s", took, out)
 	}
 }
