@@ -3,6 +3,7 @@ package gaffer_test
 import (
 	"context"
 	"io"
+	"log"
 	"net/http"
 	"os"
 	"time"
@@ -27,6 +28,23 @@ func alreadyDone(id string) bool                             { return false }
 func process(body []byte)                                    {}
 func handleSnippetErr(err error)                             {}
 func docsPool(ctx context.Context, url string) *pgxpool.Pool { p, _ := pgxpool.New(ctx, url); return p }
+
+// docs/shaping.md, "Uniqueness windows".
+func Example_uniqueWindow() {
+	ctx := context.Background()
+	node, _ := gaffer.NewNode(ctx, gaffer.Config{DatabaseURL: os.Getenv("DATABASE_URL")})
+	type ReportArgs struct{ Customer int }
+	res, err := node.Client().Enqueue(ctx, job.Request{
+		Kind:         "report.build",
+		Args:         ReportArgs{Customer: 42},
+		UniqueKey:    "report-42",
+		UniqueFor:    time.Hour,
+		UniqueStates: []job.State{job.Pending, job.Running, job.Retrying, job.Completed},
+	})
+	if err == nil && res.Existing {
+		log.Printf("report already asked for: job %d", res.Job.ID)
+	}
+}
 
 // README.md, "Using it from Go".
 func Example_readme() {

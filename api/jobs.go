@@ -27,8 +27,12 @@ type enqueueRequest struct {
 	MaxAttempts *int            `json:"max_attempts"`
 	Timeout     *string         `json:"timeout"`
 	UniqueKey   string          `json:"unique_key"`
-	FairnessKey string          `json:"fairness_key"`
-	LimitKey    string          `json:"limit_key"`
+	// UniqueStates and UniqueFor give unique_key a window
+	// (docs/shaping.md).
+	UniqueStates *[]string `json:"unique_states"`
+	UniqueFor    *string   `json:"unique_for"`
+	FairnessKey  string    `json:"fairness_key"`
+	LimitKey     string    `json:"limit_key"`
 	// AllowUnknownKind enqueues a kind no node or remote worker registered
 	// (refused otherwise with unknown_kind).
 	AllowUnknownKind bool `json:"allow_unknown_kind"`
@@ -44,8 +48,8 @@ func viewJob(j *job.Job) jobView { return jobView{Job: j, Timeout: formatDuratio
 
 type enqueueResponse struct {
 	Job jobView `json:"job"`
-	// Existing: the unique key was held by this unfinished job; nothing
-	// was enqueued.
+	// Existing: the unique key was held by this job (unfinished, or one
+	// the request's window holds the key for); nothing was enqueued.
 	Existing bool `json:"existing"`
 }
 
@@ -91,8 +95,28 @@ func (s *Server) enqueue(r *http.Request, p auth.Principal, body []byte, tx pgx.
 	if pr != nil {
 		return 0, nil, pr
 	}
+	uniqueFor, pr := parseDuration("unique_for", req.UniqueFor)
+	if pr != nil {
+		return 0, nil, pr
+	}
+	if req.UniqueFor != nil && uniqueFor == 0 {
+		// Zero would read as "no period".
+		return 0, nil, fieldProblem("unique_for", fmt.Sprintf("unique_for: must be between %s and 366 days (%s), got 0", job.MinUniqueFor, job.MaxUniqueFor))
+	}
 	jr := job.Request{Kind: req.Kind, Args: req.Args, Tenant: tenant, Queue: req.Queue, RunAt: runAt, Delay: delay,
-		Timeout: timeout, UniqueKey: req.UniqueKey, FairnessKey: req.FairnessKey, LimitKey: req.LimitKey}
+		Timeout: timeout, UniqueKey: req.UniqueKey, FairnessKey: req.FairnessKey, LimitKey: req.LimitKey, UniqueFor: uniqueFor}
+	if req.UniqueStates != nil {
+		if len(*req.UniqueStates) == 0 {
+			// Empty would read as "any state".
+			return 0, nil, fieldProblem("unique_states", "unique_states: must name at least one job state (leave it out for any state)")
+		}
+		if len(*req.UniqueStates) > len(job.States) {
+			return 0, nil, fieldProblem("unique_states", fmt.Sprintf("unique_states: at most %d states, got %d", len(job.States), len(*req.UniqueStates)))
+		}
+		for _, st := range *req.UniqueStates {
+			jr.UniqueStates = append(jr.UniqueStates, job.State(st))
+		}
+	}
 	if req.Priority != nil {
 		jr.Priority = *req.Priority
 	}

@@ -67,7 +67,8 @@ func (c *Client) prepare(r Request) (store.InsertParams, error) {
 type Result struct {
 	Job *Job
 	// Existing is true when the request's unique key was held by an
-	// unfinished job: nothing was inserted and Job is that job.
+	// unfinished job (or, with a window, by a job the window holds it
+	// for): nothing was inserted and Job is that job.
 	Existing bool
 }
 
@@ -84,7 +85,10 @@ func (c *Client) Enqueue(ctx context.Context, r Request) (Result, error) {
 }
 
 // EnqueueTx inserts r within the caller's transaction: the job exists if
-// and only if tx commits, and workers are woken on commit.
+// and only if tx commits, and workers are woken on commit. A request with
+// a uniqueness window holds its key's lock until tx ends (other enqueues
+// of the key wait for it), and needs tx to be READ COMMITTED
+// (ErrWindowIsolation otherwise).
 func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, r Request) (Result, error) {
 	if tx == nil {
 		return Result{}, errors.New("enqueue: nil transaction")
@@ -115,7 +119,9 @@ func (c *Client) enqueue(ctx context.Context, tx pgx.Tx, r Request) (Result, err
 // EnqueueMany validates every request, then inserts them all in one
 // transaction (COPY when none has a unique key) and returns their ids in
 // order; a request whose unique key is held gets the holder's id. Nothing
-// is inserted if any request is invalid: the error names its index.
+// is inserted if any request is invalid: the error names its index. A
+// request with a uniqueness window (UniqueStates, UniqueFor) is refused
+// (*ValidationError): enqueue it on its own.
 func (c *Client) EnqueueMany(ctx context.Context, rs []Request) ([]int64, error) {
 	return c.enqueueMany(ctx, nil, rs)
 }
@@ -139,6 +145,14 @@ func (c *Client) enqueueMany(ctx context.Context, tx pgx.Tx, rs []Request) ([]in
 				return nil, &ValidationError{Field: fmt.Sprintf("jobs[%d].%s", i, ve.Field), Message: ve.Message, Code: ve.Code}
 			}
 			return nil, err
+		}
+		if p.Windowed() {
+			field := "unique_states"
+			if p.UniqueFor > 0 {
+				field = "unique_for"
+			}
+			return nil, &ValidationError{Field: fmt.Sprintf("jobs[%d].%s", i, field),
+				Message: "a batch takes no uniqueness window (each needs its key's lock and look-up): enqueue this job on its own with Enqueue or EnqueueTx"}
 		}
 		p.TraceParent, p.TraceState = parent, state
 		ps[i] = p

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/gafferhq/gaffer/store"
 )
 
 // Causes set on a running handler's context (read them with
@@ -123,4 +125,9 @@ var (
 	// ErrNotRetryable: Retry was asked of a job that is neither waiting to
 	// retry nor failed with its DLQ entry still unreplayed.
 	ErrNotRetryable = errors.New("job cannot be retried")
+	// ErrWindowIsolation: EnqueueTx of a request with a uniqueness window
+	// in a transaction above READ COMMITTED, whose snapshot could miss a
+	// job of the key another enqueue just committed. Nothing was
+	// inserted.
+	ErrWindowIsolation = store.ErrWindowIsolation
 )

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -26,6 +27,8 @@ const (
 	MaxUniqueKeyLen    = 255
 	MaxKeyLen          = 255 // fairness and limit keys
 	MaxKindLen         = 128
+	MinUniqueFor       = time.Second
+	MaxUniqueFor       = 366 * 24 * time.Hour
 )
 
 // NamePattern is what a queue, tenant or limit name matches; KindPattern
@@ -68,7 +71,21 @@ type Request struct {
 	Timeout time.Duration
 	// UniqueKey, when set, makes the enqueue a no-op that returns the
 	// existing job while an unfinished job of the same tenant holds the key.
+	// UTF-8 without NUL, at most 255 bytes.
 	UniqueKey string
+	// UniqueStates and UniqueFor give UniqueKey a window (docs/shaping.md):
+	// the key is held by a job of the tenant enqueued with a window under
+	// the same key that is in one of UniqueStates (any state when empty)
+	// and was enqueued less than UniqueFor ago (whenever, when zero). So
+	// UniqueStates {Pending, Running, Retrying, Completed} keeps a done
+	// job blocking until retention deletes it, and UniqueFor time.Hour
+	// lets one job a key an hour in, whatever became of it. UniqueFor is
+	// 1s to 366 days. Either needs UniqueKey. Jobs enqueued with a window
+	// and jobs enqueued without one do not hold each other's keys. Only
+	// Enqueue and EnqueueTx take a window (EnqueueTx in a READ COMMITTED
+	// transaction, PostgreSQL's default); EnqueueMany refuses it.
+	UniqueStates []State
+	UniqueFor    time.Duration
 	// FairnessKey splits the tenant's jobs of the queue into units that
 	// claims serve in turn, as they serve tenants: jobs with different
 	// keys do not wait behind each other. Default "" (one unit per
@@ -133,9 +150,13 @@ func (r Request) Check() (Request, error) {
 }
 
 func requestOf(p store.InsertParams) Request {
-	return Request{Kind: p.Kind, Args: p.Args, Tenant: p.Tenant, Queue: p.Queue, Priority: p.Priority,
+	r := Request{Kind: p.Kind, Args: p.Args, Tenant: p.Tenant, Queue: p.Queue, Priority: p.Priority,
 		MaxAttempts: p.MaxAttempts, Timeout: p.Timeout, RunAt: p.RunAt, Delay: p.Delay, UniqueKey: p.UniqueKey,
-		FairnessKey: p.FairnessKey, LimitKey: p.LimitKey}
+		FairnessKey: p.FairnessKey, LimitKey: p.LimitKey, UniqueFor: p.UniqueFor}
+	for _, st := range p.UniqueStates {
+		r.UniqueStates = append(r.UniqueStates, State(st))
+	}
+	return r
 }
 
 // params validates r, fills in defaults, and returns what the store
@@ -190,12 +211,40 @@ func (r Request) params() (store.InsertParams, error) {
 	case len(p.LimitKey) > MaxKeyLen || !validText(p.LimitKey):
 		return p, &ValidationError{Field: "limit_key", Message: fmt.Sprintf("must be UTF-8 without NUL characters, at most %d bytes", MaxKeyLen)}
 	}
+	if err := r.uniqueWindow(&p); err != nil {
+		return p, err
+	}
 	args, err := EncodeArgs(r.Args)
 	if err != nil {
 		return p, err
 	}
 	p.Args = args
 	return p, nil
+}
+
+// uniqueWindow checks r's uniqueness window and sets it in p: its
+// states, each once, in States' order.
+func (r Request) uniqueWindow(p *store.InsertParams) error {
+	for _, st := range r.UniqueStates {
+		if !st.Valid() {
+			return &ValidationError{Field: "unique_states", Message: fmt.Sprintf("must be job states, of %s; got %q", stateNames(), clip([]byte(st), 40))}
+		}
+	}
+	switch {
+	case r.UniqueFor < 0 || (r.UniqueFor > 0 && r.UniqueFor < MinUniqueFor) || r.UniqueFor > MaxUniqueFor:
+		return &ValidationError{Field: "unique_for", Message: fmt.Sprintf("must be between %s and %s, got %s", MinUniqueFor, MaxUniqueFor, r.UniqueFor)}
+	case r.UniqueFor%time.Millisecond != 0:
+		return &ValidationError{Field: "unique_for", Message: "must be a whole number of milliseconds"}
+	case (len(r.UniqueStates) > 0 || r.UniqueFor > 0) && r.UniqueKey == "":
+		return &ValidationError{Field: "unique_key", Message: "is required with unique_states or unique_for"}
+	}
+	p.UniqueStates, p.UniqueFor = nil, r.UniqueFor
+	for _, st := range States {
+		if slices.Contains(r.UniqueStates, st) {
+			p.UniqueStates = append(p.UniqueStates, string(st))
+		}
+	}
+	return nil
 }
 
 // EncodeArgs encodes and checks job args: valid JSON, at most

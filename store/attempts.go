@@ -248,9 +248,13 @@ func (s *Store) GetJob(ctx context.Context, tenant string, id int64) (Job, error
 		attempt *int32
 		at      *time.Time
 	)
-	j, err := scanJob(s.pool.QueryRow(ctx, sqlGetJob, id, nullString(tenant)), &percent, &message, &attempt, &at)
+	var windowKey *string
+	j, err := scanJob(s.pool.QueryRow(ctx, sqlGetJob, id, nullString(tenant)), &percent, &message, &attempt, &at, &windowKey)
 	if err != nil {
 		return Job{}, notFound(err)
+	}
+	if windowKey != nil {
+		j.UniqueKey = *windowKey
 	}
 	one := []Job{j}
 	if _, err := s.readStepInputs(ctx, nil, one, MaxClaimInputBytes); err != nil {

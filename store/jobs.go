@@ -106,7 +106,24 @@ type InsertParams struct {
 	// enqueued in, already validated and bounded ("" for none).
 	TraceParent string
 	TraceState  string
+	// UniqueStates and UniqueFor make UniqueKey a uniqueness window
+	// (InsertJob says how); both empty: the key holds while an unfinished
+	// job holds it, as ever.
+	UniqueStates []string
+	UniqueFor    time.Duration
 }
+
+// Windowed reports whether p's unique key has a window.
+func (p InsertParams) Windowed() bool { return len(p.UniqueStates) > 0 || p.UniqueFor > 0 }
+
+// ErrWindowIsolation: an enqueue with a uniqueness window was asked of a
+// transaction above READ COMMITTED, whose snapshot could miss the job a
+// concurrent enqueue of the key just committed.
+var ErrWindowIsolation = errors.New("an enqueue with a uniqueness window needs a READ COMMITTED transaction")
+
+// ErrWindowInBatch: InsertJobs does not take uniqueness windows (each
+// needs its key's lock and look-up: InsertJob, one by one).
+var ErrWindowInBatch = errors.New("a batch enqueue takes no uniqueness window: enqueue such jobs one at a time")
 
 // InsertResult is the job an insert made, or the unfinished job that
 // already held its unique key (Existing true).
@@ -118,6 +135,8 @@ type InsertResult struct {
 var (
 	sqlInsertJob            = query("insert_job")
 	sqlGetByUniqueKey       = query("get_unfinished_by_unique_key")
+	sqlLockUniqueWindow     = query("lock_unique_window")
+	sqlInsertJobWindowed    = query("insert_job_windowed")
 	sqlNotifyQueues         = query("notify_queues")
 	sqlInsertJobsUnnest     = query("insert_jobs_unnest")
 	sqlCompleteJobs         = query("complete_jobs")
@@ -244,7 +263,16 @@ func nullTime(t time.Time) *time.Time {
 // pool when q is nil) and wakes the queue's workers when the job is due.
 // With a unique key held by an unfinished job, nothing is inserted and
 // that job is returned with Existing set.
+//
+// With a window (p.Windowed) the key is held by the newest job of the
+// tenant enqueued with a window under that key which is in one of
+// p.UniqueStates (if any) and was enqueued less than p.UniqueFor ago (if
+// set); jobs enqueued without a window are not looked at, nor do they
+// look at these. See insertJobWindowed.
 func (s *Store) InsertJob(ctx context.Context, q DB, p InsertParams) (InsertResult, error) {
+	if p.Windowed() {
+		return s.insertJobWindowed(ctx, q, p)
+	}
 	db := s.db(q)
 	for range 10 {
 		var woke int64
@@ -271,6 +299,52 @@ func (s *Store) InsertJob(ctx context.Context, q DB, p InsertParams) (InsertResu
 	return InsertResult{}, fmt.Errorf("insert job: unique key %q kept changing hands", p.UniqueKey)
 }
 
+// insertJobWindowed is InsertJob for a key with a window. No unique
+// index can say it (a window lets a new job in beside a holder whose
+// period passed, or whose state it leaves out), so a transaction-scoped
+// advisory lock per (tenant, key) serialises the enqueues of a key, and
+// the holder is looked for in the statement after the lock, whose
+// snapshot sees every job an enqueue of the key committed before. Two
+// statements in a transaction (a savepoint in the caller's), only for
+// enqueues with a window: an enqueue without one is not touched.
+func (s *Store) insertJobWindowed(ctx context.Context, q DB, p InsertParams) (InsertResult, error) {
+	tx, err := s.begin(ctx, q)
+	if err != nil {
+		return InsertResult{}, fmt.Errorf("insert job: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var isolation, locked string
+	if err := tx.QueryRow(ctx, sqlLockUniqueWindow, p.Tenant, p.UniqueKey).Scan(&isolation, &locked); err != nil {
+		return InsertResult{}, fmt.Errorf("insert job: lock unique key: %w", err)
+	}
+	if isolation != "read committed" {
+		return InsertResult{}, fmt.Errorf("insert job: %w (this one is %s)", ErrWindowIsolation, isolation)
+	}
+	var states []string
+	if len(p.UniqueStates) > 0 {
+		states = p.UniqueStates
+	}
+	var period *int64
+	if p.UniqueFor > 0 {
+		ms := p.UniqueFor.Milliseconds()
+		period = &ms
+	}
+	var existing bool
+	var woke int64
+	j, err := scanJob(tx.QueryRow(ctx, sqlInsertJobWindowed, p.Tenant, p.Kind, p.Queue, int16(p.Priority),
+		p.MaxAttempts, p.Timeout.Milliseconds(), nullTime(p.RunAt), p.Delay.Milliseconds(),
+		p.UniqueKey, p.Args, p.FairnessKey, nullString(p.LimitKey),
+		nullString(p.TraceParent), nullString(p.TraceState), states, period), &existing, &woke)
+	if err != nil {
+		return InsertResult{}, fmt.Errorf("insert job: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return InsertResult{}, fmt.Errorf("insert job: commit: %w", err)
+	}
+	j.UniqueKey = p.UniqueKey
+	return InsertResult{Job: j, Existing: existing}, nil
+}
+
 // InsertJobs inserts many jobs through q (or the pool) and returns their
 // ids in order. Without unique keys it uses COPY; with any, a single
 // multi-row insert in which a job whose key is held gets the holder's id.
@@ -278,6 +352,11 @@ func (s *Store) InsertJob(ctx context.Context, q DB, p InsertParams) (InsertResu
 func (s *Store) InsertJobs(ctx context.Context, q DB, ps []InsertParams) ([]int64, error) {
 	if len(ps) == 0 {
 		return nil, nil
+	}
+	for i, p := range ps {
+		if p.Windowed() {
+			return nil, fmt.Errorf("insert jobs: job %d: %w", i, ErrWindowInBatch)
+		}
 	}
 	// COPY and the notify must commit together; a pool gives us neither, so
 	// open a transaction (a savepoint when q is the caller's).

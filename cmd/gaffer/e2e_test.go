@@ -297,6 +297,25 @@ func TestEndToEnd(t *testing.T) {
 	e.ok("jobs", "cancel", fmt.Sprint(enq.Job.ID))
 	e.waitSQL("cancelled", `SELECT state FROM gaffer.jobs WHERE id = $1`, "cancelled", enq.Job.ID)
 	e.fails(1, "job_finished", "jobs", "cancel", fmt.Sprint(enq.Job.ID))
+	// A uniqueness window (docs/shaping.md): a cancelled job holds its key
+	// when the window's states name cancelled.
+	window := []string{"jobs", "enqueue", "--kind", "noop", "--delay", "1h", "--unique-key", "report-42", "--unique-for", "1h", "--unique-states", "pending,cancelled"}
+	e.jsonOK(&enq, window...)
+	held := enq.Job.ID
+	e.ok("jobs", "cancel", fmt.Sprint(held))
+	var again struct {
+		Job struct {
+			ID    int64  `json:"id"`
+			State string `json:"state"`
+		} `json:"job"`
+		Existing bool `json:"existing"`
+	}
+	e.jsonOK(&again, window...)
+	if !again.Existing || again.Job.ID != held || again.Job.State != "cancelled" {
+		t.Fatalf("enqueue with a window over a cancelled holder: %+v, want job %d", again, held)
+	}
+	e.fails(1, "invalid_field: unique_for", "jobs", "enqueue", "--kind", "noop", "--unique-key", "k", "--unique-for", "0s")
+	e.fails(1, "invalid_field: unique_states", "jobs", "enqueue", "--kind", "noop", "--unique-key", "k", "--unique-states", "done")
 	e.fails(1, "invalid_field: priority", "jobs", "enqueue", "--kind", "noop", "--priority", "12")
 	e.fails(1, "forbidden", "jobs", "enqueue", "--kind", "noop", "--token", reader)
 	// A kind nothing runs is refused (api.md#unknown-kinds), unless asked.

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -62,6 +63,8 @@ func (m *Main) jobsEnqueue(ctx context.Context, args []string) error {
 	attempts := fs.Int("max-attempts", "-", 0, "attempts before the DLQ (default 25)")
 	timeout := fs.String("timeout", "-", "", "per-attempt timeout, e.g. 30s")
 	unique := fs.String("unique-key", "-", "", "while an unfinished job holds this key, return it instead")
+	uniqueStates := fs.String("unique-states", "-", "", "comma-separated job states in which a job enqueued with a window holds --unique-key, e.g. pending,running,completed (docs/shaping.md)")
+	uniqueFor := fs.String("unique-for", "-", "", "a job enqueued with a window holds --unique-key this long from its enqueue, e.g. 1h (1s to 8784h)")
 	tenant := fs.String("tenant", "-", "", "tenant (tokens spanning tenants only)")
 	idem := fs.String("idempotency-key", "-", "", "Idempotency-Key header: retries with the same key enqueue once")
 	wait := fs.Bool("wait", "-", false, "wait until the job is completed, failed or cancelled and print its result; exit 1 unless it completed")
@@ -87,6 +90,10 @@ func (m *Main) jobsEnqueue(ctx context.Context, args []string) error {
 	set("run_at", *runAt)
 	set("timeout", *timeout)
 	set("unique_key", *unique)
+	set("unique_for", *uniqueFor)
+	if *uniqueStates != "" {
+		body["unique_states"] = strings.Split(*uniqueStates, ",")
+	}
 	set("tenant", *tenant)
 	if *priority != 0 {
 		body["priority"] = *priority

@@ -32,6 +32,49 @@ SELECT {{job:ins}}, (SELECT count(*) FROM wake) FROM ins;
 SELECT {{job}} FROM gaffer.jobs
 WHERE tenant = $1 AND unique_key = $2 AND state IN ('pending', 'running', 'retrying');
 
+-- name: lock_unique_window
+-- Before insert_job_windowed, in its transaction, a statement of its own:
+-- waits for any other enqueue of the key ($1 tenant, $2 key) to commit or
+-- roll back, so that the next statement's snapshot (READ COMMITTED takes
+-- one per statement) sees the job it made. One lock per key, held to the
+-- end of the transaction, in a space of its own (two int4 keys; class
+-- 'gaff'); a tenant name never holds '/', so tenant/key names one key. Two
+-- keys that hash alike only wait for each other. Returns the
+-- transaction's isolation: above READ COMMITTED the snapshot is the
+-- transaction's first, and the caller refuses.
+SELECT current_setting('transaction_isolation'), pg_advisory_xact_lock(1734436454, hashtext($1 || '/' || $2))::text;
+
+-- name: insert_job_windowed
+-- An enqueue with a uniqueness window, after lock_unique_window: the
+-- newest job of the tenant enqueued with a window under the key ($9)
+-- that holds it — in one of the states $15 (NULL: any) and enqueued
+-- within the last $16 ms (NULL: whenever) — is returned (existing true);
+-- else the job is inserted as insert_job does, its key in
+-- unique_window_key. Parameters $1-$14 as insert_job's.
+WITH holder AS (
+    SELECT {{job}} FROM gaffer.jobs
+    WHERE tenant = $1 AND unique_window_key = $9
+      AND ($15::text[] IS NULL OR state = ANY($15::text[]))
+      AND ($16::bigint IS NULL OR created_at > now() - $16 * interval '1 millisecond')
+    ORDER BY id DESC
+    LIMIT 1
+), ins AS (
+    INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, due, unique_window_key, args, fairness_key, limit_key,
+                             traceparent, tracestate)
+    SELECT $1::text, $2::text, $3::text, $4::smallint, $5::integer, $6::bigint,
+           greatest(coalesce($7::timestamptz, now()) + $8::bigint * interval '1 millisecond', now()),
+           coalesce($7::timestamptz, now()) + $8::bigint * interval '1 millisecond' <= now(),
+           $9::text, $10::json, $11::text, $12::text, $13::text, $14::text
+    WHERE NOT EXISTS (SELECT FROM holder)
+    RETURNING {{job}}
+), wake AS (
+    SELECT pg_notify('gaffer_jobs', queue), pg_notify('gaffer_units', concat_ws(E'\t', queue, tenant, fairness_key))
+    FROM ins WHERE run_at <= now()
+)
+SELECT {{job:ins}}, false, (SELECT count(*) FROM wake) FROM ins
+UNION ALL
+SELECT {{job:holder}}, true, 0 FROM holder;
+
 -- name: notify_queues
 -- $1 queues with due jobs; $2-$4 the fairness units (queues, tenants,
 -- fairness keys) of those jobs, for side claims (empty: none).
@@ -261,8 +304,9 @@ WITH upd AS (
 SELECT state, (SELECT count(*) FROM tell) FROM upd;
 
 -- name: get_job
--- With the last progress an attempt reported (migration 0018).
-SELECT {{job}}, progress, progress_message, progress_attempt, progress_at
+-- With the last progress an attempt reported (migration 0018), and the
+-- key of a job enqueued with a uniqueness window (0044).
+SELECT {{job}}, progress, progress_message, progress_attempt, progress_at, unique_window_key
 FROM gaffer.jobs WHERE id = $1 AND ($2::text IS NULL OR tenant = $2);
 
 -- name: delete_finished_jobs

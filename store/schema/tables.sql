@@ -86,6 +86,11 @@ CREATE TABLE gaffer.jobs (
     -- releases, which raise max_attempts by one each. Shown to people
     -- subtracted from both (2/26 after a snooze reads 1/25).
     uncounted_attempts integer   NOT NULL DEFAULT 0,
+    -- The unique key of a job enqueued with a uniqueness window
+    -- (unique_states, unique_for; store/queries/jobs.sql,
+    -- insert_job_windowed): NULL for every other job, whose key, if any,
+    -- is unique_key. Binaries before migration 0044 never write it.
+    unique_window_key text,
     CONSTRAINT jobs_state_check CHECK (state IN ('pending', 'running', 'retrying', 'completed', 'failed', 'cancelled')),
     CONSTRAINT jobs_priority_check CHECK (priority BETWEEN 0 AND 9),
     CONSTRAINT jobs_attempts_check CHECK (max_attempts >= 1 AND attempt >= 0),
@@ -122,6 +127,8 @@ ALTER TABLE gaffer.jobs ADD CONSTRAINT jobs_traceparent_check
     CHECK (traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$') NOT VALID;
 ALTER TABLE gaffer.jobs ADD CONSTRAINT jobs_tracestate_check
     CHECK (tracestate IS NULL OR (octet_length(tracestate) <= 512 AND traceparent IS NOT NULL)) NOT VALID;
+ALTER TABLE gaffer.jobs ADD CONSTRAINT jobs_unique_window_key_check
+    CHECK (octet_length(unique_window_key) <= 255) NOT VALID;
 
 -- The claim path: due jobs of one queue, keyed by fairness unit. A claim
 -- takes each unit's first due jobs by (priority, run_at, id) from its own
@@ -149,6 +156,14 @@ CREATE INDEX jobs_running_idx ON gaffer.jobs (node) WHERE state = 'running';
 -- Unique keys are per tenant and hold only while a job is unfinished.
 CREATE UNIQUE INDEX jobs_unique_idx ON gaffer.jobs (tenant, unique_key)
     WHERE unique_key IS NOT NULL AND state IN ('pending', 'running', 'retrying');
+
+-- The jobs enqueued with a uniqueness window, by key, state and enqueue
+-- time: an enqueue with a window finds its key's holder among them, its
+-- states and period both index conditions. Only those jobs enter it. Not
+-- unique: a window may let several jobs of one key be; an advisory lock
+-- per key serialises the enqueues that check it (insert_job_windowed).
+CREATE INDEX jobs_unique_window_idx ON gaffer.jobs (tenant, unique_window_key, state, created_at)
+    WHERE unique_window_key IS NOT NULL;
 
 -- Retention deletes finished jobs oldest first.
 CREATE INDEX jobs_finalized_idx ON gaffer.jobs (finalized_at)

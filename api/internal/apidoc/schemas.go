@@ -279,6 +279,11 @@ func items(edits ...edit) edit {
 	}
 }
 
+// arrayLen bounds an array's length.
+func arrayLen(min, max uint64) edit {
+	return func(s *openapi3.Schema) { s.MinItems, s.MaxItems = min, openapi3.Ptr(max) }
+}
+
 // required names a request object's required members.
 func required(names ...string) edit { return func(s *openapi3.Schema) { s.Required = names } }
 
