@@ -303,16 +303,16 @@ func TestEndToEnd(t *testing.T) {
 	e.jsonOK(&enq, window...)
 	held := enq.Job.ID
 	e.ok("jobs", "cancel", fmt.Sprint(held))
-	var again struct {
+	var windowed struct {
 		Job struct {
 			ID    int64  `json:"id"`
 			State string `json:"state"`
 		} `json:"job"`
 		Existing bool `json:"existing"`
 	}
-	e.jsonOK(&again, window...)
-	if !again.Existing || again.Job.ID != held || again.Job.State != "cancelled" {
-		t.Fatalf("enqueue with a window over a cancelled holder: %+v, want job %d", again, held)
+	e.jsonOK(&windowed, window...)
+	if !windowed.Existing || windowed.Job.ID != held || windowed.Job.State != "cancelled" {
+		t.Fatalf("enqueue with a window over a cancelled holder: %+v, want job %d", windowed, held)
 	}
 	e.fails(1, "invalid_field: unique_for", "jobs", "enqueue", "--kind", "noop", "--unique-key", "k", "--unique-for", "0s")
 	e.fails(1, "invalid_field: unique_states", "jobs", "enqueue", "--kind", "noop", "--unique-key", "k", "--unique-states", "done")
