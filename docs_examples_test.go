@@ -46,6 +46,21 @@ func Example_uniqueWindow() {
 	}
 }
 
+// docs/shaping.md, "Debounce".
+func Example_debounce() {
+	ctx := context.Background()
+	node, _ := gaffer.NewNode(ctx, gaffer.Config{DatabaseURL: os.Getenv("DATABASE_URL")})
+	type IndexArgs struct{ Doc int }
+	res, err := node.Client().Enqueue(ctx, job.Request{
+		Kind:     "doc.index",
+		Args:     IndexArgs{Doc: 7},
+		Debounce: &job.Debounce{Key: "doc-7", Window: 30 * time.Second, MaxWait: 5 * time.Minute},
+	})
+	if err == nil && res.Debounced {
+		log.Printf("folded into job %d", res.Job.ID)
+	}
+}
+
 // README.md, "Using it from Go".
 func Example_readme() {
 	ctx := context.Background()

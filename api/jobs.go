@@ -31,11 +31,20 @@ type enqueueRequest struct {
 	// (docs/shaping.md).
 	UniqueStates *[]string `json:"unique_states"`
 	UniqueFor    *string   `json:"unique_for"`
-	FairnessKey  string    `json:"fairness_key"`
-	LimitKey     string    `json:"limit_key"`
+	// Debounce makes the enqueue a trailing debounce (docs/shaping.md).
+	Debounce    *debounceRequest `json:"debounce"`
+	FairnessKey string           `json:"fairness_key"`
+	LimitKey    string           `json:"limit_key"`
 	// AllowUnknownKind enqueues a kind no node or remote worker registered
 	// (refused otherwise with unknown_kind).
 	AllowUnknownKind bool `json:"allow_unknown_kind"`
+}
+
+// debounceRequest is an enqueue's debounce.
+type debounceRequest struct {
+	Key     string  `json:"key"`
+	Window  string  `json:"window"`
+	MaxWait *string `json:"max_wait"`
 }
 
 // jobView is a job on the wire.
@@ -51,6 +60,10 @@ type enqueueResponse struct {
 	// Existing: the unique key was held by this job (unfinished, or one
 	// the request's window holds the key for); nothing was enqueued.
 	Existing bool `json:"existing"`
+	// Debounced: the debounce key named this job, which had not started;
+	// it took the request's args and its new run_at. Nothing was
+	// enqueued.
+	Debounced bool `json:"debounced"`
 }
 
 // reservedKind refuses one of Gaffer's own kinds (gaffer.sleep and
@@ -105,6 +118,21 @@ func (s *Server) enqueue(r *http.Request, p auth.Principal, body []byte, tx pgx.
 	}
 	jr := job.Request{Kind: req.Kind, Args: req.Args, Tenant: tenant, Queue: req.Queue, RunAt: runAt, Delay: delay,
 		Timeout: timeout, UniqueKey: req.UniqueKey, FairnessKey: req.FairnessKey, LimitKey: req.LimitKey, UniqueFor: uniqueFor}
+	if d := req.Debounce; d != nil {
+		w := d.Window
+		window, pr := parseDuration("debounce.window", &w)
+		if pr != nil {
+			return 0, nil, pr
+		}
+		maxWait, pr := parseDuration("debounce.max_wait", d.MaxWait)
+		if pr != nil {
+			return 0, nil, pr
+		}
+		if d.MaxWait != nil && maxWait == 0 {
+			return 0, nil, fieldProblem("debounce.max_wait", "debounce.max_wait: must be at least the window (leave it out for no bound), got 0")
+		}
+		jr.Debounce = &job.Debounce{Key: d.Key, Window: window, MaxWait: maxWait}
+	}
 	if req.UniqueStates != nil {
 		if len(*req.UniqueStates) == 0 {
 			// Empty would read as "any state".
@@ -150,10 +178,10 @@ func (s *Server) enqueue(r *http.Request, p auth.Principal, body []byte, tx pgx.
 		return 0, nil, err
 	}
 	status := http.StatusCreated
-	if res.Existing {
+	if res.Existing || res.Debounced {
 		status = http.StatusOK
 	}
-	return status, enqueueResponse{Job: viewJob(res.Job), Existing: res.Existing}, nil
+	return status, enqueueResponse{Job: viewJob(res.Job), Existing: res.Existing, Debounced: res.Debounced}, nil
 }
 
 // enqueueContext is r's context carrying the caller's W3C trace context

@@ -72,3 +72,43 @@ func TestEnqueueUniqueWindows(t *testing.T) {
 		t.Fatalf("refused enqueues wrote %d jobs", after-before)
 	}
 }
+
+// POST /v1/jobs with debounce: the second enqueue of the key answers the
+// first job, 200 with "debounced": true, its args replaced; bad
+// debounces are refused naming the field.
+func TestEnqueueDebounce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	type out struct {
+		Job       jobOut
+		Existing  bool
+		Debounced bool
+	}
+	var a, b out
+	first := e.do(e.writer, "POST", "/v1/jobs", `{"kind":"k","args":{"n":1},"debounce":{"key":"sync-42","window":"1h","max_wait":"2h"}}`)
+	second := e.do(e.writer, "POST", "/v1/jobs", `{"kind":"k","args":{"n":2},"debounce":{"key":"sync-42","window":"1h"}}`)
+	first.decode(t, &a)
+	second.decode(t, &b)
+	if first.Status != 201 || a.Debounced || second.Status != 200 || !b.Debounced || b.Existing || b.Job.ID != a.Job.ID || b.Job.Args["n"] != float64(2) {
+		t.Fatalf("debounce: %d %+v, %d %+v", first.Status, a, second.Status, b)
+	}
+	before := e.count(`SELECT count(*) FROM gaffer.jobs`)
+	for _, c := range []struct{ body, field string }{
+		{`{"kind":"k","debounce":{"window":"1s"}}`, "debounce.key"},
+		{`{"kind":"k","debounce":{"key":"k"}}`, "debounce.window"},
+		{`{"kind":"k","debounce":{"key":"k","window":"soon"}}`, "debounce.window"},
+		{`{"kind":"k","debounce":{"key":"k","window":"1m","max_wait":"1s"}}`, "debounce.max_wait"},
+		{`{"kind":"k","debounce":{"key":"k","window":"1m","max_wait":"0s"}}`, "debounce.max_wait"},
+		{`{"kind":"k","delay":"1m","debounce":{"key":"k","window":"1m"}}`, "debounce"},
+		{`{"kind":"k","unique_key":"u","debounce":{"key":"k","window":"1m"}}`, "debounce"},
+		{`{"kind":"k","debounce":{"key":"` + strings.Repeat("k", 256) + `","window":"1m"}}`, "debounce.key"},
+	} {
+		p := e.expectProblem(e.do(e.writer, "POST", "/v1/jobs", c.body), 400, "invalid_field")
+		if p.Field != c.field {
+			t.Errorf("%s: field %q, want %q", c.body, p.Field, c.field)
+		}
+	}
+	if after := e.count(`SELECT count(*) FROM gaffer.jobs`); after != before {
+		t.Fatalf("refused enqueues wrote %d jobs", after-before)
+	}
+}

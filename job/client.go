@@ -70,6 +70,10 @@ type Result struct {
 	// unfinished job (or, with a window, by a job the window holds it
 	// for): nothing was inserted and Job is that job.
 	Existing bool
+	// Debounced is true when the request's debounce key named a job that
+	// had not started: that job (Job) took the request's args and its new
+	// run_at; nothing was inserted.
+	Debounced bool
 }
 
 // Enqueue validates r and inserts it. When it returns without error the
@@ -110,10 +114,10 @@ func (c *Client) enqueue(ctx context.Context, tx pgx.Tx, r Request) (Result, err
 	if err != nil {
 		return Result{}, fmt.Errorf("enqueue %s: %w", r.Kind, err)
 	}
-	if !res.Existing {
+	if !res.Existing && !res.Debounced {
 		c.metrics.forKind(p.Queue, p.Kind).enqueued.Inc()
 	}
-	return Result{Job: FromRow(res.Job), Existing: res.Existing}, nil
+	return Result{Job: FromRow(res.Job), Existing: res.Existing, Debounced: res.Debounced}, nil
 }
 
 // EnqueueMany validates every request, then inserts them all in one
@@ -146,13 +150,16 @@ func (c *Client) enqueueMany(ctx context.Context, tx pgx.Tx, rs []Request) ([]in
 			}
 			return nil, err
 		}
-		if p.Windowed() {
+		if p.Windowed() || p.DebounceKey != "" {
 			field := "unique_states"
-			if p.UniqueFor > 0 {
+			switch {
+			case p.DebounceKey != "":
+				field = "debounce"
+			case p.UniqueFor > 0:
 				field = "unique_for"
 			}
 			return nil, &ValidationError{Field: fmt.Sprintf("jobs[%d].%s", i, field),
-				Message: "a batch takes no uniqueness window (each needs its key's lock and look-up): enqueue this job on its own with Enqueue or EnqueueTx"}
+				Message: "a batch takes no uniqueness window or debounce (each needs its key's own statements): enqueue this job on its own with Enqueue or EnqueueTx"}
 		}
 		p.TraceParent, p.TraceState = parent, state
 		ps[i] = p

@@ -86,6 +86,15 @@ type Request struct {
 	// transaction, PostgreSQL's default); EnqueueMany refuses it.
 	UniqueStates []State
 	UniqueFor    time.Duration
+	// Debounce, when set, makes the enqueue a trailing debounce
+	// (docs/shaping.md): while a job of the tenant with Debounce.Key has
+	// not started, the enqueue replaces that job's args and moves it to
+	// run Debounce.Window from now (never past its first enqueue plus
+	// Debounce.MaxWait), and returns it (Result.Debounced); otherwise it
+	// makes a new job, due Window from now. The job keeps its first
+	// enqueue's kind, queue and other options. Not with UniqueKey, RunAt
+	// or Delay; only Enqueue and EnqueueTx take it.
+	Debounce *Debounce
 	// FairnessKey splits the tenant's jobs of the queue into units that
 	// claims serve in turn, as they serve tenants: jobs with different
 	// keys do not wait behind each other. Default "" (one unit per
@@ -95,6 +104,26 @@ type Request struct {
 	// under (see Limit). At most 255 bytes.
 	LimitKey string
 }
+
+// Debounce is a Request's trailing debounce.
+type Debounce struct {
+	// Key names the debounced job within its tenant: UTF-8 without NUL,
+	// at most 255 bytes.
+	Key string
+	// Window is how long after the last enqueue of the key the job runs:
+	// 1ms to MaxDebounceWindow.
+	Window time.Duration
+	// MaxWait bounds how long after the first enqueue the job may be
+	// moved to, so that a steady stream of enqueues still runs it: 0 (no
+	// bound) or Window to MaxDebounceMaxWait.
+	MaxWait time.Duration
+}
+
+// Bounds of a Debounce.
+const (
+	MaxDebounceWindow  = 7 * 24 * time.Hour
+	MaxDebounceMaxWait = 30 * 24 * time.Hour
+)
 
 // ValidateName checks a queue or tenant name.
 func ValidateName(field, name string) error {
@@ -153,6 +182,9 @@ func requestOf(p store.InsertParams) Request {
 	r := Request{Kind: p.Kind, Args: p.Args, Tenant: p.Tenant, Queue: p.Queue, Priority: p.Priority,
 		MaxAttempts: p.MaxAttempts, Timeout: p.Timeout, RunAt: p.RunAt, Delay: p.Delay, UniqueKey: p.UniqueKey,
 		FairnessKey: p.FairnessKey, LimitKey: p.LimitKey, UniqueFor: p.UniqueFor}
+	if p.DebounceKey != "" {
+		r.Debounce = &Debounce{Key: p.DebounceKey, Window: p.DebounceWindow, MaxWait: p.DebounceMaxWait}
+	}
 	for _, st := range p.UniqueStates {
 		r.UniqueStates = append(r.UniqueStates, State(st))
 	}
@@ -214,6 +246,9 @@ func (r Request) params() (store.InsertParams, error) {
 	if err := r.uniqueWindow(&p); err != nil {
 		return p, err
 	}
+	if err := r.debounce(&p); err != nil {
+		return p, err
+	}
 	args, err := EncodeArgs(r.Args)
 	if err != nil {
 		return p, err
@@ -244,6 +279,30 @@ func (r Request) uniqueWindow(p *store.InsertParams) error {
 			p.UniqueStates = append(p.UniqueStates, string(st))
 		}
 	}
+	return nil
+}
+
+// debounce checks r's debounce and sets it in p.
+func (r Request) debounce(p *store.InsertParams) error {
+	d := r.Debounce
+	if d == nil {
+		return nil
+	}
+	switch {
+	case d.Key == "":
+		return &ValidationError{Field: "debounce.key", Message: "is required"}
+	case len(d.Key) > MaxKeyLen || !validText(d.Key):
+		return &ValidationError{Field: "debounce.key", Message: fmt.Sprintf("must be UTF-8 without NUL characters, at most %d bytes", MaxKeyLen)}
+	case d.Window < time.Millisecond || d.Window > MaxDebounceWindow || d.Window%time.Millisecond != 0:
+		return &ValidationError{Field: "debounce.window", Message: fmt.Sprintf("must be a whole number of milliseconds from 1ms to %s, got %s", MaxDebounceWindow, d.Window)}
+	case d.MaxWait != 0 && (d.MaxWait < d.Window || d.MaxWait > MaxDebounceMaxWait || d.MaxWait%time.Millisecond != 0):
+		return &ValidationError{Field: "debounce.max_wait", Message: fmt.Sprintf("must be 0 (no bound) or a whole number of milliseconds from the window (%s) to %s, got %s", d.Window, MaxDebounceMaxWait, d.MaxWait)}
+	case r.UniqueKey != "":
+		return &ValidationError{Field: "debounce", Message: "cannot be combined with unique_key: the debounce key already names one pending job"}
+	case !r.RunAt.IsZero() || r.Delay != 0:
+		return &ValidationError{Field: "debounce", Message: "cannot be combined with run_at or delay: the window sets when the job runs"}
+	}
+	p.DebounceKey, p.DebounceWindow, p.DebounceMaxWait = d.Key, d.Window, d.MaxWait
 	return nil
 }
 

@@ -111,6 +111,13 @@ type InsertParams struct {
 	// job holds it, as ever.
 	UniqueStates []string
 	UniqueFor    time.Duration
+	// DebounceKey, when set, makes the enqueue a trailing debounce
+	// (InsertJob says how): due DebounceWindow after the last enqueue of
+	// the key, but no later than DebounceMaxWait (0: no cap) after the
+	// first.
+	DebounceKey     string
+	DebounceWindow  time.Duration
+	DebounceMaxWait time.Duration
 }
 
 // Windowed reports whether p's unique key has a window.
@@ -121,15 +128,18 @@ func (p InsertParams) Windowed() bool { return len(p.UniqueStates) > 0 || p.Uniq
 // concurrent enqueue of the key just committed.
 var ErrWindowIsolation = errors.New("an enqueue with a uniqueness window needs a READ COMMITTED transaction")
 
-// ErrWindowInBatch: InsertJobs does not take uniqueness windows (each
-// needs its key's lock and look-up: InsertJob, one by one).
-var ErrWindowInBatch = errors.New("a batch enqueue takes no uniqueness window: enqueue such jobs one at a time")
+// ErrWindowInBatch: InsertJobs does not take uniqueness windows or
+// debounce keys (each needs its key's own statements: InsertJob, one by
+// one).
+var ErrWindowInBatch = errors.New("a batch enqueue takes no uniqueness window or debounce: enqueue such jobs one at a time")
 
 // InsertResult is the job an insert made, or the unfinished job that
-// already held its unique key (Existing true).
+// already held its unique key (Existing true), or the not-yet-started job
+// of its debounce key that it updated (Debounced true).
 type InsertResult struct {
-	Job      Job
-	Existing bool
+	Job       Job
+	Existing  bool
+	Debounced bool
 }
 
 var (
@@ -137,6 +147,7 @@ var (
 	sqlGetByUniqueKey       = query("get_unfinished_by_unique_key")
 	sqlLockUniqueWindow     = query("lock_unique_window")
 	sqlInsertJobWindowed    = query("insert_job_windowed")
+	sqlInsertJobDebounced   = query("insert_job_debounced")
 	sqlNotifyQueues         = query("notify_queues")
 	sqlInsertJobsUnnest     = query("insert_jobs_unnest")
 	sqlCompleteJobs         = query("complete_jobs")
@@ -273,6 +284,9 @@ func (s *Store) InsertJob(ctx context.Context, q DB, p InsertParams) (InsertResu
 	if p.Windowed() {
 		return s.insertJobWindowed(ctx, q, p)
 	}
+	if p.DebounceKey != "" {
+		return s.insertJobDebounced(ctx, q, p)
+	}
 	db := s.db(q)
 	for range 10 {
 		var woke int64
@@ -345,6 +359,29 @@ func (s *Store) insertJobWindowed(ctx context.Context, q DB, p InsertParams) (In
 	return InsertResult{Job: j, Existing: existing}, nil
 }
 
+// insertJobDebounced is InsertJob for an enqueue with a debounce key: while
+// a job of the tenant with the key has not started, it is updated (its
+// args replaced, its run_at moved to now + window, capped at its first
+// enqueue + max wait) and returned with Debounced set; else a new job is
+// inserted, due in window. One statement, atomic under concurrent
+// enqueues: jobs_debounce_idx is its ON CONFLICT arbiter.
+func (s *Store) insertJobDebounced(ctx context.Context, q DB, p InsertParams) (InsertResult, error) {
+	var maxWait *int64
+	if p.DebounceMaxWait > 0 {
+		ms := p.DebounceMaxWait.Milliseconds()
+		maxWait = &ms
+	}
+	var debounced bool
+	var woke int64
+	j, err := scanJob(s.db(q).QueryRow(ctx, sqlInsertJobDebounced, p.Tenant, p.Kind, p.Queue, int16(p.Priority),
+		p.MaxAttempts, p.Timeout.Milliseconds(), p.Args, p.FairnessKey, nullString(p.LimitKey),
+		nullString(p.TraceParent), nullString(p.TraceState), p.DebounceKey, p.DebounceWindow.Milliseconds(), maxWait), &debounced, &woke)
+	if err != nil {
+		return InsertResult{}, fmt.Errorf("insert job: %w", err)
+	}
+	return InsertResult{Job: j, Debounced: debounced}, nil
+}
+
 // InsertJobs inserts many jobs through q (or the pool) and returns their
 // ids in order. Without unique keys it uses COPY; with any, a single
 // multi-row insert in which a job whose key is held gets the holder's id.
@@ -354,7 +391,7 @@ func (s *Store) InsertJobs(ctx context.Context, q DB, ps []InsertParams) ([]int6
 		return nil, nil
 	}
 	for i, p := range ps {
-		if p.Windowed() {
+		if p.Windowed() || p.DebounceKey != "" {
 			return nil, fmt.Errorf("insert jobs: job %d: %w", i, ErrWindowInBatch)
 		}
 	}

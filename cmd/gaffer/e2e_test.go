@@ -314,6 +314,20 @@ func TestEndToEnd(t *testing.T) {
 	if !windowed.Existing || windowed.Job.ID != held || windowed.Job.State != "cancelled" {
 		t.Fatalf("enqueue with a window over a cancelled holder: %+v, want job %d", windowed, held)
 	}
+	// Debounce: the second enqueue of the key moves the first job.
+	deb := []string{"jobs", "enqueue", "--kind", "noop", "--debounce-key", "sync-42", "--debounce-window", "1h", "--debounce-max-wait", "2h"}
+	e.jsonOK(&enq, deb...)
+	var debounced struct {
+		Job struct {
+			ID int64 `json:"id"`
+		} `json:"job"`
+		Debounced bool `json:"debounced"`
+	}
+	e.jsonOK(&debounced, deb...)
+	if !debounced.Debounced || debounced.Job.ID != enq.Job.ID {
+		t.Fatalf("second debounced enqueue: %+v, want job %d", debounced, enq.Job.ID)
+	}
+	e.fails(1, "invalid_field: debounce.window", "jobs", "enqueue", "--kind", "noop", "--debounce-key", "k")
 	e.fails(1, "invalid_field: unique_for", "jobs", "enqueue", "--kind", "noop", "--unique-key", "k", "--unique-for", "0s")
 	e.fails(1, "invalid_field: unique_states", "jobs", "enqueue", "--kind", "noop", "--unique-key", "k", "--unique-states", "done")
 	e.fails(1, "invalid_field: priority", "jobs", "enqueue", "--kind", "noop", "--priority", "12")

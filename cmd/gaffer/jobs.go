@@ -65,6 +65,9 @@ func (m *Main) jobsEnqueue(ctx context.Context, args []string) error {
 	unique := fs.String("unique-key", "-", "", "while an unfinished job holds this key, return it instead")
 	uniqueStates := fs.String("unique-states", "-", "", "comma-separated job states in which a job enqueued with a window holds --unique-key, e.g. pending,running,completed (docs/shaping.md)")
 	uniqueFor := fs.String("unique-for", "-", "", "a job enqueued with a window holds --unique-key this long from its enqueue, e.g. 1h (1s to 8784h)")
+	debounceKey := fs.String("debounce-key", "-", "", "while a job of this key has not started, replace its args and move it to run --debounce-window from now, instead of enqueueing (docs/shaping.md)")
+	debounceWindow := fs.String("debounce-window", "-", "", "with --debounce-key: run this long after the last enqueue of the key, e.g. 30s")
+	debounceMaxWait := fs.String("debounce-max-wait", "-", "", "with --debounce-key: run no later than this long after the first enqueue, e.g. 5m (default: no bound)")
 	tenant := fs.String("tenant", "-", "", "tenant (tokens spanning tenants only)")
 	idem := fs.String("idempotency-key", "-", "", "Idempotency-Key header: retries with the same key enqueue once")
 	wait := fs.Bool("wait", "-", false, "wait until the job is completed, failed or cancelled and print its result; exit 1 unless it completed")
@@ -91,6 +94,13 @@ func (m *Main) jobsEnqueue(ctx context.Context, args []string) error {
 	set("timeout", *timeout)
 	set("unique_key", *unique)
 	set("unique_for", *uniqueFor)
+	if *debounceKey != "" || *debounceWindow != "" || *debounceMaxWait != "" {
+		d := map[string]any{"key": *debounceKey, "window": *debounceWindow}
+		if *debounceMaxWait != "" {
+			d["max_wait"] = *debounceMaxWait
+		}
+		body["debounce"] = d
+	}
 	if *uniqueStates != "" {
 		body["unique_states"] = strings.Split(*uniqueStates, ",")
 	}
@@ -105,8 +115,9 @@ func (m *Main) jobsEnqueue(ctx context.Context, args []string) error {
 		body["allow_unknown_kind"] = true
 	}
 	type enqueued struct {
-		Job      jobRow `json:"job"`
-		Existing bool   `json:"existing"`
+		Job       jobRow `json:"job"`
+		Existing  bool   `json:"existing"`
+		Debounced bool   `json:"debounced"`
 	}
 	res, raw, err := call[enqueued](ctx, c, "POST", "/v1/jobs", body, "Idempotency-Key", *idem)
 	if err != nil {
@@ -114,6 +125,10 @@ func (m *Main) jobsEnqueue(ctx context.Context, args []string) error {
 	}
 	if !*wait || !*cf.json {
 		err := m.output(*cf.json, raw, func(tw *tabwriter.Writer) {
+			if res.Debounced {
+				fmt.Fprintf(tw, "debounced into job %d (now due %s)\n", res.Job.ID, res.Job.RunAt.Format(time.RFC3339))
+				return
+			}
 			if res.Existing {
 				fmt.Fprintf(tw, "unique key held: existing job %d (%s)\n", res.Job.ID, res.Job.State)
 				return

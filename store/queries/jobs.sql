@@ -75,6 +75,35 @@ SELECT {{job:ins}}, false, (SELECT count(*) FROM wake) FROM ins
 UNION ALL
 SELECT {{job:holder}}, true, 0 FROM holder;
 
+-- name: insert_job_debounced
+-- An enqueue with debounce: $1 tenant, $2 kind, $3 queue, $4 priority,
+-- $5 max_attempts, $6 timeout_ms, $7 args, $8 fairness_key, $9
+-- limit_key, $10 traceparent, $11 tracestate, $12 debounce key, $13
+-- window ms, $14 max_wait ms (NULL: no cap). While a job of the tenant
+-- with the key has not started (jobs_debounce_idx: pending, attempt 0),
+-- this enqueue updates it instead — its args become $7 and its run_at now + window, but never
+-- past its debounce_until (its first enqueue + max_wait) nor before now —
+-- and returns it with debounced true. Atomic: ON CONFLICT locks that job;
+-- if a claim started it meanwhile, the insert is tried again and makes a
+-- new job. A moved run_at in the future sets due false, so that the job
+-- waits in jobs_scheduled_idx and no claim takes it early; a claim
+-- promotes it when its time comes (claim_promote).
+WITH ins AS (
+    INSERT INTO gaffer.jobs AS j (tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, due, args, fairness_key, limit_key,
+                             traceparent, tracestate, debounce_key, debounce_until)
+    VALUES ($1, $2, $3, $4, $5, $6, least(now() + $13 * interval '1 millisecond', now() + $14 * interval '1 millisecond'),
+            $13 <= 0, $7, $8, $9, $10, $11, $12, now() + $14 * interval '1 millisecond')
+    ON CONFLICT (tenant, debounce_key) WHERE debounce_key IS NOT NULL AND state = 'pending' AND attempt = 0
+    DO UPDATE SET args = EXCLUDED.args,
+        run_at = greatest(least(now() + $13 * interval '1 millisecond', j.debounce_until), now()),
+        due = greatest(least(now() + $13 * interval '1 millisecond', j.debounce_until), now()) <= now()
+    RETURNING {{job}}, xmax <> 0 AS debounced
+), wake AS (
+    SELECT pg_notify('gaffer_jobs', queue), pg_notify('gaffer_units', concat_ws(E'\t', queue, tenant, fairness_key))
+    FROM ins WHERE run_at <= now()
+)
+SELECT {{job:ins}}, ins.debounced, (SELECT count(*) FROM wake) FROM ins;
+
 -- name: notify_queues
 -- $1 queues with due jobs; $2-$4 the fairness units (queues, tenants,
 -- fairness keys) of those jobs, for side claims (empty: none).

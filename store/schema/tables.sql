@@ -91,6 +91,11 @@ CREATE TABLE gaffer.jobs (
     -- insert_job_windowed): NULL for every other job, whose key, if any,
     -- is unique_key. Binaries before migration 0044 never write it.
     unique_window_key text,
+    -- A job enqueued with debounce (insert_job_debounced): its key, and
+    -- the latest a later enqueue of the key may move its run_at to (its
+    -- first enqueue plus max_wait; NULL: no cap). NULL for every other job.
+    debounce_key     text,
+    debounce_until   timestamptz,
     CONSTRAINT jobs_state_check CHECK (state IN ('pending', 'running', 'retrying', 'completed', 'failed', 'cancelled')),
     CONSTRAINT jobs_priority_check CHECK (priority BETWEEN 0 AND 9),
     CONSTRAINT jobs_attempts_check CHECK (max_attempts >= 1 AND attempt >= 0),
@@ -129,6 +134,8 @@ ALTER TABLE gaffer.jobs ADD CONSTRAINT jobs_tracestate_check
     CHECK (tracestate IS NULL OR (octet_length(tracestate) <= 512 AND traceparent IS NOT NULL)) NOT VALID;
 ALTER TABLE gaffer.jobs ADD CONSTRAINT jobs_unique_window_key_check
     CHECK (octet_length(unique_window_key) <= 255) NOT VALID;
+ALTER TABLE gaffer.jobs ADD CONSTRAINT jobs_debounce_key_check
+    CHECK (octet_length(debounce_key) <= 255) NOT VALID;
 
 -- The claim path: due jobs of one queue, keyed by fairness unit. A claim
 -- takes each unit's first due jobs by (priority, run_at, id) from its own
@@ -164,6 +171,13 @@ CREATE UNIQUE INDEX jobs_unique_idx ON gaffer.jobs (tenant, unique_key)
 -- per key serialises the enqueues that check it (insert_job_windowed).
 CREATE INDEX jobs_unique_window_idx ON gaffer.jobs (tenant, unique_window_key, state, created_at)
     WHERE unique_window_key IS NOT NULL;
+
+-- One not-yet-started job per (tenant, debounce key): the arbiter of
+-- insert_job_debounced's ON CONFLICT, so that a later enqueue of the key
+-- updates that job atomically on every node. A job leaves it when it
+-- first starts. Only jobs enqueued with debounce enter it.
+CREATE UNIQUE INDEX jobs_debounce_idx ON gaffer.jobs (tenant, debounce_key)
+    WHERE debounce_key IS NOT NULL AND state = 'pending' AND attempt = 0;
 
 -- Retention deletes finished jobs oldest first.
 CREATE INDEX jobs_finalized_idx ON gaffer.jobs (finalized_at)

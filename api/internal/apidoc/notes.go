@@ -14,6 +14,7 @@ var componentNames = map[string]string{
 
 	"api.enqueueRequest":  "EnqueueRequest",
 	"api.enqueueResponse": "EnqueueResponse",
+	"api.debounceRequest": "Debounce",
 	"api.retryResponse":   "RetryResponse",
 	"api.jobView":         "Job",
 	"job.AttemptError":    "AttemptError",
@@ -126,6 +127,10 @@ var notes = map[string][]edit{
 	"EnqueueRequest.unique_states": {items(jobStates), arrayLen(1, 6),
 		desc("gives unique_key a window: the key is held by a job enqueued with a window under it that is in one of these states (docs/shaping.md)")},
 	"EnqueueRequest.unique_for":   {desc("Go duration, 1s to 8784h (366 days): gives unique_key a window; the key is held by a job enqueued with a window under it for this long from its enqueue, whatever its state (with unique_states, in one of them too)")},
+	"Debounce":                    {required("key", "window"), desc("trailing debounce: while a job of the tenant with this key has not started, the enqueue replaces its args and moves it to run window from now (never past its first enqueue + max_wait) and answers it with debounced true (docs/shaping.md)")},
+	"Debounce.key":                {maxLength(255)},
+	"Debounce.window":             {desc("Go duration, 1ms to 168h")},
+	"Debounce.max_wait":           {desc("Go duration, from the window to 720h; absent: no bound")},
 	"EnqueueRequest.max_attempts": {between(1, 1000)},
 	"EnqueueRequest.fairness_key": {maxLength(255),
 		desc("splits the tenant's jobs of the queue into units served in turn; an http job's default is its destination host")},

@@ -1,0 +1,2 @@
+ALTER TABLE gaffer.jobs DROP COLUMN debounce_until;
+ALTER TABLE gaffer.jobs DROP COLUMN debounce_key;
