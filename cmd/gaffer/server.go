@@ -430,7 +430,7 @@ func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, hook
 			return nil, nil, err
 		}
 		dash, err := ui.New(ui.Config{Tokens: tokens, Sessions: auth.NewSessions(n.Pool(), hs.sessionLength), Jobs: n.Client(), DLQ: n.DLQ(),
-			Cron: n.Cron(), Workflows: n.Workflows(), Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Logger: log,
+			Cron: n.Cron(), Workflows: n.Workflows(), Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Logger: log, CronQuota: nf.cronQuota(),
 			TrustedProxies: hs.proxies, Failures: failures, MaxPageBytes: *nf.maxResponse})
 		if err != nil {
 			return nil, nil, err
