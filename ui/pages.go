@@ -307,7 +307,9 @@ func (h *Handler) workflowPage(r *http.Request, v *view) error {
 	v.Data = struct {
 		Run workflow.Run
 		DAG dag
-	}{run, layoutDAG(run.Steps)}
+		// Signals are the signal steps waiting for their signal.
+		Signals []string
+	}{run, layoutDAG(run.Steps), waitingSignals(run)}
 	return nil
 }
 

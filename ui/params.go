@@ -13,6 +13,7 @@ import (
 
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/workflow"
 )
 
 // Every value a dashboard request carries — each path parameter, query
@@ -43,6 +44,7 @@ var pathRules = map[string]textRule{
 	"tenant": nameRule,
 	"name":   cronRule,
 	"limit":  nameRule,
+	"step":   {regexp.MustCompile(workflow.StepNamePattern), 64},
 }
 
 // queryRules are the rules of the query parameters the pages read by

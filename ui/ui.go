@@ -194,6 +194,8 @@ func (h *Handler) routes() {
 	h.get("GET /ui/limits/{limit}/edit", "limit_form", h.limitEditPage)
 	h.form("POST /ui/limits/{limit}/edit", auth.ScopeAdmin, "limit_form", h.limitEditPage, h.saveLimit)
 	h.post("POST /ui/limits/{limit}/delete", auth.ScopeAdmin, h.deleteLimit)
+	h.form("POST /ui/workflows/{id}/signal", auth.ScopeJobsWrite, "workflow", h.workflowPage, h.signalWorkflow)
+	h.post("POST /ui/workflows/{id}/steps/{step}/retry", auth.ScopeJobsWrite, h.retryStep)
 
 	h.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		p, ok := h.signedIn(w, r)
