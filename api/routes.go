@@ -305,8 +305,8 @@ var routeTable = []Route{
 		Params:  []Param{idPath, tenantQuery}, Body: signalBody{}, Responses: []Response{{200, "The run", workflow.Run{}}},
 		Problems: []string{CodeNotFound, CodeConflict}, plain: (*Server).signalWorkflow},
 	{Method: "POST", Path: "/v1/workflows/{id}/steps/{step}/retry", Scope: auth.ScopeJobsWrite, OperationID: "retryWorkflowStep",
-		Summary: "Run a failed step again: its job's DLQ entry is replayed into one new job; a failed run returns to running and the step's dependants run after it",
-		Params: []Param{idPath, {Name: "step", In: "path", Type: "", Schema: textSchema(workflow.StepNamePattern, 64), Example: "charge"}, tenantQuery},
+		Summary:   "Run a failed step again: its job's DLQ entry is replayed into one new job; a failed run returns to running and the step's dependants run after it",
+		Params:    []Param{idPath, {Name: "step", In: "path", Type: "", Schema: textSchema(workflow.StepNamePattern, 64), Example: "charge"}, tenantQuery},
 		Responses: []Response{{200, "The run", workflow.Run{}}},
 		Problems:  []string{CodeNotFound, CodeNotRetryable}, plain: (*Server).retryWorkflowStep},
 
