@@ -353,6 +353,28 @@ func (c *Client) Throughput(ctx context.Context, tenant string, window time.Dura
 	return out, err
 }
 
+// QueueBucket is what finished in one bucket of a queue's history.
+type QueueBucket struct {
+	At                time.Time
+	Completed, Failed int64
+}
+
+// QueueHistory returns the jobs of queue that finished per bucket over
+// the last window (at most a week: the leader's samples keep a week, per
+// minute), of one tenant or, for "", of all, oldest first; buckets where
+// nothing finished are left out.
+func (c *Client) QueueHistory(ctx context.Context, tenant, queue string, window, bucket time.Duration) ([]QueueBucket, error) {
+	if bucket < time.Minute || window < bucket {
+		return nil, fmt.Errorf("queue history: a bucket is at least a minute and at most the window, got %s of %s", bucket, window)
+	}
+	rows, err := c.store.QueueHistory(ctx, queue, tenant, window, bucket)
+	out := make([]QueueBucket, len(rows))
+	for i, r := range rows {
+		out[i] = QueueBucket(r)
+	}
+	return out, err
+}
+
 // Retry runs a job again now. A retrying job waiting out its backoff
 // becomes due at once (the same job, its next attempt). A failed job's DLQ
 // entry is replayed into exactly one new job, whose id is returned; a

@@ -196,6 +196,7 @@ func (h *Handler) routes() {
 	h.post("POST /ui/limits/{limit}/delete", auth.ScopeAdmin, h.deleteLimit)
 	h.form("POST /ui/workflows/{id}/signal", auth.ScopeJobsWrite, "workflow", h.workflowPage, h.signalWorkflow)
 	h.post("POST /ui/workflows/{id}/steps/{step}/retry", auth.ScopeJobsWrite, h.retryStep)
+	h.get("GET /ui/queues/{queue}", "queues_history", h.queueHistoryPage)
 
 	h.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		p, ok := h.signedIn(w, r)
