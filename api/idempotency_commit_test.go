@@ -68,7 +68,7 @@ func TestIdempotencyKeyAfterAnUnseenCommit(t *testing.T) {
 				t.Fatal(err)
 			}
 			s, err := api.New(api.Config{Pool: st.Pool(), Tokens: tokens, Jobs: job.NewClient(st.Pool(), nil), DLQ: dlq.NewClient(st.Pool()),
-				Cron: cron.NewClient(st.Pool()), Workflows: workflow.NewClient(st.Pool())})
+				Cron: cron.NewClient(st.Pool()), Workflows: workflow.NewClient(st.Pool()), AllowUnknownKinds: true})
 			if err != nil {
 				t.Fatal(err)
 			}

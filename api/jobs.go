@@ -29,6 +29,9 @@ type enqueueRequest struct {
 	UniqueKey   string          `json:"unique_key"`
 	FairnessKey string          `json:"fairness_key"`
 	LimitKey    string          `json:"limit_key"`
+	// AllowUnknownKind enqueues a kind no node or remote worker registered
+	// (refused otherwise with unknown_kind).
+	AllowUnknownKind bool `json:"allow_unknown_kind"`
 }
 
 // jobView is a job on the wire.
@@ -98,6 +101,25 @@ func (s *Server) enqueue(r *http.Request, p auth.Principal, body []byte, tx pgx.
 			return 0, nil, fieldProblem("max_attempts", "max_attempts: must be between 1 and 1000, got 0")
 		}
 		jr.MaxAttempts = *req.MaxAttempts
+	}
+	if !req.AllowUnknownKind && !s.cfg.AllowUnknownKinds {
+		// The request's own problems first: a kind that is no kind at all
+		// is invalid, not unknown.
+		checked, err := jr.Check()
+		if err != nil {
+			return 0, nil, err
+		}
+		// This node's own kinds first: a node running without etcd has no
+		// row in the nodes table.
+		known := s.cfg.Jobs.Handles(checked.Kind)
+		if !known {
+			if known, err = s.kinds.registered(r.Context(), tx, checked.Tenant, checked.Kind); err != nil {
+				return 0, nil, err
+			}
+		}
+		if !known {
+			return 0, nil, unknownKind(checked.Tenant, checked.Kind)
+		}
 	}
 	res, err := s.cfg.Jobs.EnqueueTx(enqueueContext(r), tx, jr)
 	if err != nil {

@@ -95,6 +95,7 @@ var problemTypes = map[string]ProblemType{
 	CodeDestinationNotAllowed: {http.StatusBadRequest, "Destination not allowed"},
 	CodeStepInputsOverBudget:  {http.StatusBadRequest, "Step inputs over budget"},
 	CodeReservedKind:          {http.StatusBadRequest, "Reserved kind"},
+	CodeUnknownKind:           {http.StatusBadRequest, "Unknown kind"},
 	CodeCronTooFrequent:       {http.StatusBadRequest, "Schedule fires too often for the tenant's cron quota"},
 	CodeCronTooMany:           {http.StatusBadRequest, "Too many cron entries for the tenant's cron quota"},
 	CodeCronRateExceeded:      {http.StatusBadRequest, "Cron fire rate over the tenant's cron quota"},

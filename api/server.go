@@ -84,6 +84,11 @@ type Config struct {
 	// TrustedProxies are the proxies whose X-Forwarded-For names the
 	// client. Default: none (the client is the TCP peer).
 	TrustedProxies *auth.TrustedProxies
+	// AllowUnknownKinds turns off the enqueue check that refuses, with 400
+	// unknown_kind, a kind no node handles and no remote worker of the
+	// tenant works (by the nodes table, those that left included until
+	// dead-node retention). Off by default: the check is on.
+	AllowUnknownKinds bool
 	// Failures limits failed authentications per client address; share
 	// one with the dashboard so that both count against one budget.
 	// Default: an auth.FailureLimiter of its own, with its defaults.
@@ -97,6 +102,9 @@ type Server struct {
 	log     hclog.Logger
 	mux     *http.ServeMux
 	metrics *prometheus.HistogramVec
+
+	// kinds answers whether a kind is registered (the unknown_kind check).
+	kinds *knownKinds
 
 	// tenantCron is Cron holding tenants' tokens to CronQuota.
 	tenantCron *cron.Client
@@ -150,7 +158,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Failures == nil {
 		cfg.Failures = auth.NewFailureLimiter(auth.FailureLimiterConfig{})
 	}
-	s := &Server{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("api"), mux: http.NewServeMux(), limiters: map[string]*rate.Limiter{},
+	s := &Server{cfg: cfg, store: store.New(cfg.Pool), kinds: newKnownKinds(store.New(cfg.Pool)), log: cfg.Logger.Named("api"), mux: http.NewServeMux(), limiters: map[string]*rate.Limiter{},
 		metrics: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "gaffer", Subsystem: "api", Name: "request_duration_seconds",
 			Help: "API requests by route and status.", Buckets: prometheus.DefBuckets}, []string{"route", "status"})}
 	if cfg.Registerer != nil {

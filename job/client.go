@@ -38,6 +38,16 @@ func (c *Client) WithKinds(r *Registry) *Client {
 	return &cp
 }
 
+// Handles reports whether the registry given to WithKinds has a handler
+// for kind (false without one).
+func (c *Client) Handles(kind string) bool {
+	if c.kinds == nil {
+		return false
+	}
+	_, ok := c.kinds.lookup(kind)
+	return ok
+}
+
 // prepare validates r, runs its kind's check, and returns what the store
 // inserts.
 func (c *Client) prepare(r Request) (store.InsertParams, error) {

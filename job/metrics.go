@@ -44,6 +44,15 @@ type Metrics struct {
 // configured become labels.
 const OtherLabel = "other"
 
+// RemoteLabelBound is how many of the kinds and queues tenants' remote
+// workers registered may be label values beside the nodes' and those of
+// remote workers registered with a token spanning tenants (the
+// operator's, all of them; store.KnownLabels): a tenant names them, so
+// few — each tenant's first 3 kinds and 2 queues by name, 8 kinds and 4
+// queues in all, round-robin over tenants — and they stay within the
+// series budget TestMetricLabelsAreBounded holds.
+var RemoteLabelBound = store.RemoteLabels{KindsPerTenant: 3, QueuesPerTenant: 2, Kinds: 8, Queues: 4}
+
 type knownLabels struct{ kinds, queues map[string]bool }
 
 // SetKnown sets the kinds and queues that may appear as label values:

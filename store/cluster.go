@@ -289,13 +289,36 @@ func (s *Store) CronLateness(ctx context.Context, entries []string) ([]float64, 
 
 var sqlKnownLabels = query("known_labels")
 
+// RemoteLabels bounds the label values remote workers' names may take
+// (see KnownLabels): per tenant and in all.
+type RemoteLabels struct {
+	KindsPerTenant, QueuesPerTenant int
+	Kinds, Queues                   int
+}
+
 // KnownLabels returns the kinds and queues of the nodes that have not
-// left.
-func (s *Store) KnownLabels(ctx context.Context) (kinds, queues []string, err error) {
-	if err := s.pool.QueryRow(ctx, sqlKnownLabels).Scan(&kinds, &queues); err != nil {
+// left, and of the remote workers that have not left as many as bound
+// allows, taken round-robin over their tenants.
+func (s *Store) KnownLabels(ctx context.Context, bound RemoteLabels) (kinds, queues []string, err error) {
+	if err := s.pool.QueryRow(ctx, sqlKnownLabels, bound.KindsPerTenant, bound.QueuesPerTenant, bound.Kinds, bound.Queues).Scan(&kinds, &queues); err != nil {
 		return nil, nil, fmt.Errorf("known labels: %w", err)
 	}
 	return kinds, queues, nil
+}
+
+var sqlKindRegistered = query("kind_registered")
+
+// KindRegistered reports whether some node handles kind, or some remote
+// worker of tenant (or one spanning tenants) works it, by the rows the
+// nodes table holds (those that left included, until retention). q is
+// the caller's transaction (a request that holds one must not wait for a
+// second connection), or nil for the pool.
+func (s *Store) KindRegistered(ctx context.Context, q DB, tenant, kind string) (bool, error) {
+	var ok bool
+	if err := s.db(q).QueryRow(ctx, sqlKindRegistered, tenant, kind).Scan(&ok); err != nil {
+		return false, fmt.Errorf("kind registered: %w", err)
+	}
+	return ok, nil
 }
 
 var sqlDeleteDeadNodes = query("delete_dead_nodes")

@@ -801,3 +801,58 @@ func TestSnoozesAndReleasesAreUncountedAttempts(t *testing.T) {
 		t.Fatalf("the DLQ entry says %d attempts of %d, want the 3 of 3 that counted", attempts, maxAttempts)
 	}
 }
+
+// Workflow timers — gaffer.sleep and gaffer.signal jobs waiting in a
+// queue — are Gaffer's own: queue counts leave them out, exact or capped,
+// for an operator and for a tenant, so a queue whose only jobs are a
+// week-long sleep reads empty. At the cap the count stays "at least the
+// cap". Red with the timers' subtraction (and the tenant's kind filter)
+// removed: wf reads 3 pending.
+func TestQueueCountsLeaveTimersOut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.NewStore(t)
+	var ps []store.InsertParams
+	add := func(n int, kind, queue string, delay time.Duration) {
+		for range n {
+			p := params(kind)
+			p.Queue, p.Delay = queue, delay
+			ps = append(ps, p)
+		}
+	}
+	add(2, "gaffer.sleep", "wf", time.Hour)    // sleeping
+	add(1, "gaffer.signal", "wf", 0)           // due: waiting for a node to time it out
+	add(4, "report", "mixed", 0)               // the user's, due
+	add(1, "report", "mixed", time.Hour)       // and scheduled
+	add(2, "gaffer.sleep", "mixed", time.Hour) // beside them
+	add(12, "report", "big", 0)                // past the cap of 10
+	add(3, "gaffer.sleep", "big", time.Hour)
+	if _, err := st.InsertJobs(ctx, nil, ps); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"wf": 0, "mixed": 5, "big": 12}
+	check := func(name string, qs []store.Queue, err error, capped bool) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int64{}
+		for _, q := range qs {
+			got[q.Name] = q.Pending
+		}
+		for q, n := range want {
+			if capped && n > 10 {
+				n = 10
+			}
+			if got[q] != n {
+				t.Errorf("%s: %s pending %d, want %d (all: %v)", name, q, got[q], n, got)
+			}
+		}
+	}
+	qs, err := st.ListQueues(ctx, "")
+	check("exact", qs, err, false)
+	qs, err = st.QueueDepthsCapped(ctx, "", 10)
+	check("capped", qs, err, true)
+	qs, err = st.ListQueues(ctx, "default")
+	check("tenant", qs, err, false)
+}

@@ -299,6 +299,9 @@ func TestEndToEnd(t *testing.T) {
 	e.fails(1, "job_finished", "jobs", "cancel", fmt.Sprint(enq.Job.ID))
 	e.fails(1, "invalid_field: priority", "jobs", "enqueue", "--kind", "noop", "--priority", "12")
 	e.fails(1, "forbidden", "jobs", "enqueue", "--kind", "noop", "--token", reader)
+	// A kind nothing runs is refused (api.md#unknown-kinds), unless asked.
+	e.fails(1, "unknown_kind", "jobs", "enqueue", "--kind", "nobody.runs.this")
+	e.jsonOK(&enq, "jobs", "enqueue", "--kind", "nobody.runs.this", "--allow-unknown-kind")
 	e.fails(1, "unauthorized", "jobs", "list", "--token", "a-token-that-does-not-exist")
 	e.fails(2, "an API token is required", "jobs", "list", "--token", "")
 

@@ -65,6 +65,7 @@ func (m *Main) jobsEnqueue(ctx context.Context, args []string) error {
 	tenant := fs.String("tenant", "-", "", "tenant (tokens spanning tenants only)")
 	idem := fs.String("idempotency-key", "-", "", "Idempotency-Key header: retries with the same key enqueue once")
 	wait := fs.Bool("wait", "-", false, "wait until the job is completed, failed or cancelled and print its result; exit 1 unless it completed")
+	allowUnknown := fs.Bool("allow-unknown-kind", "-", false, "enqueue even if no node or remote worker registered the kind (refused otherwise: unknown_kind)")
 	c, err := cf.start(fs, args, 0, "no positional arguments")
 	if err != nil {
 		return err
@@ -92,6 +93,9 @@ func (m *Main) jobsEnqueue(ctx context.Context, args []string) error {
 	}
 	if *attempts != 0 {
 		body["max_attempts"] = *attempts
+	}
+	if *allowUnknown {
+		body["allow_unknown_kind"] = true
 	}
 	type enqueued struct {
 		Job      jobRow `json:"job"`

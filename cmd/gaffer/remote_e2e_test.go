@@ -38,7 +38,9 @@ func (e *remoteE2E) client() *workclient.Client {
 	return &workclient.Client{URL: e.url, Token: e.worker}
 }
 
-// enqueue enqueues n jobs of kind "work" in queue "py" and returns their ids.
+// enqueue enqueues n jobs of kind "work" in queue "py" and returns their
+// ids; often before the worker that runs them has registered, so with
+// --allow-unknown-kind.
 func (e *remoteE2E) enqueue(n int, args string) []int64 {
 	e.t.Helper()
 	var ids []int64
@@ -48,7 +50,7 @@ func (e *remoteE2E) enqueue(n int, args string) []int64 {
 				ID int64 `json:"id"`
 			} `json:"job"`
 		}
-		e.jsonOK(&out, "jobs", "enqueue", "--kind", "work", "--queue", "py", "--args", args)
+		e.jsonOK(&out, "jobs", "enqueue", "--kind", "work", "--queue", "py", "--args", args, "--allow-unknown-kind")
 		ids = append(ids, out.Job.ID)
 	}
 	return ids

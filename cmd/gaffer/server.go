@@ -57,6 +57,7 @@ type nodeFlags struct {
 	logLevel      *string
 	logJSON       *bool
 	metricsToken  *string
+	allowUnknown  *bool
 	*httpFlags
 	*etcdFlags
 }
@@ -98,8 +99,10 @@ func addNodeFlags(fs *flagSet) *nodeFlags {
 		logLevel:     fs.String("log-level", "", "info", "trace, debug, info, warn or error"),
 		logJSON:      fs.Bool("log-json", "", false, "log JSON lines instead of text"),
 		metricsToken: fs.String("metrics-token", "", "", "when set, /metrics answers only requests with Authorization: Bearer <this token>"),
-		httpFlags:    addHTTPFlags(fs),
-		etcdFlags:    addEtcdFlags(fs),
+		allowUnknown: fs.Bool("allow-unknown-kinds", "", false, "accept API enqueues of kinds no node handles and no remote worker of the tenant works "+
+			"(refused by default with 400 unknown_kind; a request may still ask with allow_unknown_kind)"),
+		httpFlags: addHTTPFlags(fs),
+		etcdFlags: addEtcdFlags(fs),
 	}
 }
 
@@ -425,7 +428,8 @@ func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, hook
 			Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Remote: n.RemoteWorkers(), WebhookSecrets: secrets, Logger: log,
 			Registerer: nodeRegisterer(reg, n.ID(), len(nodes)),
 			RateLimit:  float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit, IdempotencyRetention: *nf.idemRetention,
-			MaxResponseBytes: *nf.maxResponse, TrustedProxies: hs.proxies, Failures: failures, CronQuota: nf.cronQuota()})
+			MaxResponseBytes: *nf.maxResponse, TrustedProxies: hs.proxies, Failures: failures, CronQuota: nf.cronQuota(),
+			AllowUnknownKinds: *nf.allowUnknown})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -207,7 +207,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	dead1 := enqueue("--kind", "http", "--args", fmt.Sprintf(`{"url":%q}`, hook.URL+"/fail"))
 	dead2 := enqueue("--kind", "http", "--args", fmt.Sprintf(`{"url":%q}`, hook.URL+"/fail"))
 	hanging := enqueue("--kind", "http", "--args", fmt.Sprintf(`{"url":%q,"timeout":"10m"}`, hook.URL+"/hang"))
-	enqueue("--kind", "report.build", "--queue", "reports", "--args", `{"month":"2026-10"}`)
+	enqueue("--kind", "report.build", "--queue", "reports", "--args", `{"month":"2026-10"}`, "--allow-unknown-kind")
 	e.waitSQL("dead-lettered", `SELECT count(*) FROM gaffer.dlq`, "2")
 	e.waitSQL("the hanging job runs", `SELECT state FROM gaffer.jobs WHERE id = $1`, "running", hanging)
 	entry1 := e.scalar(`SELECT id FROM gaffer.dlq WHERE job_id = $1`, dead1)
@@ -302,7 +302,7 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	// Live refresh: a job enqueued elsewhere appears without a reload.
 	b.visit("/ui/jobs")
-	fresh := enqueue("--kind", "report.build", "--queue", "reports")
+	fresh := enqueue("--kind", "report.build", "--queue", "reports", "--allow-unknown-kind")
 	b.do("the new job appears live", chromedp.WaitVisible(chromedp.CSS(`#jobs a[href="/ui/jobs/`+fresh+`"]`)))
 
 	// Drain the second node with a deadline.

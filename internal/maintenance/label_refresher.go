@@ -10,6 +10,7 @@ import (
 
 	"github.com/gafferhq/gaffer/internal/clock"
 	"github.com/gafferhq/gaffer/internal/service"
+	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
 )
 
@@ -37,8 +38,9 @@ type KindLister interface {
 }
 
 // LabelRefresher keeps the metrics' label values bounded: it tells
-// job.Metrics.SetKnown the kinds and queues this node handles and those the
-// other live nodes reported, so that a kind or queue a tenant made up is
+// job.Metrics.SetKnown the kinds and queues this node handles, those the
+// other live nodes reported, and a few the live remote workers registered
+// (job.RemoteLabelBound), so that a kind or queue a tenant made up is
 // counted under job.OtherLabel instead of becoming a series of its own.
 type LabelRefresher struct {
 	cfg    LabelRefresherConfig
@@ -79,7 +81,7 @@ func (r *LabelRefresher) Stop() { r.runner.Stop() }
 // RunOnce reads the other nodes' kinds and queues and sets the labels.
 // On error the labels stay as they were.
 func (r *LabelRefresher) RunOnce(ctx context.Context) error {
-	kinds, queues, err := r.store.KnownLabels(ctx)
+	kinds, queues, err := r.store.KnownLabels(ctx, job.RemoteLabelBound)
 	if err != nil {
 		return err
 	}

@@ -95,10 +95,52 @@ SELECT epoch, coalesce(leader, ''), raised_at FROM gaffer.leader_fence;
 SELECT epoch FROM gaffer.leader_fence FOR SHARE;
 
 -- name: known_labels
--- The kinds and queues of the nodes that have not left: what metrics may
--- use as label values. Not a remote worker's: a tenant names those.
-SELECT coalesce((SELECT array_agg(DISTINCT k) FROM gaffer.nodes, jsonb_array_elements_text(kinds) k WHERE state <> 'dead' AND kind = 'node'), '{}'),
-       coalesce((SELECT array_agg(DISTINCT q) FROM gaffer.nodes, jsonb_object_keys(queues) q WHERE state <> 'dead' AND kind = 'node'), '{}');
+-- The kinds and queues metrics may use as label values: every one of the
+-- nodes and of the remote workers registered with a token spanning
+-- tenants (tenant '*') that have not left — the operator's — and a
+-- bounded few of the tenants' own remote workers' that have not left, as
+-- a tenant names those: of each tenant's names (up to 64 characters) its
+-- first $1 kinds and $2 queues by name, and of those at most $3 kinds and
+-- $4 queues in all, taken round-robin over tenants (every tenant's first,
+-- then every second…), so one tenant cannot take them all. Names the
+-- operator's know take no slot.
+WITH node_kinds AS (
+    SELECT DISTINCT k FROM gaffer.nodes, jsonb_array_elements_text(kinds) k
+    WHERE state <> 'dead' AND (kind = 'node' OR tenant = '*')
+), node_queues AS (
+    SELECT DISTINCT q FROM gaffer.nodes, jsonb_object_keys(queues) q
+    WHERE state <> 'dead' AND (kind = 'node' OR tenant = '*')
+), remote_kinds AS (
+    SELECT k FROM (
+        SELECT k, row_number() OVER (PARTITION BY tenant ORDER BY k) AS rn
+        FROM (SELECT DISTINCT n.tenant, k FROM gaffer.nodes n, jsonb_array_elements_text(n.kinds) k
+              WHERE n.state <> 'dead' AND n.kind = 'remote' AND n.tenant <> '*' AND length(k) <= 64 AND k NOT IN (SELECT k FROM node_kinds)) t
+    ) r
+    WHERE rn <= $1
+    GROUP BY k ORDER BY min(rn), k LIMIT $3
+), remote_queues AS (
+    SELECT q FROM (
+        SELECT q, row_number() OVER (PARTITION BY tenant ORDER BY q) AS rn
+        FROM (SELECT DISTINCT n.tenant, q FROM gaffer.nodes n, jsonb_object_keys(n.queues) q
+              WHERE n.state <> 'dead' AND n.kind = 'remote' AND n.tenant <> '*' AND length(q) <= 64 AND q NOT IN (SELECT q FROM node_queues)) t
+    ) r
+    WHERE rn <= $2
+    GROUP BY q ORDER BY min(rn), q LIMIT $4
+)
+SELECT coalesce((SELECT array_agg(k) FROM (SELECT k FROM node_kinds UNION ALL SELECT k FROM remote_kinds) x), '{}'),
+       coalesce((SELECT array_agg(q) FROM (SELECT q FROM node_queues UNION ALL SELECT q FROM remote_queues) x), '{}');
+
+-- name: kind_registered
+-- Whether kind $2 may be enqueued for tenant $1: a node handles it, or a
+-- remote worker of the tenant (or one spanning tenants) names it or names
+-- no kinds (it works every kind of its queues). Nodes and workers that
+-- left still count until dead-node retention deletes their rows, so a
+-- redeploy (workers gone for a moment) does not refuse their kinds.
+SELECT EXISTS (
+    SELECT 1 FROM gaffer.nodes
+    WHERE (kind = 'node' AND kinds ? $2)
+       OR (kind = 'remote' AND tenant IN ('*', $1) AND (kinds ? $2 OR kinds = '[]'::jsonb))
+);
 
 -- name: delete_dead_nodes
 -- Retention: $1 age ms, $2 batch size. Nodes that left (or were lost)

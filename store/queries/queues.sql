@@ -111,7 +111,7 @@ FROM (
            coalesce(extract(epoch FROM now() - min(j.run_at) FILTER (WHERE j.state IN ('pending', 'retrying') AND j.run_at <= now())), 0)::float8 AS oldest
     FROM gaffer.jobs j
     LEFT JOIN gaffer.queues q ON q.name = j.queue
-    WHERE j.tenant = $1 AND j.state IN ('pending', 'retrying', 'running')
+    WHERE j.tenant = $1 AND j.state IN ('pending', 'retrying', 'running') AND j.kind NOT LIKE 'gaffer.%'
     GROUP BY j.queue, q.paused
 ) w
 ORDER BY w.queue;
@@ -122,7 +122,9 @@ ORDER BY w.queue;
 -- huge table: the queues are found by skipping through the claim index
 -- (due jobs) and the scheduled index (one probe per queue each), each
 -- count is an index scan, and the pending and retrying counts stop at $1
--- (a count at the cap means "at least"; NULL counts them all). Last, how
+-- (a count at the cap means "at least"; NULL counts them all). Workflow
+-- timers waiting (Gaffer's own gaffer.* jobs, counted in their own small
+-- index up to the cap) are left out of counts below the cap. Last, how
 -- many live nodes and remote workers work each.
 WITH RECURSIVE due AS (
     (SELECT queue FROM gaffer.jobs WHERE state IN ('pending', 'retrying') AND due ORDER BY queue LIMIT 1)
@@ -142,14 +144,9 @@ WITH RECURSIVE due AS (
     UNION SELECT jsonb_object_keys(queues) FROM gaffer.nodes WHERE state <> 'dead'
 )
 SELECT n.name, coalesce(q.paused, false),
-       -- Index-only scans of the two indexes, which carry the state.
-       least((SELECT count(*) FROM (SELECT 1 FROM gaffer.jobs j
-                                    WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = n.name AND j.state = 'pending' LIMIT $1) c)
-             + (SELECT count(*) FROM (SELECT 1 FROM gaffer.jobs j
-                                      WHERE j.state IN ('pending', 'retrying') AND NOT j.due AND j.queue = n.name AND j.state = 'pending' LIMIT $1) c),
-             coalesce($1, 9223372036854775807)),
-       (SELECT count(*) FROM (SELECT 1 FROM gaffer.jobs j WHERE j.state = 'retrying' AND j.queue = n.name LIMIT $1) c),
-       (SELECT count(*) FROM gaffer.jobs j WHERE j.queue = n.name AND j.state = 'running'),
+       CASE WHEN c.pending < coalesce($1, 9223372036854775807) THEN c.pending - t.pending ELSE c.pending END,
+       CASE WHEN c.retrying < coalesce($1, 9223372036854775807) THEN c.retrying - t.retrying ELSE c.retrying END,
+       (SELECT count(*) FROM gaffer.jobs j WHERE j.queue = n.name AND j.state = 'running' AND j.kind NOT LIKE 'gaffer.%'),
        -- The oldest due job: one probe of the claim index per unit and
        -- priority, and one of the scheduled index (a job whose time has
        -- come that no claim has promoted yet).
@@ -170,6 +167,22 @@ SELECT n.name, coalesce(q.paused, false),
           AND nd.queues ? n.name)
 FROM names n
 LEFT JOIN gaffer.queues q ON q.name = n.name
+-- Index-only scans of the two claim indexes and the retrying one, which
+-- carry the state.
+CROSS JOIN LATERAL (
+    SELECT least((SELECT count(*) FROM (SELECT 1 FROM gaffer.jobs j
+                                        WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = n.name AND j.state = 'pending' LIMIT $1) c)
+                 + (SELECT count(*) FROM (SELECT 1 FROM gaffer.jobs j
+                                          WHERE j.state IN ('pending', 'retrying') AND NOT j.due AND j.queue = n.name AND j.state = 'pending' LIMIT $1) c),
+                 coalesce($1, 9223372036854775807)) AS pending,
+           (SELECT count(*) FROM (SELECT 1 FROM gaffer.jobs j WHERE j.state = 'retrying' AND j.queue = n.name LIMIT $1) c) AS retrying
+) c
+-- The timers among them: an index-only scan of jobs_timers_idx.
+CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE x.state = 'pending') AS pending, count(*) FILTER (WHERE x.state = 'retrying') AS retrying
+    FROM (SELECT j.state FROM gaffer.jobs j
+          WHERE j.state IN ('pending', 'retrying') AND j.kind LIKE 'gaffer.%' AND j.queue = n.name LIMIT $1) x
+) t
 ORDER BY n.name;
 
 -- name: estimate_jobs

@@ -173,6 +173,12 @@ CREATE INDEX jobs_cancelled_idx ON gaffer.jobs (id) WHERE state = 'cancelled';
 -- table holds. Partial, so only cron and workflow jobs are in them, and
 -- on columns no claim or completion changes: those updates stay HOT and
 -- never touch these indexes.
+-- Workflow timers (Gaffer's own kinds, gaffer.sleep and gaffer.signal)
+-- waiting in a queue: queue counts leave them out. Only those rows enter
+-- it.
+CREATE INDEX jobs_timers_idx ON gaffer.jobs (queue) INCLUDE (state)
+    WHERE state IN ('pending', 'retrying') AND kind LIKE 'gaffer.%';
+
 CREATE INDEX jobs_cron_entry_idx ON gaffer.jobs (tenant, cron_entry, id) WHERE cron_entry IS NOT NULL;
 CREATE INDEX jobs_workflow_run_idx ON gaffer.jobs (workflow_run, id) WHERE workflow_run IS NOT NULL;
 
