@@ -31,8 +31,8 @@ SELECT count(*) FROM gaffer.jobs WHERE queue = $1;
 -- Counts the jobs finished since the last sample (at most a minute back),
 -- in all (tenant '*') and per tenant, and records them; drops per-tenant
 -- samples older than an hour and totals older than a day. Adds the same
--- counts per queue and tenant to the minute's row of queue_throughput,
--- and drops its rows older than a week. Approximate: a job whose
+-- counts, less workflow timers, per queue and tenant to the minute's row
+-- of queue_throughput, and drops its rows older than a week. Approximate: a job whose
 -- transaction began before the window and committed after the count is
 -- missed. Run by the leader, in its fenced transaction.
 WITH last AS (
@@ -40,7 +40,11 @@ WITH last AS (
     FROM gaffer.throughput_samples WHERE tenant = '*'
 ), per_queue AS (
     SELECT j.tenant, j.queue, count(*) FILTER (WHERE j.state = 'completed') AS completed,
-           count(*) FILTER (WHERE j.state = 'failed') AS failed
+           count(*) FILTER (WHERE j.state = 'failed') AS failed,
+           -- A queue's history leaves workflow timers (Gaffer's own
+           -- gaffer.* jobs) out, as its counts do.
+           count(*) FILTER (WHERE j.state = 'completed' AND j.kind NOT LIKE 'gaffer.%') AS work_completed,
+           count(*) FILTER (WHERE j.state = 'failed' AND j.kind NOT LIKE 'gaffer.%') AS work_failed
     FROM gaffer.jobs j, last
     WHERE j.state IN ('completed', 'failed', 'cancelled') AND j.finalized_at >= last.since AND j.finalized_at < now()
     GROUP BY j.tenant, j.queue
@@ -49,7 +53,7 @@ WITH last AS (
     FROM per_queue GROUP BY tenant
 ), queue_rows AS (
     INSERT INTO gaffer.queue_throughput AS q (queue, tenant, minute, completed, failed)
-    SELECT queue, tenant, date_trunc('minute', now()), completed, failed FROM per_queue WHERE completed + failed > 0
+    SELECT queue, tenant, date_trunc('minute', now()), work_completed, work_failed FROM per_queue WHERE work_completed + work_failed > 0
     ON CONFLICT (queue, tenant, minute) DO UPDATE SET completed = q.completed + excluded.completed, failed = q.failed + excluded.failed
 ), queue_old AS (
     DELETE FROM gaffer.queue_throughput WHERE minute < now() - interval '7 days'
