@@ -270,3 +270,67 @@ func TestLimitForms(t *testing.T) {
 		t.Fatalf("after delete: %v", err)
 	}
 }
+
+// Every action and form (each POST route the handler registered, the new
+// forms among them) refuses a request without the session's CSRF token,
+// one from another origin, and one from a token without write scopes,
+// and changes nothing.
+func TestEveryActionNeedsCSRFOriginAndScope(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := cron.NewClient(e.st.Pool()).Create(ctx, cron.Entry{Name: "nightly", Schedule: "@daily", Job: cron.JobTemplate{Kind: "k"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.jobs.SetLimit(ctx, job.Limit{Name: "mail-slow", Queue: "mail", Concurrency: 2}); err != nil {
+		t.Fatal(err)
+	}
+	admin := e.browser()
+	admin.login(e.token(auth.AllTenants, auth.ScopeAdmin))
+	csrf := admin.csrf()
+	reader := e.browser()
+	reader.login(e.token("default", auth.ScopeJobsRead, auth.ScopeClusterRead))
+	rcsrf := reader.csrf()
+	// What a form would carry if it were let through.
+	fields := formWith("", "name", "x", "schedule", "@hourly", "job.kind", "k", "concurrency", "1", "step", "approve", "payload", "{}", "confirm", "purge", "all", "yes")
+	before := e.snapshot()
+	n := 0
+	for _, pattern := range e.h.Patterns() {
+		method, path, _ := strings.Cut(pattern, " ")
+		if method != http.MethodPost {
+			continue
+		}
+		n++
+		path = pathParam.ReplaceAllStringFunc(path, func(m string) string { return pathExamples[m[1:len(m)-1]] })
+		with := func(c string) url.Values {
+			f := url.Values{}
+			for k, v := range fields {
+				f[k] = v
+			}
+			if c != "" {
+				f.Set("csrf", c)
+			} else {
+				f.Del("csrf")
+			}
+			return f
+		}
+		if p := admin.post(path, with("")); p.status != http.StatusForbidden || !strings.Contains(p.body, "CSRF token is missing") {
+			t.Errorf("%s without CSRF: %d", pattern, p.status)
+		}
+		if p := admin.postFrom("https://evil.example", path, with(csrf)); p.status != http.StatusForbidden || !strings.Contains(p.body, "another site") {
+			t.Errorf("%s from another origin: %d", pattern, p.status)
+		}
+		if p := reader.post(path, with(rcsrf)); p.status != http.StatusForbidden || !strings.Contains(p.body, "lacks the") {
+			t.Errorf("%s by a read-only token: %d", pattern, p.status)
+		}
+	}
+	if n < 20 {
+		t.Fatalf("only %d POST routes found", n)
+	}
+	after := e.snapshot()
+	for table, sum := range before {
+		if after[table] != sum {
+			t.Errorf("gaffer.%s changed after requests that were all refused", table)
+		}
+	}
+}
