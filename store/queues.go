@@ -150,6 +150,9 @@ type QueueBucket struct {
 // window, of tenant ("": all), oldest first; buckets where nothing
 // finished are left out. History is kept for a week, per minute.
 func (s *Store) QueueHistory(ctx context.Context, queue, tenant string, window, bucket time.Duration) ([]QueueBucket, error) {
+	if tenant == "" {
+		tenant = "*"
+	}
 	rows, err := s.pool.Query(ctx, sqlQueueHistory, queue, tenant, window.Milliseconds(), int64(bucket/time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("queue history: %w", err)

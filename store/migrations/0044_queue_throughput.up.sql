@@ -1,6 +1,7 @@
 -- gaffer:expand
 -- Per-queue throughput history for the dashboard's queue page: jobs
--- finished per minute, per queue and tenant, kept for a week. Written by
+-- finished per minute, per queue and tenant and per queue in all (tenant
+-- '*'), kept for a week. Written by
 -- the leader's throughput sample (store/queries/queues.sql,
 -- sample_throughput); binaries of the release before never read or write
 -- it, and sample as before.

@@ -31,8 +31,9 @@ SELECT count(*) FROM gaffer.jobs WHERE queue = $1;
 -- Counts the jobs finished since the last sample (at most a minute back),
 -- in all (tenant '*') and per tenant, and records them; drops per-tenant
 -- samples older than an hour and totals older than a day. Adds the same
--- counts, less workflow timers, per queue and tenant to the minute's row
--- of queue_throughput, and drops its rows older than a week. Approximate: a job whose
+-- counts, less workflow timers, per queue and tenant (and per queue in
+-- all, tenant '*') to the minute's row of queue_throughput, and drops its
+-- rows older than a week. Approximate: a job whose
 -- transaction began before the window and committed after the count is
 -- missed. Run by the leader, in its fenced transaction.
 WITH last AS (
@@ -54,6 +55,9 @@ WITH last AS (
 ), queue_rows AS (
     INSERT INTO gaffer.queue_throughput AS q (queue, tenant, minute, completed, failed)
     SELECT queue, tenant, date_trunc('minute', now()), work_completed, work_failed FROM per_queue WHERE work_completed + work_failed > 0
+    UNION ALL
+    SELECT queue, '*', date_trunc('minute', now()), sum(work_completed), sum(work_failed) FROM per_queue
+    GROUP BY queue HAVING sum(work_completed + work_failed) > 0
     ON CONFLICT (queue, tenant, minute) DO UPDATE SET completed = q.completed + excluded.completed, failed = q.failed + excluded.failed
 ), queue_old AS (
     DELETE FROM gaffer.queue_throughput WHERE minute < now() - interval '7 days'
@@ -86,13 +90,13 @@ ORDER BY 1;
 
 -- name: queue_history
 -- Jobs of queue $1 finished per bucket of $4 seconds over the last $3 ms,
--- of tenant $2 ('': all tenants), oldest first; buckets where nothing
--- finished are absent. Reads the queue's rows of the range through the
--- primary key: at most a week of minutes per tenant.
+-- of tenant $2 ('*': all tenants), oldest first; buckets where nothing
+-- finished are absent. One range of the primary key: at most a week of
+-- minutes, whatever the number of tenants.
 SELECT to_timestamp((floor(extract(epoch FROM minute) / $4::bigint) * $4::bigint)::float8) AS bucket,
        sum(completed)::bigint, sum(failed)::bigint
 FROM gaffer.queue_throughput
-WHERE queue = $1 AND ($2::text = '' OR tenant = $2::text) AND minute >= now() - $3::bigint * interval '1 millisecond'
+WHERE queue = $1 AND tenant = $2 AND minute >= now() - $3::bigint * interval '1 millisecond'
 GROUP BY 1
 ORDER BY 1;
 

@@ -466,9 +466,9 @@ CREATE TABLE gaffer.throughput_samples (
 );
 
 -- Per-queue throughput history (the dashboard's queue page): jobs
--- finished per minute, per queue and tenant, from the leader's samples;
--- kept for a week. A tenant's token reads its own rows, an operator's the
--- sum over tenants.
+-- finished per minute, per queue and tenant and per queue in all (tenant
+-- '*'), from the leader's samples; kept for a week. A tenant's token
+-- reads its own rows, an operator's the '*' rows.
 CREATE TABLE gaffer.queue_throughput (
     queue     text        NOT NULL,
     tenant    text        NOT NULL,
