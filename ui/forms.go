@@ -220,3 +220,20 @@ func shown(fields []string, hide bool, hidden ...string) []string {
 	}
 	return out
 }
+
+// formPage answers a GET of a form's action with its page: a refused
+// form is shown at the action's address, which a reload (or the live
+// refresh) then asks for.
+func (h *Handler) formPage(pattern string, to func(r *http.Request) string) {
+	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, to(r), http.StatusSeeOther)
+	})
+}
+
+func signalFormPage(r *http.Request) string {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return "/ui/workflows"
+	}
+	return fmt.Sprintf("/ui/workflows/%d", id)
+}

@@ -197,6 +197,8 @@ func (h *Handler) routes() {
 	h.form("POST /ui/workflows/{id}/signal", auth.ScopeJobsWrite, "workflow", h.workflowPage, h.signalWorkflow)
 	h.post("POST /ui/workflows/{id}/steps/{step}/retry", auth.ScopeJobsWrite, h.retryStep)
 	h.get("GET /ui/queues/{queue}", "queues_history", h.queueHistoryPage)
+	h.formPage("GET /ui/limits", func(*http.Request) string { return "/ui/queues" })
+	h.formPage("GET /ui/workflows/{id}/signal", signalFormPage)
 
 	h.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		p, ok := h.signedIn(w, r)

@@ -123,3 +123,17 @@ func TestWorkflowPageRetriesFailedStep(t *testing.T) {
 		t.Fatalf("after the retry: %+v", r)
 	}
 }
+
+// A refused form is shown at its action's address; a reload there, or
+// the page's live refresh, goes back to the page.
+func TestFormActionAddressesLeadBackToTheirPages(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.browser()
+	b.login(e.token(auth.AllTenants, auth.ScopeAdmin))
+	for path, want := range map[string]string{"/ui/workflows/7/signal": "/ui/workflows/7", "/ui/limits": "/ui/queues", "/ui/workflows/x%0a/signal": "/ui/workflows"} {
+		if p := b.get(path); p.status != http.StatusSeeOther || p.header.Get("Location") != want {
+			t.Errorf("GET %s: %d to %q, want %s", path, p.status, p.header.Get("Location"), want)
+		}
+	}
+}
