@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -93,5 +94,42 @@ func TestQueueHistory(t *testing.T) {
 	bs, err := st.QueueHistory(ctx, "mail", "", 7*24*time.Hour, 2*time.Hour)
 	if err != nil || len(bs) != 1 || bs[0].Completed != 3 || bs[0].Failed != 1 || bs[0].At.Unix()%7200 != 0 {
 		t.Fatalf("a week of mail in 2h buckets: %+v, %v", bs, err)
+	}
+}
+
+// Tenants name queues: a tenant finishing jobs in 25 queues in one sample
+// gets history rows for its 20 busiest only (the totals keep all 25,
+// under their own bound of 500), so it cannot grow the shared table by
+// naming queues. Red with the per-tenant rank removed (25 rows).
+func TestQueueHistoryIsBoundedPerTenant(t *testing.T) {
+	t.Parallel()
+	st := pgtest.NewStore(t)
+	ctx := context.Background()
+	var ps []store.InsertParams
+	for i := range 25 {
+		for range 1 + i%3 {
+			p := params("k")
+			p.Tenant, p.Queue = "wide", fmt.Sprintf("q%02d", i)
+			ps = append(ps, p)
+		}
+	}
+	if _, err := st.InsertJobs(ctx, nil, ps); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Pool().Exec(ctx, `UPDATE gaffer.jobs SET state = 'completed', finalized_at = now() - interval '1 second', attempt = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SampleThroughput(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	var own, all, busiestKept int
+	if err := st.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE tenant = 'wide'), count(*) FILTER (WHERE tenant = '*'),
+		count(*) FILTER (WHERE tenant = 'wide' AND completed = 3) FROM gaffer.queue_throughput`).Scan(&own, &all, &busiestKept); err != nil {
+		t.Fatal(err)
+	}
+	// 8 queues finished 3 jobs, 8 two, 9 one: the 20 kept are the 16
+	// busier and 4 of the 9.
+	if own != 20 || all != 25 || busiestKept != 8 {
+		t.Fatalf("rows: tenant's %d (want 20), totals %d (want 25), busiest kept %d (want 8)", own, all, busiestKept)
 	}
 }

@@ -148,7 +148,9 @@ type QueueBucket struct {
 
 // QueueHistory returns queue's finished jobs per bucket over the last
 // window, of tenant ("": all), oldest first; buckets where nothing
-// finished are left out. History is kept for a week, per minute.
+// finished are left out. History is kept per minute, for a week in all
+// and a day per tenant, for each tenant's 20 busiest queues and the 500
+// busiest in all (sample_throughput).
 func (s *Store) QueueHistory(ctx context.Context, queue, tenant string, window, bucket time.Duration) ([]QueueBucket, error) {
 	if tenant == "" {
 		tenant = "*"

@@ -33,7 +33,11 @@ SELECT count(*) FROM gaffer.jobs WHERE queue = $1;
 -- samples older than an hour and totals older than a day. Adds the same
 -- counts, less workflow timers, per queue and tenant (and per queue in
 -- all, tenant '*') to the minute's row of queue_throughput, and drops its
--- rows older than a week. Approximate: a job whose
+-- tenants' rows older than a day and its totals older than a week.
+-- Bounded, as tenants name queues: a sample records each tenant's 20
+-- busiest queues and the 500 busiest in all, so a tenant finishing jobs
+-- in 10,000 queues adds at most 20 rows of its own and 500 totals a
+-- minute (the rest of its queues have no history). Approximate: a job whose
 -- transaction began before the window and committed after the count is
 -- missed. Run by the leader, in its fenced transaction.
 WITH last AS (
@@ -54,13 +58,18 @@ WITH last AS (
     FROM per_queue GROUP BY tenant
 ), queue_rows AS (
     INSERT INTO gaffer.queue_throughput AS q (queue, tenant, minute, completed, failed)
-    SELECT queue, tenant, date_trunc('minute', now()), work_completed, work_failed FROM per_queue WHERE work_completed + work_failed > 0
+    SELECT queue, tenant, date_trunc('minute', now()), work_completed, work_failed
+    FROM (SELECT *, row_number() OVER (PARTITION BY tenant ORDER BY work_completed + work_failed DESC, queue) AS rank
+          FROM per_queue WHERE work_completed + work_failed > 0) busiest
+    WHERE rank <= 20
     UNION ALL
-    SELECT queue, '*', date_trunc('minute', now()), sum(work_completed), sum(work_failed) FROM per_queue
-    GROUP BY queue HAVING sum(work_completed + work_failed) > 0
+    (SELECT queue, '*', date_trunc('minute', now()), sum(work_completed), sum(work_failed) FROM per_queue
+     GROUP BY queue HAVING sum(work_completed + work_failed) > 0
+     ORDER BY sum(work_completed + work_failed) DESC, queue LIMIT 500)
     ON CONFLICT (queue, tenant, minute) DO UPDATE SET completed = q.completed + excluded.completed, failed = q.failed + excluded.failed
 ), queue_old AS (
-    DELETE FROM gaffer.queue_throughput WHERE minute < now() - interval '7 days'
+    DELETE FROM gaffer.queue_throughput
+    WHERE minute < now() - interval '1 day' AND (tenant <> '*' OR minute < now() - interval '7 days')
 ), counts AS (
     SELECT '*' AS tenant, coalesce(sum(completed), 0)::bigint AS completed, coalesce(sum(failed), 0)::bigint AS failed FROM finished
     UNION ALL
