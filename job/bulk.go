@@ -36,8 +36,8 @@ const (
 )
 
 // BulkRequest selects jobs for a bulk action: those matching Filter (its
-// Tenant, States, Queue, Kind, CronEntry and WorkflowRun; BeforeID,
-// Limit and MaxBytes must be zero) and, when IDs is not empty, only those
+// Tenant, States, Queue, Kind, CronEntry, WorkflowRun and NoTimers;
+// Search, BeforeID, Limit and MaxBytes must be zero) and, when IDs is not empty, only those
 // ids. Filter.Tenant confines the call to one tenant's jobs ("" = every
 // tenant: an operator's).
 type BulkRequest struct {
@@ -106,24 +106,16 @@ func (r BulkRequest) Validate() error {
 			return &ValidationError{Field: fmt.Sprintf("ids[%d]", i), Message: fmt.Sprintf("must be a job id (a positive integer), got %d", id)}
 		}
 	}
-	if r.Filter.BeforeID != 0 || r.Filter.Limit != 0 || r.Filter.MaxBytes != 0 {
-		return &ValidationError{Field: "filter", Message: "a bulk filter takes no cursor, limit or byte bound"}
+	if r.Filter.BeforeID != 0 || r.Filter.Limit != 0 || r.Filter.MaxBytes != 0 || r.Filter.Search != "" {
+		return &ValidationError{Field: "filter", Message: "a bulk filter takes no search, cursor, limit or byte bound"}
 	}
 	return r.Filter.Validate()
 }
 
 func (r BulkRequest) selection() store.BulkSelection {
-	states := make([]string, len(r.Filter.States))
-	for i, s := range r.Filter.States {
-		states[i] = string(s)
-	}
 	ids := slices.Clone(r.IDs)
 	slices.Sort(ids)
-	return store.BulkSelection{
-		Filter: store.JobFilter{Tenant: r.Filter.Tenant, States: states, Queue: r.Filter.Queue, Kind: r.Filter.Kind,
-			CronEntry: r.Filter.CronEntry, WorkflowRun: r.Filter.WorkflowRun},
-		IDs: slices.Compact(ids),
-	}
+	return store.BulkSelection{Filter: r.Filter.store(), IDs: slices.Compact(ids)}
 }
 
 // Bulk cancels, retries or deletes the jobs r selects, at most r.Limit

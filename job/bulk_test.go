@@ -262,3 +262,56 @@ func TestBulkValidate(t *testing.T) {
 		t.Fatalf("a refused request changed job %d: %s", j.ID, st)
 	}
 }
+
+// Search finds jobs by kind or args text (case folded) among the newest
+// jobs; CountByState counts per state, capped; NoTimers leaves out
+// workflow timers from lists, counts and bulk selections.
+func TestSearchAndCounts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	a := e.enqueue(job.Request{Kind: "email.send", Tenant: "a", Args: []byte(`{"to":"Alice@example.com"}`)})
+	b := e.enqueue(job.Request{Kind: "report.build", Tenant: "a", Args: []byte(`{"month":"2026-11"}`)})
+	e.enqueue(job.Request{Kind: "email.send", Tenant: "b", Args: []byte(`{"to":"alice@other.org"}`)})
+	e.enqueueMany("a", "bulk", 5)
+	timer := e.enqueue(job.Request{Kind: "k", Tenant: "a"})
+	if _, err := e.st.Pool().Exec(ctx, `UPDATE gaffer.jobs SET kind = 'gaffer.sleep' WHERE id = $1`, timer.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	for q, want := range map[string][]int64{"ALICE": {a.ID}, "report": {b.ID}, "2026-11": {b.ID}, "nothing": nil} {
+		got, err := e.client.List(ctx, job.Filter{Tenant: "a", Search: q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []int64
+		for _, j := range got {
+			ids = append(ids, j.ID)
+		}
+		if len(ids) != len(want) || (len(want) > 0 && ids[0] != want[0]) {
+			t.Errorf("search %q = %v, want %v", q, ids, want)
+		}
+	}
+	counts, err := e.client.CountByState(ctx, job.Filter{Tenant: "a", NoTimers: true}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[job.Pending] != 4 || counts[job.Running] != 0 {
+		t.Fatalf("counts capped at 4 = %v, want pending 4", counts)
+	}
+	counts, _ = e.client.CountByState(ctx, job.Filter{Tenant: "a", NoTimers: true}, 100)
+	if counts[job.Pending] != 7 {
+		t.Fatalf("counts = %v, want pending 7 (the timer left out)", counts)
+	}
+	counts, _ = e.client.CountByState(ctx, job.Filter{Tenant: "a", Search: "email"}, 100)
+	if counts[job.Pending] != 1 {
+		t.Fatalf("search counts = %v, want pending 1", counts)
+	}
+	dry := e.bulk(job.BulkRequest{Action: job.BulkCancel, Filter: job.Filter{Tenant: "a", NoTimers: true}, DryRun: true})
+	if dry.Matched != 7 {
+		t.Fatalf("bulk without timers matched %d, want 7", dry.Matched)
+	}
+	if _, err := e.client.List(ctx, job.Filter{Search: strings.Repeat("x", job.MaxSearch+1)}); err == nil {
+		t.Fatal("an over-long search was accepted")
+	}
+}

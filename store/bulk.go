@@ -3,8 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strconv"
+		"strconv"
 	"strings"
 )
 
@@ -49,32 +48,9 @@ func (sel BulkSelection) where(action BulkAction) (string, []any, error) {
 	if _, ok := bulkEligible[action]; !ok {
 		return "", nil, fmt.Errorf("bulk: unknown action %q", action)
 	}
-	var w where
-	f := sel.Filter
-	if f.Tenant != "" {
-		w.add("tenant = ?", f.Tenant)
-	}
-	if len(f.States) > 0 {
-		lits := make([]string, len(f.States))
-		for i, st := range f.States {
-			if !slices.Contains(jobStates, st) {
-				return "", nil, fmt.Errorf("bulk: unknown state %q", st)
-			}
-			lits[i] = "'" + st + "'"
-		}
-		w.addLiteral("state IN (" + strings.Join(lits, ", ") + ")")
-	}
-	if f.Queue != "" {
-		w.add("queue = ?", f.Queue)
-	}
-	if f.Kind != "" {
-		w.add("kind = ?", f.Kind)
-	}
-	if f.CronEntry != "" {
-		w.add("cron_entry = ?", f.CronEntry)
-	}
-	if f.WorkflowRun != 0 {
-		w.add("workflow_run = ?", f.WorkflowRun)
+	w, err := jobWhere(sel.Filter)
+	if err != nil {
+		return "", nil, err
 	}
 	if len(sel.IDs) > 0 {
 		w.add("id = ANY(?::bigint[])", sel.IDs)
