@@ -194,7 +194,7 @@ type Filter struct {
 	// the table. At most MaxSearch bytes.
 	Search   string
 	BeforeID int64 // pagination cursor: jobs with smaller ids
-	Limit       int   // default 100, at most 1000
+	Limit    int   // default 100, at most 1000
 	// MaxBytes ends the list early, once the jobs read take about this
 	// many bytes as JSON (the job that crosses it is the last); 0: no
 	// bound. List holds what it returns in memory: a caller serving

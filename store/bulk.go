@@ -3,7 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
-		"strconv"
+	"strconv"
 	"strings"
 )
 
