@@ -145,6 +145,8 @@ type jobsData struct {
 	// (capped at depthCap); All is their sum.
 	Tabs []stateTab
 	All  int64
+	// Matching is the count of the tab shown: the jobs the filter selects.
+	Matching int64
 	// Query is the filter, for links and the bulk forms.
 	Query jobsQuery
 	// SearchWindow is how many of the newest jobs a search looks through.
@@ -213,8 +215,14 @@ func (h *Handler) jobsPage(r *http.Request, v *view) error {
 		n := int64(counts[st])
 		d.All += n
 		d.Tabs = append(d.Tabs, stateTab{State: string(st), Count: n, Link: q.withState(string(st)).Link("/ui/jobs"), Active: q.State == string(st)})
+		if q.State == string(st) {
+			d.Matching = n
+		}
 	}
 	d.Tabs[0].Count = d.All
+	if q.State == "" {
+		d.Matching = d.All
+	}
 	if v.Spanning() {
 		if d.Estimate, err = h.cfg.Jobs.EstimateJobs(r.Context()); err != nil {
 			return err
