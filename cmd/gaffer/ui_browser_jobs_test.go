@@ -55,7 +55,7 @@ func TestDashboardJobsInBrowser(t *testing.T) {
 	// Queue parked has no worker: its jobs wait, pending.
 	var parked []string
 	for i := range 6 {
-		parked = append(parked, enqueue("--kind", "report.build", "--queue", "parked", "--args", fmt.Sprintf(`{"month":"2026-%02d"}`, i+1)))
+		parked = append(parked, enqueue("--kind", "report.build", "--queue", "parked", "--args", fmt.Sprintf(`{"month":"2026-%02d"}`, i+1), "--allow-unknown-kind"))
 	}
 	e.waitSQL("the flaky job completes on its second attempt", `SELECT state || ' ' || attempt FROM gaffer.jobs WHERE id = $1`, "completed 2", flaky)
 	e.waitSQL("the other http jobs complete", `SELECT count(*) FROM gaffer.jobs WHERE kind = 'http' AND state = 'completed'`, "6")
