@@ -65,15 +65,24 @@ func bulkSQL(text, where, eligible string, limit int) string {
 // CountBulk counts, up to limit, the jobs of sel that action would act
 // on.
 func (s *Store) CountBulk(ctx context.Context, action BulkAction, sel BulkSelection, limit int) (int, error) {
-	w, args, err := sel.where(action)
+	sql, args, err := countBulkSQL(action, sel, limit)
 	if err != nil {
 		return 0, err
 	}
 	var n int
-	if err := s.pool.QueryRow(ctx, bulkSQL(sqlBulkCount, w, bulkEligible[action], limit), args...).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("bulk %s: count: %w", action, err)
 	}
 	return n, nil
+}
+
+// countBulkSQL is CountBulk's query and its arguments.
+func countBulkSQL(action BulkAction, sel BulkSelection, limit int) (string, []any, error) {
+	w, args, err := sel.where(action)
+	if err != nil {
+		return "", nil, err
+	}
+	return bulkSQL(sqlBulkCount, w, bulkEligible[action], limit), args, nil
 }
 
 // BulkActed is one job a bulk action acted on: its state after (cancel,

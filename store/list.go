@@ -240,28 +240,11 @@ func (f DLQFilter) where() *where {
 // millions. With f.Search the counts are of the matches among the
 // SearchWindow newest jobs the other conditions select, and exact there.
 func (s *Store) CountJobsByState(ctx context.Context, f JobFilter, limit int) (map[string]int, error) {
-	f.States, f.BeforeID = nil, 0
-	w, err := jobWhere(f)
+	sql, args, err := countByStateSQL(f, limit)
 	if err != nil {
 		return nil, err
 	}
-	var sql string
-	if f.Search != "" {
-		window := w.next(SearchWindow)
-		sql = "SELECT state, count(*) FROM (SELECT state, kind, args FROM gaffer.jobs WHERE " + w.sql() + " ORDER BY id DESC LIMIT " + window +
-			") s WHERE " + searchMatch(w.next(f.Search)) + " GROUP BY state"
-	} else {
-		// One bounded count per state, each with its state written out (a
-		// plan can use that state's partial index).
-		lim := w.next(limit)
-		parts := make([]string, len(jobStates))
-		for i, st := range jobStates {
-			parts[i] = "SELECT '" + st + "'::text, (SELECT count(*) FROM (SELECT 1 FROM gaffer.jobs WHERE " + w.sql() +
-				" AND state = '" + st + "' LIMIT " + lim + ") c)"
-		}
-		sql = strings.Join(parts, " UNION ALL ")
-	}
-	rows, err := s.pool.Query(ctx, sql, w.args...)
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}
@@ -276,4 +259,39 @@ func (s *Store) CountJobsByState(ctx context.Context, f JobFilter, limit int) (m
 		out[st] = min(n, limit)
 	}
 	return out, rows.Err()
+}
+
+// countByStateSQL is CountJobsByState's query and its arguments.
+func countByStateSQL(f JobFilter, limit int) (string, []any, error) {
+	f.States, f.BeforeID = nil, 0
+	w, err := jobWhere(f)
+	if err != nil {
+		return "", nil, err
+	}
+	var sql string
+	if f.Search != "" {
+		window := w.next(SearchWindow)
+		sql = "SELECT state, count(*) FROM (SELECT state, kind, args FROM gaffer.jobs WHERE " + w.sql() + " ORDER BY id DESC LIMIT " + window +
+			") s WHERE " + searchMatch(w.next(f.Search)) + " GROUP BY state"
+	} else {
+		// One bounded count per state, each with its state written out (a
+		// plan can use that state's partial index).
+		lim := w.next(limit)
+		parts := make([]string, len(jobStates))
+		count := func(cond string) string {
+			return "(SELECT count(*) FROM (SELECT 1 FROM gaffer.jobs WHERE " + w.sql() + " AND " + cond + " LIMIT " + lim + ") c)"
+		}
+		for i, st := range jobStates {
+			n := count("state = '" + st + "'")
+			if st == "pending" {
+				// Pending jobs are in the claim index while due and in the
+				// scheduled index until then; no index holds them all.
+				n = "least(" + count("state IN ('pending', 'retrying') AND due AND state = 'pending'") + " + " +
+					count("state IN ('pending', 'retrying') AND NOT due AND state = 'pending'") + ", " + lim + ")"
+			}
+			parts[i] = "SELECT '" + st + "'::text, " + n
+		}
+		sql = strings.Join(parts, " UNION ALL ")
+	}
+	return sql, w.args, nil
 }
