@@ -36,9 +36,9 @@ var (
 )
 
 // BulkSelection is the jobs a bulk action considers: those matching
-// Filter (its Tenant, States, Queue, Kind, CronEntry and WorkflowRun;
-// BeforeID, Limit and MaxBytes are ignored) and, when IDs is not empty,
-// only those ids.
+// Filter (its Tenant, States, Queue, Kind, CronEntry, WorkflowRun and
+// NoTimers; Search, BeforeID, Limit and MaxBytes are ignored) and, when
+// IDs is not empty, only those ids.
 type BulkSelection struct {
 	Filter JobFilter
 	IDs    []int64
