@@ -158,6 +158,7 @@ func (h *Handler) routes() {
 
 	h.get("GET /ui/{$}", "overview", h.overview)
 	h.get("GET /ui/jobs", "jobs", h.jobsPage)
+	h.get("GET /ui/jobs/bulk", "jobs_bulk", h.bulkPreview)
 	h.get("GET /ui/jobs/{id}", "job", h.jobPage)
 	h.get("GET /ui/queues", "queues", h.queuesPage)
 	h.get("GET /ui/nodes", "nodes", h.nodesPage)
@@ -170,6 +171,7 @@ func (h *Handler) routes() {
 
 	h.post("POST /ui/jobs/{id}/cancel", auth.ScopeJobsWrite, h.cancelJob)
 	h.post("POST /ui/jobs/{id}/retry", auth.ScopeJobsWrite, h.retryJob)
+	h.post("POST /ui/jobs/bulk", auth.ScopeJobsWrite, h.bulkJobs)
 	h.post("POST /ui/queues/{queue}/pause", auth.ScopeAdmin, h.pauseQueue)
 	h.post("POST /ui/queues/{queue}/resume", auth.ScopeAdmin, h.resumeQueue)
 	h.post("POST /ui/nodes/{node}/drain", auth.ScopeAdmin, h.drainNode)
@@ -265,6 +267,11 @@ func (h *Handler) get(pattern, name string, pg page) {
 			v.Nav += "s"
 		}
 		if err := pg(r, v); err != nil {
+			var to redirect
+			if errors.As(err, &to) {
+				http.Redirect(w, r, string(to), http.StatusSeeOther)
+				return
+			}
 			status, msg := h.describe(err)
 			h.renderError(w, r, p, v.Nav, status, msg)
 			return
@@ -376,6 +383,12 @@ func (h *Handler) describe(err error) (int, string) {
 	h.log.Error("dashboard request failed", "error", err)
 	return http.StatusInternalServerError, "Something went wrong on the server: " + err.Error()
 }
+
+// redirect is a page's answer that sends the visitor to another
+// dashboard path (the search box given a job's id).
+type redirect string
+
+func (r redirect) Error() string { return "redirect to " + string(r) }
 
 var (
 	errBadInput  = errors.New("bad input")
