@@ -129,14 +129,17 @@ func (p *devProxy) pick(tried map[*devNode]bool) *devNode {
 	return fallback
 }
 
-// RoundTrip sends req to a node: the next one when a node refuses the
-// connection or answers that it has stopped, as long as nothing of the
-// request's body has been sent.
+// RoundTrip sends req to a node, and on to the next one when a node
+// refuses the connection or answers that it has stopped while nothing of
+// the request's body was sent; a read (GET, HEAD) goes on to the next
+// node too when its node fails in any way, or stops answering probes
+// (paused) before it answers.
 func (p *devProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 	var body *untouchedBody
 	if req.Body != nil && req.Body != http.NoBody {
 		body = &untouchedBody{r: req.Body}
 	}
+	read := body == nil && (req.Method == http.MethodGet || req.Method == http.MethodHead)
 	tried := map[*devNode]bool{}
 	err := errors.New("every dev node has stopped")
 	for {
@@ -145,26 +148,72 @@ func (p *devProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		tried[n] = true
-		out := req.Clone(req.Context())
+		ctx, cancel := context.WithCancelCause(req.Context())
+		out := req.Clone(ctx)
 		out.URL.Host = n.addr
 		if body != nil {
 			out.Body = body
+		}
+		if read {
+			go passOver(ctx, cancel, n)
 		}
 		var resp *http.Response
 		resp, err = p.transport.RoundTrip(out)
 		again := body == nil || !body.touched
 		var op *net.OpError
 		switch {
-		case err != nil && again && errors.As(err, &op) && op.Op == "dial":
+		case req.Context().Err() != nil:
+			cancel(nil)
+			return resp, err
+		case err != nil && (read || again && errors.As(err, &op) && op.Op == "dial"):
+			cancel(nil)
 			n.answers.Store(false)
 			err = fmt.Errorf("node %s: %w", n.name, err)
 		case err == nil && again && resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(nodeStoppedHeader) != "":
 			resp.Body.Close()
+			cancel(nil)
 			err = fmt.Errorf("node %s has stopped", n.name)
+		case err != nil:
+			cancel(nil)
+			return nil, err
 		default:
-			return resp, err
+			// The response's body still reads through ctx: cancelled once
+			// it is closed.
+			resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+			return resp, nil
 		}
 	}
+}
+
+// errPassedOver ends a read sent to a node that stopped answering probes.
+var errPassedOver = errors.New("the node stopped answering (paused?)")
+
+// passOver ends a read's try at n once n stops answering probes while
+// the try waits for its response.
+func passOver(ctx context.Context, cancel context.CancelCauseFunc, n *devNode) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+			if !n.answers.Load() {
+				cancel(errPassedOver)
+				return
+			}
+		}
+	}
+}
+
+// cancelOnClose cancels a try's context once its response body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel(nil)
+	return err
 }
 
 // untouchedBody is a request body that says whether any of it was read,
