@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -130,8 +131,8 @@ func (p *devProxy) pick(tried map[*devNode]bool) *devNode {
 }
 
 // RoundTrip sends req to a node, and on to the next one when a node
-// refuses the connection or answers that it has stopped while nothing of
-// the request's body was sent; a read (GET, HEAD) goes on to the next
+// refuses the connection (nothing was sent), or answers a request without
+// a body that it has stopped; a read (GET, HEAD) goes on to the next
 // node too when its node fails in any way, or stops answering probes
 // (paused) before it answers.
 func (p *devProxy) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -159,7 +160,7 @@ func (p *devProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		var resp *http.Response
 		resp, err = p.transport.RoundTrip(out)
-		again := body == nil || !body.touched
+		again := body == nil || !body.touched.Load()
 		var op *net.OpError
 		switch {
 		case req.Context().Err() != nil:
@@ -169,7 +170,7 @@ func (p *devProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 			cancel(nil)
 			n.answers.Store(false)
 			err = fmt.Errorf("node %s: %w", n.name, err)
-		case err == nil && again && resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(nodeStoppedHeader) != "":
+		case err == nil && body == nil && resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(nodeStoppedHeader) != "":
 			resp.Body.Close()
 			cancel(nil)
 			err = fmt.Errorf("node %s has stopped", n.name)
@@ -220,11 +221,11 @@ func (c *cancelOnClose) Close() error {
 // and stays open for another try when a transport closes it.
 type untouchedBody struct {
 	r       io.Reader
-	touched bool
+	touched atomic.Bool
 }
 
 func (b *untouchedBody) Read(p []byte) (int, error) {
-	b.touched = true
+	b.touched.Store(true)
 	return b.r.Read(p)
 }
 
