@@ -140,13 +140,10 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	// On a throwaway database (deleted next) a stopping node gives its
 	// running jobs back at once instead of waiting for them.
 	throwaway := *dataDir == "" && *dbURL == ""
-	// The nodes trust this process's X-Forwarded-For (it proxies to them
-	// from loopback), as well as whatever proxies --trusted-proxies names.
-	proxies := "127.0.0.1,::1"
-	if *nf.trustedProxies != "" {
-		proxies = *nf.trustedProxies + "," + proxies
-	}
-	nodeEnv = append(nodeEnv, "DATABASE_URL="+url, fs.env["trusted-proxies"]+"="+proxies)
+	// The nodes trust this process's X-Forwarded-For and -Proto (it
+	// proxies to them from loopback, having read the client's address
+	// through --trusted-proxies), and no one else's.
+	nodeEnv = append(nodeEnv, "DATABASE_URL="+url, fs.env["trusted-proxies"]+"=127.0.0.1,::1")
 	cl := &devCluster{log: log, stderr: m.Stderr}
 	// However dev ends, its nodes end first: stopped when it returns
 	// (an error, Ctrl-C), killed with it (Pdeathsig) when it is killed.
@@ -168,7 +165,11 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	if err := cl.waitReady(ctx, 2*time.Minute); err != nil {
 		return err
 	}
-	proxy := newDevProxy(cl, *nf.metricsToken)
+	hs, err := nf.httpSettings()
+	if err != nil {
+		return err
+	}
+	proxy := newDevProxy(cl, *nf.metricsToken, hs.proxies)
 	h, err := proxy.handler(*nf.metricsToken)
 	if err != nil {
 		return err

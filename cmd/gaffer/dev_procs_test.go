@@ -292,3 +292,44 @@ func TestDevKilledLeavesNoNodeBehind(t *testing.T) {
 		}
 	}
 }
+
+// dev reads a client's address as a node does before it proxies: a
+// client's own X-Forwarded-For is not believed (its failed
+// authentications are limited as one address however it varies the
+// header), unless --trusted-proxies names the client as a proxy.
+func TestDevForwardsTheClientAddress(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name    string
+		args    []string
+		limited bool
+	}{{"untrusted", nil, true}, {"trusted proxy", []string{"--trusted-proxies", "127.0.0.1"}, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			addr := freeAddr(t)
+			startDev(t, []string{"GAFFER_DEV_TOKEN=dev-token-for-the-forwarded-test"}, append([]string{"--addr", addr}, c.args...)...)
+			limited := 0
+			for i := range 15 {
+				req, _ := http.NewRequest("GET", "http://"+addr+"/v1/jobs", nil)
+				req.Header.Set("Authorization", "Bearer gft_not-a-token-of-this-cluster-0123")
+				req.Header.Set("X-Forwarded-For", fmt.Sprintf("10.9.8.%d", i+1))
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusTooManyRequests {
+					limited++
+				} else if resp.StatusCode != http.StatusUnauthorized {
+					t.Fatalf("request %d with a wrong token: %d", i+1, resp.StatusCode)
+				}
+			}
+			if c.limited && limited == 0 {
+				t.Fatal("15 failed authentications from one client, each with another X-Forwarded-For, were never limited: dev's nodes believed the client's header")
+			}
+			if !c.limited && limited > 0 {
+				t.Fatalf("%d of 15 failed authentications from 15 addresses behind a trusted proxy were limited: the address did not reach the node", limited)
+			}
+		})
+	}
+}

@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/gafferhq/gaffer/auth"
 )
 
 // devProxy serves gaffer dev's own address (--addr) from its nodes: the
@@ -31,14 +33,16 @@ import (
 type devProxy struct {
 	cl           *devCluster
 	metricsToken string
+	proxies      *auth.TrustedProxies // --trusted-proxies
 	transport    *http.Transport
 	probe        *http.Client
 }
 
-func newDevProxy(cl *devCluster, metricsToken string) *devProxy {
+func newDevProxy(cl *devCluster, metricsToken string, proxies *auth.TrustedProxies) *devProxy {
 	return &devProxy{
 		cl:           cl,
 		metricsToken: metricsToken,
+		proxies:      proxies,
 		// A connection per request: a node's closed or killed listener is
 		// then a refused dial, never a kept-alive connection gone stale.
 		transport: &http.Transport{DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext, DisableKeepAlives: true},
@@ -52,14 +56,18 @@ func (p *devProxy) handler(metricsToken string) (http.Handler, error) {
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.Out.URL.Scheme, r.Out.URL.Host = "http", "dev-node" // RoundTrip picks the node
 			r.Out.Host = r.In.Host
-			// The nodes trust dev (loopback) and --trusted-proxies: the
-			// client's address is appended to what came in.
-			r.Out.Header["X-Forwarded-For"] = r.In.Header["X-Forwarded-For"]
-			proto := r.In.Header.Get("X-Forwarded-Proto")
-			r.SetXForwarded()
-			if r.In.TLS == nil && proto != "" {
-				r.Out.Header.Set("X-Forwarded-Proto", proto)
+			// dev reads the client's address and scheme as a node would
+			// (X-Forwarded-* believed from --trusted-proxies alone) and
+			// tells the nodes, which trust dev (loopback) and no one else.
+			if a := p.proxies.ClientAddr(r.In); a.IsValid() {
+				r.Out.Header.Set("X-Forwarded-For", a.String())
 			}
+			proto := "http"
+			if p.proxies.HTTPS(r.In) {
+				proto = "https"
+			}
+			r.Out.Header.Set("X-Forwarded-Proto", proto)
+			r.Out.Header.Set("X-Forwarded-Host", r.In.Host)
 		},
 		Transport:     p,
 		FlushInterval: -1,
