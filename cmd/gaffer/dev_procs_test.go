@@ -333,3 +333,20 @@ func TestDevForwardsTheClientAddress(t *testing.T) {
 		})
 	}
 }
+
+// Each dev node's own port is the cluster's, like dev's address: an http
+// job may not call it (dev opens the rest of loopback).
+func TestDevNodePortsStayRefused(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
+	token := "dev-token-for-the-node-ports-test"
+	d := startDev(t, []string{"GAFFER_DEV_TOKEN=" + token}, "--nodes", "2", "--addr", addr)
+	for _, n := range nodesOf(t, d) {
+		port := n.addr[strings.LastIndex(n.addr, ":"):]
+		for _, target := range []string{"http://" + n.addr + "/metrics", "http://localhost" + port + "/v1/jobs"} {
+			if r := enqueueHTTP(t, "http://"+addr, token, "default", target); r.status != 400 || r.code != "destination_not_allowed" {
+				t.Errorf("an http job at %s's %s: %+v, want 400 destination_not_allowed", n.name, target, r)
+			}
+		}
+	}
+}
