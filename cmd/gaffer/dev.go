@@ -162,7 +162,7 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	if err := cl.waitReady(ctx, 2*time.Minute); err != nil {
+	if err := cl.waitReady(ctx, 2*time.Minute); err != nil || ctx.Err() != nil {
 		return err
 	}
 	hs, err := nf.httpSettings()

@@ -81,7 +81,9 @@ func (c *devCluster) start(args, env []string, ln net.Listener) error {
 	cmd.ExtraFiles = []*os.File{lf} // devListenerFD
 	// Its own process group: the terminal's Ctrl-C reaches dev alone, and
 	// dev stops the nodes (a second Ctrl-C forces them). Pdeathsig: if dev
-	// is killed, the kernel kills the node.
+	// is killed, the kernel kills the node. (Pdeathsig fires when the
+	// thread that started the node ends; Go ends only threads locked to a
+	// goroutine, and this goroutine is not locked.)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		pr.Close()
@@ -148,7 +150,7 @@ func (c *devCluster) waitReady(ctx context.Context, within time.Duration) error 
 			case <-n.done:
 				return fmt.Errorf("dev node %s (pid %d) %s before it was ready; its log is above", n.name, n.pid, n.ending())
 			case <-ctx.Done():
-				return ctx.Err()
+				return nil // Ctrl-C while starting: the caller stops
 			case <-time.After(100 * time.Millisecond):
 			}
 			if time.Now().After(deadline) {
@@ -224,7 +226,7 @@ func (n *devNode) ending() string {
 		return "was killed by " + unix.SignalName(ws.Signal())
 	}
 	if st.ExitCode() == 0 {
-		return "stopped (exit 0)"
+		return "drained and stopped (exit 0)"
 	}
 	return "exited with status " + strconv.Itoa(st.ExitCode())
 }
