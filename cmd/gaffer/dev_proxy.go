@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -139,14 +140,15 @@ func (p *devProxy) pick(tried map[*devNode]bool) *devNode {
 }
 
 // RoundTrip sends req to a node, and on to the next one when a node
-// refuses the connection (nothing was sent), or answers a request without
-// a body that it has stopped; a read (GET, HEAD) goes on to the next
+// refuses the connection (nothing was sent), or answers that it has
+// stopped (it did nothing with the request) once the whole body, if any,
+// was sent and kept (up to 1 MiB); a read (GET, HEAD) goes on to the next
 // node too when its node fails in any way, or stops answering probes
 // (paused) before it answers.
 func (p *devProxy) RoundTrip(req *http.Request) (*http.Response, error) {
-	var body *untouchedBody
+	var body *sentBody
 	if req.Body != nil && req.Body != http.NoBody {
-		body = &untouchedBody{r: req.Body}
+		body = newSentBody(req.Body, req.ContentLength)
 	}
 	read := body == nil && (req.Method == http.MethodGet || req.Method == http.MethodHead)
 	tried := map[*devNode]bool{}
@@ -168,19 +170,21 @@ func (p *devProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		var resp *http.Response
 		resp, err = p.transport.RoundTrip(out)
-		again := body == nil || !body.touched.Load()
 		var op *net.OpError
 		switch {
 		case req.Context().Err() != nil:
 			cancel(nil)
 			return resp, err
-		case err != nil && (read || again && errors.As(err, &op) && op.Op == "dial"):
+		case err != nil && (read || (body == nil || !body.touched.Load()) && errors.As(err, &op) && op.Op == "dial"):
 			cancel(nil)
 			n.answers.Store(false)
 			err = fmt.Errorf("node %s: %w", n.name, err)
-		case err == nil && body == nil && resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(nodeStoppedHeader) != "":
+		case err == nil && resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(nodeStoppedHeader) != "" && (body == nil || body.whole()):
 			resp.Body.Close()
 			cancel(nil)
+			if body != nil {
+				body = body.again()
+			}
 			err = fmt.Errorf("node %s has stopped", n.name)
 		case err != nil:
 			cancel(nil)
@@ -225,19 +229,66 @@ func (c *cancelOnClose) Close() error {
 	return err
 }
 
-// untouchedBody is a request body that says whether any of it was read,
-// and stays open for another try when a transport closes it.
-type untouchedBody struct {
+// maxReplayBody is the largest request body dev keeps to send again to
+// another node (API requests are far smaller).
+const maxReplayBody = 1 << 20
+
+// sentBody is a request body on its way to a node. It says whether any
+// of it was read, keeps what was read (up to maxReplayBody) so that it
+// can be sent again once whole, and stays open for another try when a
+// transport closes it.
+type sentBody struct {
 	r       io.Reader
 	touched atomic.Bool
+	// kept and over are written by the transport's reads; they are read
+	// only once ended is closed, when the reads are over.
+	kept  []byte
+	over  bool
+	ended chan struct{} // closed at EOF
 }
 
-func (b *untouchedBody) Read(p []byte) (int, error) {
+func newSentBody(r io.Reader, size int64) *sentBody {
+	return &sentBody{r: r, over: size > maxReplayBody, ended: make(chan struct{})}
+}
+
+func (b *sentBody) Read(p []byte) (int, error) {
 	b.touched.Store(true)
-	return b.r.Read(p)
+	n, err := b.r.Read(p)
+	if !b.over {
+		if len(b.kept)+n > maxReplayBody {
+			b.over, b.kept = true, nil
+		} else {
+			b.kept = append(b.kept, p[:n]...)
+		}
+	}
+	if err == io.EOF { // the transport reads to EOF, and no further
+		select {
+		case <-b.ended:
+		default:
+			close(b.ended)
+		}
+	}
+	return n, err
 }
 
-func (b *untouchedBody) Close() error { return nil }
+func (b *sentBody) Close() error { return nil }
+
+// whole says whether the body was read to its end and kept. A node that
+// answers that it has stopped reads the body first: its last bytes are
+// out, and the transport's read of EOF follows at once.
+func (b *sentBody) whole() bool {
+	select {
+	case <-b.ended:
+	case <-time.After(time.Second):
+		return false
+	}
+	return !b.over
+}
+
+// again is the body to send to the next node: what was kept.
+func (b *sentBody) again() *sentBody {
+	return newSentBody(bytes.NewReader(b.kept), int64(len(b.kept)))
+}
 
 // readyz is ready while one node is: a node's problems, and the nodes
 // that do not answer (paused), are listed as degraded. Nodes that ended

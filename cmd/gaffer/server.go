@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -422,10 +423,13 @@ func httpHandler(reg *prometheus.Registry, nodeReg prometheus.Registerer, nf *no
 		return nil, nil, err
 	}
 	// Once the node has stopped its pool is closed: a request answers 503,
-	// marked, rather than "the database is unreachable".
+	// marked, rather than "the database is unreachable". Its body is read
+	// first (up to 1 MiB), so that a proxy in front (gaffer dev) has sent
+	// all of it when the answer comes, and may send it to another node.
 	live := func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if stopped(n) {
+				io.Copy(io.Discard, io.LimitReader(r.Body, maxReplayBody))
 				w.Header().Set(nodeStoppedHeader, n.ID())
 				http.Error(w, fmt.Sprintf("node %s has stopped", n.ID()), http.StatusServiceUnavailable)
 				return
