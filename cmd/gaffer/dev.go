@@ -199,14 +199,12 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 		fmt.Fprintln(m.Stdout, "  (the database is thrown away on exit; use --data DIR to keep it)")
 	}
 	// Until Ctrl-C, say which node ended and how; the others run on.
-	for {
+	for ctx.Err() == nil {
 		select {
 		case n := <-cl.exited:
 			fmt.Fprintf(m.Stdout, "node %s (pid %d) %s; %s\n", n.name, n.pid, n.ending(), cl.stillRunning())
-			continue
 		case <-ctx.Done():
 		}
-		break
 	}
 	// A second Ctrl-C stops the nodes at once, giving running jobs back.
 	again := make(chan os.Signal, 1)
