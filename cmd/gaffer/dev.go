@@ -131,8 +131,8 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	if len(applied) > 0 {
 		log.Info("migrations applied", "versions", applied)
 	}
+	defer st.Close()
 	token, err := devAPIToken(ctx, auth.NewTokens(st.Pool()), *devToken, *dataDir)
-	st.Close()
 	if err != nil {
 		return err
 	}
@@ -162,7 +162,7 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	if err := cl.waitReady(ctx, 2*time.Minute); err != nil || ctx.Err() != nil {
+	if err := cl.waitReady(ctx, 2*time.Minute, st); err != nil || ctx.Err() != nil {
 		return err
 	}
 	hs, err := nf.httpSettings()

@@ -19,6 +19,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
+
+	"github.com/gafferhq/gaffer/store"
 )
 
 // devCluster is gaffer dev's nodes: child processes running `gaffer
@@ -133,17 +135,34 @@ func nodeName(args []string) string {
 	return "?"
 }
 
-// waitReady waits until every node's /readyz answers 200. A node that
-// ends first is an error: its log says why.
-func (c *devCluster) waitReady(ctx context.Context, within time.Duration) error {
+// waitReady waits until every node's /readyz answers 200, and then until
+// each has joined the cluster (its /readyz lists nothing degraded, as
+// etcd unreachable until its session and registration are up; for up to
+// joinWithin, then it is left degraded), and until the nodes table shows
+// every node active. A node that ends first is an error: its log says
+// why.
+//
+// The nodes start side by side, and a leader that starts its dead-node
+// watch between another node's row and that node's etcd registration
+// marks it dead until its next report (2s): a drain ordered meanwhile
+// finds no live node by that name.
+func (c *devCluster) waitReady(ctx context.Context, within time.Duration, st *store.Store) error {
+	const joinWithin = 20 * time.Second
 	deadline := time.Now().Add(within)
 	client := &http.Client{Timeout: time.Second}
 	for _, n := range c.nodes {
+		var readySince time.Time
 		for {
 			if resp, err := client.Get("http://" + n.addr + "/readyz"); err == nil {
+				b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {
-					break
+					if readySince.IsZero() {
+						readySince = time.Now()
+					}
+					if strings.TrimSpace(string(b)) == "ready" || time.Since(readySince) > joinWithin {
+						break
+					}
 				}
 			}
 			select {
@@ -156,6 +175,23 @@ func (c *devCluster) waitReady(ctx context.Context, within time.Duration) error 
 			if time.Now().After(deadline) {
 				return fmt.Errorf("dev node %s (pid %d) was not ready within %s", n.name, n.pid, within)
 			}
+		}
+	}
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end) && ctx.Err() == nil; time.Sleep(100 * time.Millisecond) {
+		rows, err := st.ListNodes(ctx)
+		if err != nil {
+			continue
+		}
+		active := map[string]bool{}
+		for _, r := range rows {
+			active[r.ID] = r.State == "active"
+		}
+		all := true
+		for _, n := range c.nodes {
+			all = all && active[n.name]
+		}
+		if all {
+			return nil
 		}
 	}
 	return nil
