@@ -190,10 +190,10 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	for _, n := range cl.nodes {
 		fmt.Fprintf(m.Stdout, "  %-6s pid %-8d http://%s\n", n.name, n.pid, n.addr)
 	}
-	fmt.Fprintf(m.Stdout, "Kill or pause one and watch the others rescue its jobs (after --lease-ttl, %s):\n"+
+	fmt.Fprintf(m.Stdout, "Kill or pause one and watch the others rescue its jobs (when its etcd session expires: --session-ttl, %s):\n"+
 		"  kill -9 PID       kill it\n"+
 		"  kill -STOP PID    pause it; kill -CONT PID resumes it, and its stale attempts are refused\n"+
-		"  kill -TERM PID    drain it (or: gaffer nodes drain dev-N)\n", *nf.leaseTTL)
+		"  kill -TERM PID    drain it (or: gaffer nodes drain dev-N)\n", *nf.sessionTTL)
 	fmt.Fprintf(m.Stdout, "\nTry:\n  export GAFFER_URL=%s GAFFER_TOKEN=%s\n  gaffer jobs enqueue --kind demo.echo --args '{\"hello\":\"world\"}'\n\nPress Ctrl-C to stop.\n", base, token)
 	if throwaway {
 		fmt.Fprintln(m.Stdout, "  (the database is thrown away on exit; use --data DIR to keep it)")
