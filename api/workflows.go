@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
@@ -162,3 +164,31 @@ func (s *Server) signalWorkflow(r *http.Request, p auth.Principal, body []byte) 
 	}
 	return http.StatusOK, run, nil
 }
+
+// retryWorkflowStep retries a failed step (workflow.Client.RetryStep).
+func (s *Server) retryWorkflowStep(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
+	id, pr := pathID(r, "id")
+	if pr != nil {
+		return 0, nil, pr
+	}
+	step := r.PathValue("step")
+	if !stepNamePattern.MatchString(step) {
+		return 0, nil, paramProblem("step", "step must be a step's name: 1-64 letters, digits, '_', '.', ':' or '-', got "+strconv.Quote(clipText(step, 100)))
+	}
+	if _, err := s.cfg.Workflows.RetryStep(r.Context(), tenantFilter(p, r), id, step); err != nil {
+		if errors.Is(err, workflow.ErrStepNotRetryable) {
+			return 0, nil, problem(CodeNotRetryable, err.Error()+"; only a failed step of a running or failed run, whose job's DLQ entry is unreplayed, can be retried")
+		}
+		if errors.Is(err, workflow.ErrNotFound) {
+			return 0, nil, problem(CodeNotFound, err.Error())
+		}
+		return 0, nil, err
+	}
+	run, err := s.getRun(r, p, id)
+	if err != nil {
+		return 0, nil, workflowError(err, id)
+	}
+	return http.StatusOK, run, nil
+}
+
+var stepNamePattern = regexp.MustCompile(workflow.StepNamePattern)

@@ -341,6 +341,42 @@ func TestDeadNodeFoundWhenLeaderStarts(t *testing.T) {
 	})
 }
 
+// A node writes its row, then registers in etcd a moment later. A leader
+// that starts its dead-node watch in between must not call it lost (and
+// rescue the jobs it may already have claimed): it looks again after the
+// grace. Red when the watch marks every unregistered row at once (the
+// newcomer is dead within a second of the leader's election).
+func TestStartingNodeIsNotLost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	etcd := startEtcd(t)
+	st := pgtest.NewStore(t)
+	if err := st.RegisterNode(ctx, "newcomer", "h", "v", "2025c", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	leader := newMember(t, st, etcd.Endpoint(), "leader")
+	waitFor(t, 10*time.Second, "leader", leader.IsLeader)
+	state := func() string {
+		var s string
+		if err := st.Pool().QueryRow(ctx, `SELECT state FROM gaffer.nodes WHERE id = 'newcomer'`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	// Registers in etcd a second after the leader looked.
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if s := state(); s == "dead" {
+			t.Fatal("a node that wrote its row but had not yet registered in etcd was marked dead")
+		}
+	}
+	newMember(t, st, etcd.Endpoint(), "newcomer")
+	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if s := state(); s == "dead" {
+			t.Fatal("the newcomer was marked dead after it registered")
+		}
+	}
+}
+
 func TestDrainAndUndrain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -51,14 +51,23 @@ func (d *deadNodeRescuer) run(ctx context.Context) error {
 	for _, kv := range resp.Kvs {
 		registered[strings.TrimPrefix(string(kv.Key), c.nodesPrefix())] = true
 	}
-	// Nodes that died while there was no leader to see them go.
+	// Nodes that died while there was no leader to see them go. A node
+	// writes its row first and registers in etcd a moment later, so one
+	// whose row is younger than the grace may be starting, not dead: it is
+	// looked at again once the grace has passed (lost checks etcd again).
 	live, err := c.store.LiveNodes(ctx)
 	if err != nil {
 		return err
 	}
-	for _, id := range live {
-		if !registered[id] {
-			if err := d.lost(ctx, id); err != nil {
+	grace := d.grace()
+	young := map[string]time.Time{}
+	for _, n := range live {
+		switch {
+		case registered[n.ID]:
+		case n.Age < grace:
+			young[n.ID] = c.clock.Now().Add(grace - n.Age)
+		default:
+			if err := d.lost(ctx, n.ID); err != nil {
 				return err
 			}
 		}
@@ -67,10 +76,22 @@ func (d *deadNodeRescuer) run(ctx context.Context) error {
 	watch := c.etcd().Watch(clientv3.WithRequireLeader(ctx), c.nodesPrefix(), clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
 	gauge := d.c.clock.NewTicker(5 * time.Second)
 	defer gauge.Stop()
+	recheck := d.c.clock.NewTicker(time.Second)
+	defer recheck.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-recheck.C():
+			for id, at := range young {
+				if c.clock.Now().Before(at) {
+					continue
+				}
+				delete(young, id)
+				if err := d.lost(ctx, id); err != nil {
+					return err
+				}
+			}
 		case <-gauge.C():
 			d.refreshGauge(ctx)
 		case w, ok := <-watch:
@@ -91,6 +112,11 @@ func (d *deadNodeRescuer) run(ctx context.Context) error {
 		}
 	}
 }
+
+// grace is how long after writing its row a node may take to register in
+// etcd before a leader that does not find it there calls it lost: its
+// session TTL, and at least 5 s.
+func (d *deadNodeRescuer) grace() time.Duration { return max(d.c.cfg.SessionTTL, 5*time.Second) }
 
 // lost rescues a vanished node's running jobs, then marks it dead; in
 // that order, so that a failure half-way is retried by the next pass.

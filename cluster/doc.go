@@ -57,7 +57,11 @@
 //     the deletion at once and releases the node's running jobs, which are
 //     claimed again within milliseconds (NOTIFY): T + ε, independent of the
 //     job lease. The job lease (default 30s) is the backstop when there is
-//     no leader: every node, leader or not, sweeps expired leases.
+//     no leader: every node, leader or not, sweeps expired leases. A
+//     leader that starts finds the nodes that died while none watched
+//     (a row, no key) at once — but a row younger than max(T, 5s) may be
+//     a node starting (it writes its row, then registers), so that one is
+//     looked at again when it is older.
 //   - drain: a drain order reaches the node at once by NOTIFY (within
 //     ReportInterval, default 2s, if notifications are down), and every
 //     claim statement refuses to claim for a node with a drain order, so

@@ -206,14 +206,29 @@ type Filter struct {
 	// steps, replays included.
 	CronEntry   string
 	WorkflowRun int64
-	BeforeID    int64 // pagination cursor: jobs with smaller ids
-	Limit       int   // default 100, at most 1000
+	// NoTimers leaves out Gaffer's own workflow timer jobs (kinds
+	// gaffer.sleep and gaffer.signal).
+	NoTimers bool
+	// Search keeps the jobs whose kind or args contain this text (case
+	// folded), looked for among the newest SearchWindow jobs the other
+	// fields select (and older than BeforeID): bounded, never a scan of
+	// the table. At most MaxSearch bytes.
+	Search   string
+	BeforeID int64 // pagination cursor: jobs with smaller ids
+	Limit    int   // default 100, at most 1000
 	// MaxBytes ends the list early, once the jobs read take about this
 	// many bytes as JSON (the job that crosses it is the last); 0: no
 	// bound. List holds what it returns in memory: a caller serving
 	// tenants bounds it (the API does, by its response budget).
 	MaxBytes int
 }
+
+// SearchWindow is how many of the newest jobs a Filter's Search looks
+// through; MaxSearch bounds its text.
+const (
+	SearchWindow = store.SearchWindow
+	MaxSearch    = 200
+)
 
 // maxCronEntryName is the longest cron entry name (the cron package's
 // rule).
@@ -224,6 +239,9 @@ const maxCronEntryName = 128
 func (f Filter) Validate() error {
 	if len(f.CronEntry) > maxCronEntryName || !validText(f.CronEntry) {
 		return &ValidationError{Field: "cron_entry", Message: fmt.Sprintf("must be a cron entry name: at most %d bytes of UTF-8 text", maxCronEntryName)}
+	}
+	if len(f.Search) > MaxSearch || !validText(f.Search) {
+		return &ValidationError{Field: "search", Message: fmt.Sprintf("must be at most %d bytes of UTF-8 text", MaxSearch)}
 	}
 	if f.WorkflowRun < 0 {
 		return &ValidationError{Field: "workflow_run", Message: fmt.Sprintf("must be a workflow run id, got %d", f.WorkflowRun)}
@@ -258,12 +276,7 @@ func (c *Client) ListPage(ctx context.Context, f Filter) (jobs []*Job, more bool
 	if err := f.Validate(); err != nil {
 		return nil, false, err
 	}
-	states := make([]string, len(f.States))
-	for i, s := range f.States {
-		states[i] = string(s)
-	}
-	rows, more, err := c.store.ListJobsPage(ctx, store.JobFilter{Tenant: f.Tenant, States: states, Queue: f.Queue, Kind: f.Kind,
-		CronEntry: f.CronEntry, WorkflowRun: f.WorkflowRun, BeforeID: f.BeforeID, Limit: f.Limit, MaxBytes: f.MaxBytes})
+	rows, more, err := c.store.ListJobsPage(ctx, f.store())
 	if err != nil {
 		return nil, false, err
 	}
@@ -272,6 +285,35 @@ func (c *Client) ListPage(ctx context.Context, f Filter) (jobs []*Job, more bool
 		out[i] = FromRow(r)
 	}
 	return out, more, nil
+}
+
+func (f Filter) store() store.JobFilter {
+	states := make([]string, len(f.States))
+	for i, s := range f.States {
+		states[i] = string(s)
+	}
+	return store.JobFilter{Tenant: f.Tenant, States: states, Queue: f.Queue, Kind: f.Kind, CronEntry: f.CronEntry,
+		WorkflowRun: f.WorkflowRun, NoTimers: f.NoTimers, Search: f.Search, BeforeID: f.BeforeID, Limit: f.Limit, MaxBytes: f.MaxBytes}
+}
+
+// CountByState counts the jobs f selects in each state (its States,
+// BeforeID, Limit and MaxBytes ignored), each count stopping at limit: a
+// count equal to it means at least that many. With f.Search the counts
+// are exact among the newest SearchWindow jobs the other fields select.
+func (c *Client) CountByState(ctx context.Context, f Filter, limit int) (map[State]int, error) {
+	f.States = nil
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	counts, err := c.store.CountJobsByState(ctx, f.store(), limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[State]int, len(counts))
+	for s, n := range counts {
+		out[State(s)] = n
+	}
+	return out, nil
 }
 
 // Cancel cancels a job: at once if it is pending or retrying; if it is
@@ -380,6 +422,28 @@ func (c *Client) Throughput(ctx context.Context, tenant string, window time.Dura
 	out := make([]ThroughputPoint, len(rows))
 	for i, r := range rows {
 		out[i] = ThroughputPoint(r)
+	}
+	return out, err
+}
+
+// QueueBucket is what finished in one bucket of a queue's history.
+type QueueBucket struct {
+	At                time.Time
+	Completed, Failed int64
+}
+
+// QueueHistory returns the jobs of queue that finished per bucket over
+// the last window (at most a week: the leader's samples keep a week, per
+// minute), of one tenant or, for "", of all, oldest first; buckets where
+// nothing finished are left out.
+func (c *Client) QueueHistory(ctx context.Context, tenant, queue string, window, bucket time.Duration) ([]QueueBucket, error) {
+	if bucket < time.Minute || window < bucket {
+		return nil, fmt.Errorf("queue history: a bucket is at least a minute and at most the window, got %s of %s", bucket, window)
+	}
+	rows, err := c.store.QueueHistory(ctx, queue, tenant, window, bucket)
+	out := make([]QueueBucket, len(rows))
+	for i, r := range rows {
+		out[i] = QueueBucket(r)
 	}
 	return out, err
 }

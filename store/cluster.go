@@ -115,13 +115,26 @@ func (s *Store) MarkNodeLost(ctx context.Context, q DB, id string) (bool, error)
 	return true, nil
 }
 
-// LiveNodes lists the ids of nodes not marked dead.
-func (s *Store) LiveNodes(ctx context.Context) ([]string, error) {
+// LiveNode is a node not marked dead, and how long ago (by the database
+// clock) it last registered its row.
+type LiveNode struct {
+	ID  string
+	Age time.Duration
+}
+
+// LiveNodes lists the nodes not marked dead.
+func (s *Store) LiveNodes(ctx context.Context) ([]LiveNode, error) {
 	rows, err := s.pool.Query(ctx, sqlLiveNodes)
 	if err != nil {
 		return nil, fmt.Errorf("live nodes: %w", err)
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (LiveNode, error) {
+		var n LiveNode
+		var age float64
+		err := row.Scan(&n.ID, &age)
+		n.Age = time.Duration(age * float64(time.Second))
+		return n, err
+	})
 }
 
 // RequestDrain asks node id to drain within deadline (from the database's

@@ -20,3 +20,10 @@ func SetClaimInputBudget(n int64) func() {
 	claimInputBudget = n
 	return func() { claimInputBudget = old }
 }
+
+// CountBulkSQL and CountByStateSQL are countBulkSQL and countByStateSQL,
+// for the plan tests.
+var (
+	CountBulkSQL    = countBulkSQL
+	CountByStateSQL = countByStateSQL
+)

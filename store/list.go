@@ -23,6 +23,13 @@ type JobFilter struct {
 	// has its own partial index in id order (migration cron_status).
 	CronEntry   string
 	WorkflowRun int64
+	// NoTimers leaves out Gaffer's own workflow timer jobs (kinds
+	// gaffer.sleep and gaffer.signal).
+	NoTimers bool
+	// Search keeps the jobs whose kind or args contain the text (case
+	// folded), looked for among the SearchWindow newest jobs the other
+	// conditions select: a search reads a bounded number of rows.
+	Search string
 	// BeforeID is the pagination cursor: only jobs with a smaller id.
 	BeforeID int64
 	Limit    int
@@ -77,8 +84,16 @@ func (s *Store) ListJobsPage(ctx context.Context, f JobFilter) (jobs []Job, more
 	return jobs, cut || len(jobs) == clampLimit(f.Limit), nil
 }
 
-// listJobsSQL is ListJobs' query and its arguments.
-func listJobsSQL(f JobFilter) (string, []any, error) {
+// SearchWindow is how many of the newest jobs a search looks through.
+const SearchWindow = 10000
+
+// searchMatch is JobFilter.Search's condition, on the parameter p.
+func searchMatch(p string) string {
+	return "(strpos(lower(kind), lower(" + p + "::text)) > 0 OR strpos(lower(args::text), lower(" + p + "::text)) > 0)"
+}
+
+// jobWhere is f's conditions but its search and cursor.
+func jobWhere(f JobFilter) (where, error) {
 	var w where
 	if f.Tenant != "" {
 		w.add("tenant = ?", f.Tenant)
@@ -90,7 +105,7 @@ func listJobsSQL(f JobFilter) (string, []any, error) {
 		lits := make([]string, len(f.States))
 		for i, st := range f.States {
 			if !slices.Contains(jobStates, st) {
-				return "", nil, fmt.Errorf("list jobs: unknown state %q", st)
+				return where{}, fmt.Errorf("list jobs: unknown state %q", st)
 			}
 			lits[i] = "'" + st + "'"
 		}
@@ -108,11 +123,28 @@ func listJobsSQL(f JobFilter) (string, []any, error) {
 	if f.WorkflowRun != 0 {
 		w.add("workflow_run = ?", f.WorkflowRun)
 	}
+	if f.NoTimers {
+		w.addLiteral("kind NOT LIKE 'gaffer.%'")
+	}
+	return w, nil
+}
+
+// listJobsSQL is ListJobs' query and its arguments.
+func listJobsSQL(f JobFilter) (string, []any, error) {
+	w, err := jobWhere(f)
+	if err != nil {
+		return "", nil, err
+	}
 	if f.BeforeID > 0 {
 		w.add("id < ?", f.BeforeID)
 	}
+	from := "gaffer.jobs WHERE " + w.sql()
+	if f.Search != "" {
+		window := w.next(SearchWindow)
+		from = "(SELECT * FROM gaffer.jobs WHERE " + w.sql() + " ORDER BY id DESC LIMIT " + window + ") s WHERE " + searchMatch(w.next(f.Search))
+	}
 	limit := w.next(clampLimit(f.Limit))
-	page := "SELECT " + expandJobColumns("{{job}}") + " FROM gaffer.jobs WHERE " + w.sql() + " ORDER BY id DESC LIMIT " + limit
+	page := "SELECT " + expandJobColumns("{{job}}") + " FROM " + from + " ORDER BY id DESC LIMIT " + limit
 	if f.MaxBytes <= 0 {
 		return page, w.args, nil
 	}
@@ -200,4 +232,66 @@ func (f DLQFilter) where() *where {
 		w.add("id < ?", f.BeforeID)
 	}
 	return w
+}
+
+// CountJobsByState counts the jobs f selects (its cursor, limit and byte
+// bound ignored) in each state, each count stopping at limit: a count
+// equal to it means at least that many, and stays fast on a table of
+// millions. With f.Search the counts are of the matches among the
+// SearchWindow newest jobs the other conditions select, and exact there.
+func (s *Store) CountJobsByState(ctx context.Context, f JobFilter, limit int) (map[string]int, error) {
+	sql, args, err := countByStateSQL(f, limit)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fmt.Errorf("count jobs: %w", err)
+		}
+		out[st] = min(n, limit)
+	}
+	return out, rows.Err()
+}
+
+// countByStateSQL is CountJobsByState's query and its arguments.
+func countByStateSQL(f JobFilter, limit int) (string, []any, error) {
+	f.States, f.BeforeID = nil, 0
+	w, err := jobWhere(f)
+	if err != nil {
+		return "", nil, err
+	}
+	var sql string
+	if f.Search != "" {
+		window := w.next(SearchWindow)
+		sql = "SELECT state, count(*) FROM (SELECT state, kind, args FROM gaffer.jobs WHERE " + w.sql() + " ORDER BY id DESC LIMIT " + window +
+			") s WHERE " + searchMatch(w.next(f.Search)) + " GROUP BY state"
+	} else {
+		// One bounded count per state, each with its state written out (a
+		// plan can use that state's partial index).
+		lim := w.next(limit)
+		parts := make([]string, len(jobStates))
+		count := func(cond string) string {
+			return "(SELECT count(*) FROM (SELECT 1 FROM gaffer.jobs WHERE " + w.sql() + " AND " + cond + " LIMIT " + lim + ") c)"
+		}
+		for i, st := range jobStates {
+			n := count("state = '" + st + "'")
+			if st == "pending" {
+				// Pending jobs are in the claim index while due and in the
+				// scheduled index until then; no index holds them all.
+				n = "least(" + count("state IN ('pending', 'retrying') AND due AND state = 'pending'") + " + " +
+					count("state IN ('pending', 'retrying') AND NOT due AND state = 'pending'") + ", " + lim + ")"
+			}
+			parts[i] = "SELECT '" + st + "'::text, " + n
+		}
+		sql = strings.Join(parts, " UNION ALL ")
+	}
+	return sql, w.args, nil
 }

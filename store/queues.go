@@ -94,6 +94,7 @@ func (s *Store) CountQueueJobs(ctx context.Context, queue string) (int64, error)
 var (
 	sqlSampleThroughput = query("sample_throughput")
 	sqlThroughputSeries = query("throughput_series")
+	sqlQueueHistory     = query("queue_history")
 	sqlQueueDepths      = query("queue_depths")
 	sqlTenantQueues     = query("tenant_queue_depths")
 	sqlEstimateJobs     = query("estimate_jobs")
@@ -135,6 +136,37 @@ func (s *Store) ThroughputSeries(ctx context.Context, tenant string, window time
 			return nil, err
 		}
 		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// QueueBucket is what finished in one bucket of a queue's history.
+type QueueBucket struct {
+	At                time.Time
+	Completed, Failed int64
+}
+
+// QueueHistory returns queue's finished jobs per bucket over the last
+// window, of tenant ("": all), oldest first; buckets where nothing
+// finished are left out. History is kept per minute, for a week in all
+// and a day per tenant, for each tenant's 20 busiest queues and the 500
+// busiest in all (sample_throughput).
+func (s *Store) QueueHistory(ctx context.Context, queue, tenant string, window, bucket time.Duration) ([]QueueBucket, error) {
+	if tenant == "" {
+		tenant = "*"
+	}
+	rows, err := s.pool.Query(ctx, sqlQueueHistory, queue, tenant, window.Milliseconds(), int64(bucket/time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("queue history: %w", err)
+	}
+	defer rows.Close()
+	var out []QueueBucket
+	for rows.Next() {
+		var b QueueBucket
+		if err := rows.Scan(&b.At, &b.Completed, &b.Failed); err != nil {
+			return nil, err
+		}
+		out = append(out, b)
 	}
 	return out, rows.Err()
 }

@@ -1,6 +1,8 @@
 package ui
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -124,8 +126,11 @@ type jobsData struct {
 	// CronEntry and WorkflowRun keep one entry's or one run's jobs.
 	CronEntry   string
 	WorkflowRun int64
-	Before      int64
-	Jobs        []*job.Job
+	// Search is the search box's text: jobs whose kind or args contain
+	// it, among the newest job.SearchWindow the other filters select.
+	Search string
+	Before int64
+	Jobs   []*job.Job
 	// Older is the cursor of the next page; zero on the last.
 	Older int64
 	// Timers shows the workflow timers (gaffer.sleep, gaffer.signal
@@ -136,20 +141,55 @@ type jobsData struct {
 	// Estimate is the planner's row estimate for the whole table, shown to
 	// tokens that span tenants; exact counts of millions are slow.
 	Estimate int64
+	// Tabs are the state tabs, each with its count for the filter
+	// (capped at depthCap); All is their sum.
+	Tabs []stateTab
+	All  int64
+	// Matching is the count of the tab shown: the jobs the filter selects.
+	Matching int64
+	// Query is the filter, for links and the bulk forms.
+	Query jobsQuery
+	// SearchWindow is how many of the newest jobs a search looks through.
+	SearchWindow int
+}
+
+// stateTab is a state tab of the jobs list: its state ("" for all), count
+// for the filter, link, and whether it is the one shown.
+type stateTab struct {
+	State  string
+	Count  int64
+	Link   string
+	Active bool
+}
+
+// BulkLink is the count preview of a bulk action on every job matching
+// the filter.
+func (d jobsData) BulkLink(action string) string {
+	return d.Query.Link("/ui/jobs/bulk", "action", action)
 }
 
 func (h *Handler) jobsPage(r *http.Request, v *view) error {
 	v.Title = "Jobs"
-	q := r.URL.Query()
-	d := jobsData{States: job.States, State: q.Get("state"), Queue: q.Get("queue"), Kind: q.Get("kind"), CronEntry: q.Get("cron_entry")}
-	var err error
-	if d.WorkflowRun, err = idParam(r, "workflow_run"); err != nil {
+	q, err := readJobsQuery(r.URL.Query().Get, v.P)
+	if err != nil {
 		return err
 	}
-	f := job.Filter{Tenant: v.P.ReadTenant(v.Tenant), Queue: d.Queue, Kind: d.Kind, CronEntry: d.CronEntry, WorkflowRun: d.WorkflowRun, Limit: pageSize}
-	if d.State != "" {
-		f.States = []job.State{job.State(d.State)}
+	q.Tenant = v.Tenant
+	if id, err := strconv.ParseInt(q.Search, 10, 64); err == nil && id > 0 {
+		// A job id goes to that job, when the token sees it; otherwise the
+		// number is searched for as text.
+		if _, err := h.cfg.Jobs.Get(r.Context(), v.P.ReadTenant(""), id); err == nil {
+			return redirect(fmt.Sprintf("/ui/jobs/%d", id))
+		} else if !errors.Is(err, job.ErrNotFound) {
+			return err
+		}
 	}
+	d := jobsData{States: job.States, State: q.State, Queue: q.Queue, Kind: q.Kind, CronEntry: q.CronEntry, WorkflowRun: q.WorkflowRun,
+		Search: q.Search, Timers: q.Timers, Query: q, SearchWindow: job.SearchWindow}
+	f := q.filter(v.P)
+	// The page reads timers and leaves them out itself, saying how many.
+	f.NoTimers = false
+	f.Limit = pageSize
 	if d.Before, err = idParam(r, "before"); err != nil {
 		return err
 	}
@@ -161,11 +201,27 @@ func (h *Handler) jobsPage(r *http.Request, v *view) error {
 	if more && len(d.Jobs) > 0 {
 		d.Older = d.Jobs[len(d.Jobs)-1].ID
 	}
-	d.Timers = q.Get("timers") == "1"
 	if !d.Timers && d.Kind == "" && d.WorkflowRun == 0 {
 		all := len(d.Jobs)
 		d.Jobs = job.WithoutTimers(d.Jobs)
 		d.Hidden = all - len(d.Jobs)
+	}
+	counts, err := h.cfg.Jobs.CountByState(r.Context(), q.filter(v.P), depthCap)
+	if err != nil {
+		return err
+	}
+	d.Tabs = append(d.Tabs, stateTab{Link: q.withState("").Link("/ui/jobs"), Active: q.State == ""})
+	for _, st := range job.States {
+		n := int64(counts[st])
+		d.All += n
+		d.Tabs = append(d.Tabs, stateTab{State: string(st), Count: n, Link: q.withState(string(st)).Link("/ui/jobs"), Active: q.State == string(st)})
+		if q.State == string(st) {
+			d.Matching = n
+		}
+	}
+	d.Tabs[0].Count = d.All
+	if q.State == "" {
+		d.Matching = d.All
 	}
 	if v.Spanning() {
 		if d.Estimate, err = h.cfg.Jobs.EstimateJobs(r.Context()); err != nil {
@@ -178,6 +234,8 @@ func (h *Handler) jobsPage(r *http.Request, v *view) error {
 
 type jobData struct {
 	Job *job.Job
+	// Times are its durations and attempt timeline.
+	Times jobTimes
 	// Entry is a failed job's DLQ entry, if it still exists.
 	Entry             *dlq.Entry
 	CanCancel         bool
@@ -197,7 +255,7 @@ func (h *Handler) jobPage(r *http.Request, v *view) error {
 		return err
 	}
 	v.Title = "Job " + strconv.FormatInt(id, 10)
-	d := jobData{Job: j}
+	d := jobData{Job: j, Times: timesOf(j, v.Now)}
 	switch j.State {
 	case job.Retrying:
 		d.CanRetry, d.RetryExplanation = true, "Run the next attempt now instead of waiting out the backoff."
@@ -307,7 +365,9 @@ func (h *Handler) workflowPage(r *http.Request, v *view) error {
 	v.Data = struct {
 		Run workflow.Run
 		DAG dag
-	}{run, layoutDAG(run.Steps)}
+		// Signals are the signal steps waiting for their signal.
+		Signals []string
+	}{run, layoutDAG(run.Steps), waitingSignals(run)}
 	return nil
 }
 

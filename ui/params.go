@@ -7,11 +7,13 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/job"
+	"github.com/gafferhq/gaffer/workflow"
 )
 
 // Every value a dashboard request carries — each path parameter, query
@@ -41,6 +43,8 @@ var pathRules = map[string]textRule{
 	"queue":  nameRule,
 	"tenant": nameRule,
 	"name":   cronRule,
+	"limit":  nameRule,
+	"step":   {regexp.MustCompile(workflow.StepNamePattern), 64},
 }
 
 // queryRules are the rules of the query parameters the pages read by
@@ -57,6 +61,21 @@ var queryRules = map[string]textRule{
 	"kind":         {regexp.MustCompile(job.KindPattern), job.MaxKindLen},
 	"state":        {regexp.MustCompile(`^[a-z]+$`), 32},
 }
+
+// formRules are the rules of the form fields that hold JSON (a cron
+// entry's args, a signal's payload): text with line breaks, up to
+// maxJSONField bytes (what the 1 MiB form holds, less the rest of it);
+// the form's action checks the JSON and the payload's own bounds.
+var formRules = map[string]textRule{
+	"job.args": {nil, maxJSONField},
+	"payload":  {nil, maxJSONField},
+}
+
+// lineBreaks are the control characters a JSON form field may hold
+// (formRules): its text is checked with them as spaces.
+var lineBreaks = strings.NewReplacer("\r", " ", "\n", " ", "\t", " ")
+
+const maxJSONField = 512 << 10
 
 // maxFieldLen bounds a query value or form field without a rule of its
 // own (an error text to search for, a drain deadline, a return path).
@@ -123,7 +142,7 @@ func checkParams(r *http.Request, path []string) string {
 	if msg := checkValues(q, queryRules); msg != "" {
 		return msg
 	}
-	return checkValues(r.PostForm, nil)
+	return checkValues(r.PostForm, formRules)
 }
 
 func checkValues(vs url.Values, rules map[string]textRule) string {
@@ -141,6 +160,9 @@ func checkValues(vs url.Values, rules map[string]textRule) string {
 			}
 		}
 		for _, v := range vs[name] {
+			if _, isJSON := formRules[name]; ok && isJSON {
+				v = lineBreaks.Replace(v)
+			}
 			if msg := rule.check(name, v); msg != "" {
 				return msg
 			}

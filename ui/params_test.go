@@ -51,7 +51,7 @@ var hostileValues = []struct{ name, escaped string }{
 }
 
 // pathExamples are values the dashboard's path parameters take.
-var pathExamples = map[string]string{"id": "1", "node": "node-x", "queue": "mail", "tenant": "default", "name": "nightly"}
+var pathExamples = map[string]string{"id": "1", "node": "node-x", "queue": "mail", "tenant": "default", "name": "nightly", "limit": "mail-slow", "step": "approve"}
 
 // queryNames are the query parameters the pages read, and one they do not.
 var queryNames = []string{"tenant", "after_tenant", "queue", "after", "cron_entry", "before", "workflow_run", "kind", "state", "show", "error", "undeclared"}

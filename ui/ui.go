@@ -61,6 +61,9 @@ type Config struct {
 	// page's last, and the page links to the next): give the API's
 	// response budget. Default 8 MiB.
 	MaxPageBytes int
+	// CronQuota holds the cron entries a tenant's token creates or
+	// reschedules to the API's quota: give the API's Config.CronQuota.
+	CronQuota cron.Quota
 }
 
 // Handler serves the dashboard under /ui/. It is an http.Handler.
@@ -69,6 +72,8 @@ type Handler struct {
 	log   hclog.Logger
 	mux   *http.ServeMux
 	pages map[string]*template.Template
+	// tenantCron is Cron holding tenants' tokens to CronQuota.
+	tenantCron *cron.Client
 	// patterns are the routes get and post registered, in order.
 	patterns []string
 }
@@ -119,6 +124,7 @@ func New(cfg Config) (*Handler, error) {
 		}
 		h.pages[strings.TrimSuffix(base, ".html")] = t
 	}
+	h.tenantCron = cfg.Cron.WithQuota(cfg.CronQuota)
 	h.routes()
 	return h, nil
 }
@@ -152,6 +158,7 @@ func (h *Handler) routes() {
 
 	h.get("GET /ui/{$}", "overview", h.overview)
 	h.get("GET /ui/jobs", "jobs", h.jobsPage)
+	h.get("GET /ui/jobs/bulk", "jobs_bulk", h.bulkPreview)
 	h.get("GET /ui/jobs/{id}", "job", h.jobPage)
 	h.get("GET /ui/queues", "queues", h.queuesPage)
 	h.get("GET /ui/nodes", "nodes", h.nodesPage)
@@ -164,6 +171,7 @@ func (h *Handler) routes() {
 
 	h.post("POST /ui/jobs/{id}/cancel", auth.ScopeJobsWrite, h.cancelJob)
 	h.post("POST /ui/jobs/{id}/retry", auth.ScopeJobsWrite, h.retryJob)
+	h.post("POST /ui/jobs/bulk", auth.ScopeJobsWrite, h.bulkJobs)
 	h.post("POST /ui/queues/{queue}/pause", auth.ScopeAdmin, h.pauseQueue)
 	h.post("POST /ui/queues/{queue}/resume", auth.ScopeAdmin, h.resumeQueue)
 	h.post("POST /ui/nodes/{node}/drain", auth.ScopeAdmin, h.drainNode)
@@ -175,6 +183,24 @@ func (h *Handler) routes() {
 	h.post("POST /ui/dlq/purge", auth.ScopeJobsWrite, h.purgeDLQ)
 	h.post("POST /ui/dlq/{id}/delete", auth.ScopeJobsWrite, h.deleteDLQEntry)
 	h.post("POST /ui/workflows/{id}/cancel", auth.ScopeJobsWrite, h.cancelWorkflow)
+
+	// Forms that create and edit (forms.go): a refusal shows the form
+	// again with what was typed.
+	h.get("GET /ui/cron/new", "cron_form", h.cronNewPage)
+	h.form("POST /ui/cron", auth.ScopeJobsWrite, "cron_form", h.cronNewPage, h.createCron)
+	h.get("GET /ui/cron/{tenant}/{name}/edit", "cron_form", h.cronEditPage)
+	h.form("POST /ui/cron/{tenant}/{name}/edit", auth.ScopeJobsWrite, "cron_form", h.cronEditPage, h.saveCron)
+	h.post("POST /ui/cron/{tenant}/{name}/delete", auth.ScopeJobsWrite, h.deleteCron)
+	h.get("GET /ui/limits/new", "limit_form", h.limitNewPage)
+	h.form("POST /ui/limits", auth.ScopeAdmin, "limit_form", h.limitNewPage, h.createLimit)
+	h.get("GET /ui/limits/{limit}/edit", "limit_form", h.limitEditPage)
+	h.form("POST /ui/limits/{limit}/edit", auth.ScopeAdmin, "limit_form", h.limitEditPage, h.saveLimit)
+	h.post("POST /ui/limits/{limit}/delete", auth.ScopeAdmin, h.deleteLimit)
+	h.form("POST /ui/workflows/{id}/signal", auth.ScopeJobsWrite, "workflow", h.workflowPage, h.signalWorkflow)
+	h.post("POST /ui/workflows/{id}/steps/{step}/retry", auth.ScopeJobsWrite, h.retryStep)
+	h.get("GET /ui/queues/{queue}", "queues_history", h.queueHistoryPage)
+	h.formPage("GET /ui/limits", func(*http.Request) string { return "/ui/queues" })
+	h.formPage("GET /ui/workflows/{id}/signal", signalFormPage)
 
 	h.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		p, ok := h.signedIn(w, r)
@@ -203,6 +229,9 @@ type view struct {
 	Tenant string
 	Now    time.Time
 	Data   any
+	// Form is what a refused form sent, shown again with the refusal
+	// (see Handler.form); nil on a page's first showing.
+	Form *formState
 }
 
 // Spanning reports whether the signed-in token spans tenants.
@@ -238,6 +267,11 @@ func (h *Handler) get(pattern, name string, pg page) {
 			v.Nav += "s"
 		}
 		if err := pg(r, v); err != nil {
+			var to redirect
+			if errors.As(err, &to) {
+				http.Redirect(w, r, string(to), http.StatusSeeOther)
+				return
+			}
 			status, msg := h.describe(err)
 			h.renderError(w, r, p, v.Nav, status, msg)
 			return
@@ -250,34 +284,8 @@ func (h *Handler) post(pattern, scope string, act action) {
 	params := routeParams(pattern)
 	h.patterns = append(h.patterns, pattern)
 	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		p, ok := h.signedIn(w, r)
+		p, ok := h.admitPost(w, r, scope, params)
 		if !ok {
-			return
-		}
-		if !sameOrigin(r) {
-			h.renderError(w, r, p, "", http.StatusForbidden, "The request came from another site and was refused.")
-			return
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
-		if err := r.ParseForm(); err != nil {
-			h.renderError(w, r, p, "", http.StatusBadRequest, "The form could not be read: "+err.Error())
-			return
-		}
-		if !h.validCSRF(r) {
-			h.renderError(w, r, p, "", http.StatusForbidden, "The form's CSRF token is missing or stale; reload the page and try again.")
-			return
-		}
-		if !p.Allows(scope) {
-			h.renderError(w, r, p, "", http.StatusForbidden, "This token lacks the "+scope+" scope this action needs.")
-			return
-		}
-		if msg := checkParams(r, params); msg != "" {
-			to := "/ui/"
-			if b := r.PostForm.Get("back"); localPath(b) {
-				to = b
-			}
-			h.setFlash(w, r, "Refused: "+msg)
-			http.Redirect(w, r, to, http.StatusSeeOther)
 			return
 		}
 		to, msg, err := act(r, p)
@@ -295,6 +303,45 @@ func (h *Handler) post(pattern, scope string, act action) {
 		h.setFlash(w, r, msg)
 		http.Redirect(w, r, to, http.StatusSeeOther)
 	})
+}
+
+// admitPost runs the checks every action passes before it acts: a
+// session, the same origin, a readable form within 1 MiB, its CSRF token,
+// the scope, and every parameter (a value at fault returns to the form's
+// "back" page with the refusal). It answers the request itself when one
+// fails.
+func (h *Handler) admitPost(w http.ResponseWriter, r *http.Request, scope string, params []string) (auth.Principal, bool) {
+	p, ok := h.signedIn(w, r)
+	if !ok {
+		return p, false
+	}
+	if !sameOrigin(r) {
+		h.renderError(w, r, p, "", http.StatusForbidden, "The request came from another site and was refused.")
+		return p, false
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+	if err := r.ParseForm(); err != nil {
+		h.renderError(w, r, p, "", http.StatusBadRequest, "The form could not be read: "+err.Error())
+		return p, false
+	}
+	if !h.validCSRF(r) {
+		h.renderError(w, r, p, "", http.StatusForbidden, "The form's CSRF token is missing or stale; reload the page and try again.")
+		return p, false
+	}
+	if !p.Allows(scope) {
+		h.renderError(w, r, p, "", http.StatusForbidden, "This token lacks the "+scope+" scope this action needs.")
+		return p, false
+	}
+	if msg := checkParams(r, params); msg != "" {
+		to := "/ui/"
+		if b := r.PostForm.Get("back"); localPath(b) {
+			to = b
+		}
+		h.setFlash(w, r, "Refused: "+msg)
+		http.Redirect(w, r, to, http.StatusSeeOther)
+		return p, false
+	}
+	return p, true
 }
 
 // backTo is the page a refused action returns to: the form's "back" field
@@ -336,6 +383,12 @@ func (h *Handler) describe(err error) (int, string) {
 	h.log.Error("dashboard request failed", "error", err)
 	return http.StatusInternalServerError, "Something went wrong on the server: " + err.Error()
 }
+
+// redirect is a page's answer that sends the visitor to another
+// dashboard path (the search box given a job's id).
+type redirect string
+
+func (r redirect) Error() string { return "redirect to " + string(r) }
 
 var (
 	errBadInput  = errors.New("bad input")

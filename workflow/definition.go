@@ -71,8 +71,11 @@ type Definition struct {
 	Steps  []Step `json:"steps"`
 }
 
+// StepNamePattern is what a step's name matches.
+const StepNamePattern = `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$`
+
 var (
-	stepName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$`)
+	stepName = regexp.MustCompile(StepNamePattern)
 	runName  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$`)
 )
 

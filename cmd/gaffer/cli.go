@@ -134,6 +134,7 @@ func (m *Main) cobraCommand(spec *cmdSpec, parent string) *cobra.Command {
 	if cmd.Short == "" {
 		cmd.Short = strings.SplitN(long, "\n", 2)[0]
 	}
+	cmd.Hidden = spec.hidden
 	var envOnly []string
 	spec.fs.VisitAll(func(f *flag.Flag) {
 		env := spec.fs.env[f.Name]
@@ -313,6 +314,9 @@ type cmdSpec struct {
 	fs *flagSet
 	// subs are a group's actions (jobs list…).
 	subs []*cmdSpec
+	// hidden commands are left out of help and completion (dev-node,
+	// which gaffer dev starts).
+	hidden bool
 }
 
 // collectActions describes each of a group's actions into m.collect.
@@ -334,7 +338,7 @@ func (m *Main) collectActions(ctx context.Context, group string, actions []actio
 func commandTree(ctx context.Context) (*cmdSpec, error) {
 	root := &cmdSpec{name: "gaffer"}
 	for _, c := range commands() {
-		spec := &cmdSpec{name: c.name, summary: c.summary, run: c.run}
+		spec := &cmdSpec{name: c.name, summary: c.summary, run: c.run, hidden: hiddenCommands[c.name]}
 		m := &Main{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }, collect: spec}
 		if err := c.run(m, ctx, nil); !errors.Is(err, errCollected) {
 			return nil, fmt.Errorf("%s did not describe itself: %v", c.name, err)

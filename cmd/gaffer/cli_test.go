@@ -45,7 +45,7 @@ func TestHelpGoesToStdout(t *testing.T) {
 		t.Errorf("gaffer help jobs: %v\n%s", err, out)
 	}
 	out, stderr, err := run(t, nil, "jobs")
-	if err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), "jobs needs a command: cancel, enqueue, get, list, retry") || !strings.Contains(stderr, "Available Commands") || out != "" {
+	if err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), "jobs needs a command: cancel, delete, enqueue, get, list, retry") || !strings.Contains(stderr, "Available Commands") || out != "" {
 		t.Errorf("gaffer jobs: %v\nstdout %q\nstderr %s", err, out, stderr)
 	}
 }

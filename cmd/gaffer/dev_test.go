@@ -43,6 +43,11 @@ func startDev(t *testing.T, env []string, args ...string) *devProc {
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		<-d.done
+		// The nodes are processes of their own: a race in one (go test
+		// -race) shows only in the log dev copies.
+		if strings.Contains(d.logs.String(), "WARNING: DATA RACE") {
+			t.Error("a data race in gaffer dev or one of its nodes")
+		}
 		if t.Failed() {
 			t.Logf("dev %v stdout:\n%s\nlog:\n%s", args, d.out.String(), d.logs.String())
 		}

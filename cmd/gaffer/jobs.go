@@ -46,8 +46,9 @@ func (m *Main) runJobs(ctx context.Context, args []string) error {
 		{"enqueue", "enqueue a job", (*Main).jobsEnqueue},
 		{"get", "show one job", (*Main).jobsGet},
 		{"list", "list jobs, newest first", (*Main).jobsList},
-		{"cancel", "cancel a job", (*Main).jobsCancel},
-		{"retry", "run a retrying or failed job again now", (*Main).jobsRetry},
+		{"cancel", "cancel a job, or many by ids or filter", (*Main).jobsCancel},
+		{"retry", "run a retrying or failed job again now, or many by ids or filter", (*Main).jobsRetry},
+		{"delete", "delete jobs by ids or filter (never running ones, nor a running workflow's)", (*Main).jobsDelete},
 	}, args)
 }
 
@@ -275,9 +276,17 @@ func (m *Main) jobsList(ctx context.Context, args []string) error {
 }
 
 func (m *Main) jobsCancel(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("jobs cancel", "jobs cancel ID [flags]")
+	fs := m.newFlagSet("jobs cancel", "jobs cancel ID [ID...] [flags]\n       jobs cancel --state S --queue Q ... | --all [--dry-run] [flags]\n\n"+
+		"Several ids or a filter cancel many jobs (POST /v1/jobs/cancel), at most --limit per request, until none is left.")
 	cf := addClientFlags(fs)
-	c, err := cf.start(fs, args, 1, "a job id")
+	bf := addBulkFlags(fs)
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if bf.bulk(fs) {
+		return m.jobsBulk(ctx, "cancel", fs, cf, bf)
+	}
+	c, err := cf.client()
 	if err != nil {
 		return err
 	}
@@ -291,9 +300,17 @@ func (m *Main) jobsCancel(ctx context.Context, args []string) error {
 }
 
 func (m *Main) jobsRetry(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("jobs retry", "jobs retry ID [flags]\n\nA retrying job becomes due at once; a failed job's DLQ entry is replayed into\none new job, whose id is printed.")
+	fs := m.newFlagSet("jobs retry", "jobs retry ID [ID...] [flags]\n       jobs retry --state S --queue Q ... | --all [--dry-run] [flags]\n\n"+
+		"A retrying job becomes due at once; a failed job's DLQ entry is replayed into\none new job, whose id is printed. Several ids or a filter retry many jobs\n(POST /v1/jobs/retry).")
 	cf := addClientFlags(fs)
-	c, err := cf.start(fs, args, 1, "a job id")
+	bf := addBulkFlags(fs)
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if bf.bulk(fs) {
+		return m.jobsBulk(ctx, "retry", fs, cf, bf)
+	}
+	c, err := cf.client()
 	if err != nil {
 		return err
 	}
@@ -307,4 +324,15 @@ func (m *Main) jobsRetry(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintf(tw, "job %s was replayed as job %d\n", fs.Arg(0), out.Job.ID)
 	})
+}
+
+func (m *Main) jobsDelete(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("jobs delete", "jobs delete ID [ID...] [flags]\n       jobs delete --state S --queue Q ... | --all [--dry-run] [flags]\n\n"+
+		"Deletes jobs for good (POST /v1/jobs/delete): never a running job, nor a job of a\nworkflow run still running; a failed job's DLQ entry stays.")
+	cf := addClientFlags(fs)
+	bf := addBulkFlags(fs)
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	return m.jobsBulk(ctx, "delete", fs, cf, bf)
 }

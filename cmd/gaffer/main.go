@@ -63,10 +63,15 @@ type command struct {
 	run     func(m *Main, ctx context.Context, args []string) error
 }
 
+// hiddenCommands are left out of help and completion: gaffer dev starts
+// dev-node, people do not.
+var hiddenCommands = map[string]bool{"dev-node": true}
+
 func commands() []command {
 	return []command{
 		{"server", "run a production node", (*Main).runServer},
-		{"dev", "run a throwaway local cluster (Postgres, nodes) in one process", (*Main).runDev},
+		{"dev", "run a throwaway local cluster: Postgres, etcd and nodes, each node its own process", (*Main).runDev},
+		{"dev-node", "one node of gaffer dev (started by it)", (*Main).runDevNode},
 		{"migrate", "apply, revert or show database migrations", (*Main).runMigrate},
 		{"bench", "measure throughput against a database", (*Main).runBench},
 		{"jobs", "enqueue, inspect and cancel jobs", (*Main).runJobs},

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -294,7 +295,7 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 		node.Stop(context.Background())
 		return err
 	}
-	h, _, err := httpHandler(reg, nf, log, hooks, secrets, node)
+	h, _, err := httpHandler(reg, reg, nf, log, hooks, secrets, node)
 	if err != nil {
 		node.Stop(context.Background())
 		return err
@@ -337,42 +338,30 @@ func newRegistry() *prometheus.Registry {
 
 // healthMux serves /metrics, /healthz (the process is up) and /readyz
 // (PostgreSQL answers: 200, with what is degraded, such as etcd, listed;
-// 503 when PostgreSQL does not answer, since then no job can run).
-func healthMux(reg *prometheus.Registry, metricsToken string, nodes ...*gaffer.Node) *http.ServeMux {
+// 503 when PostgreSQL does not answer, since then no job can run, or
+// once the node has stopped).
+func healthMux(reg *prometheus.Registry, nodeReg prometheus.Registerer, metricsToken string, n *gaffer.Node) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", bearerOnly(metricsToken, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	mux.Handle("GET /metrics", bearerOnly(metricsToken, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: nodeReg})))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		// A node that stopped (drained and left) is gone, not unready;
-		// the process is ready while one of its nodes runs.
-		var problems []string
-		live := 0
-		for _, n := range nodes {
-			if stopped(n) {
-				continue
-			}
-			live++
-			if err := n.Pool().Ping(ctx); err != nil {
-				problems = append(problems, fmt.Sprintf("node %s: postgres: %v", n.ID(), err))
-			}
+		if stopped(n) {
+			w.Header().Set(nodeStoppedHeader, n.ID())
+			http.Error(w, fmt.Sprintf("node %s has stopped", n.ID()), http.StatusServiceUnavailable)
+			return
 		}
-		if live == 0 {
-			problems = append(problems, "every node of this process has stopped")
-		}
-		if len(problems) > 0 {
-			http.Error(w, strings.Join(problems, "\n"), http.StatusServiceUnavailable)
+		if err := n.Pool().Ping(ctx); err != nil {
+			http.Error(w, fmt.Sprintf("node %s: postgres: %v", n.ID(), err), http.StatusServiceUnavailable)
 			return
 		}
 		var degraded []string
-		for _, n := range nodes {
-			if c := n.Cluster(); c != nil && !stopped(n) {
-				for _, d := range c.Status().Degraded {
-					degraded = append(degraded, fmt.Sprintf("node %s: %s", n.ID(), d))
-				}
+		if c := n.Cluster(); c != nil {
+			for _, d := range c.Status().Degraded {
+				degraded = append(degraded, fmt.Sprintf("node %s: %s", n.ID(), d))
 			}
 		}
 		if len(degraded) > 0 {
@@ -401,15 +390,15 @@ func bearerOnly(token string, next http.Handler) http.Handler {
 	})
 }
 
-// httpHandler serves the API under /v1 and the dashboard under /ui beside
-// the health endpoints.
-//
-// Each node gets an API and a dashboard of its own (its pool, its cluster
-// membership, its remote workers), and requests go to the first node of
-// the process still running: in `gaffer dev`, draining dev-1 (which
-// closes its pool) moves the API and the dashboard to dev-2 instead of
-// taking them down. The tokens returned are the first node's.
-func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, hooks *webhook.Handler, secrets *webhook.Secrets, nodes ...*gaffer.Node) (http.Handler, *auth.Tokens, error) {
+// nodeStoppedHeader marks the 503 a node's process answers once the node
+// has stopped (drained and left) while its HTTP server is still closing:
+// `gaffer dev` sends such a request on to a node still running.
+const nodeStoppedHeader = "Gaffer-Node-Stopped"
+
+// httpHandler serves n's API under /v1 and its dashboard under /ui beside
+// the health endpoints. reg is what /metrics shows; the API's metrics go
+// to nodeReg (reg itself, or reg with a node label in a dev node).
+func httpHandler(reg *prometheus.Registry, nodeReg prometheus.Registerer, nf *nodeFlags, log hclog.Logger, hooks *webhook.Handler, secrets *webhook.Secrets, n *gaffer.Node) (http.Handler, *auth.Tokens, error) {
 	hs, err := nf.httpSettings()
 	if err != nil {
 		return nil, nil, err
@@ -417,47 +406,42 @@ func httpHandler(reg *prometheus.Registry, nf *nodeFlags, log hclog.Logger, hook
 	// One budget of failed authentications per client address, for the
 	// API and the dashboard's sign-in alike.
 	failures := auth.NewFailureLimiter(auth.FailureLimiterConfig{})
-	var first *auth.Tokens
-	served := make([]http.Handler, len(nodes))
-	for i, n := range nodes {
-		tokens := auth.NewTokens(n.Pool())
-		if first == nil {
-			first = tokens
-		}
-		a, err := api.New(api.Config{Pool: n.Pool(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
-			Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Remote: n.RemoteWorkers(), WebhookSecrets: secrets, Logger: log,
-			Registerer: nodeRegisterer(reg, n.ID(), len(nodes)),
-			RateLimit:  float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit, IdempotencyRetention: *nf.idemRetention,
-			MaxResponseBytes: *nf.maxResponse, TrustedProxies: hs.proxies, Failures: failures, CronQuota: nf.cronQuota(),
-			AllowUnknownKinds: *nf.allowUnknown})
-		if err != nil {
-			return nil, nil, err
-		}
-		dash, err := ui.New(ui.Config{Tokens: tokens, Sessions: auth.NewSessions(n.Pool(), hs.sessionLength), Jobs: n.Client(), DLQ: n.DLQ(),
-			Cron: n.Cron(), Workflows: n.Workflows(), Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Logger: log,
-			TrustedProxies: hs.proxies, Failures: failures, MaxPageBytes: *nf.maxResponse})
-		if err != nil {
-			return nil, nil, err
-		}
-		m := http.NewServeMux()
-		m.Handle("/v1/", a)
-		m.Handle("/ui/", dash)
-		served[i] = m
+	tokens := auth.NewTokens(n.Pool())
+	a, err := api.New(api.Config{Pool: n.Pool(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
+		Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Remote: n.RemoteWorkers(), WebhookSecrets: secrets, Logger: log,
+		Registerer: nodeReg,
+		RateLimit:  float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit, IdempotencyRetention: *nf.idemRetention,
+		MaxResponseBytes: *nf.maxResponse, TrustedProxies: hs.proxies, Failures: failures, CronQuota: nf.cronQuota(),
+		AllowUnknownKinds: *nf.allowUnknown})
+	if err != nil {
+		return nil, nil, err
 	}
-	live := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for i, n := range nodes {
-			if !stopped(n) {
-				served[i].ServeHTTP(w, r)
+	dash, err := ui.New(ui.Config{Tokens: tokens, Sessions: auth.NewSessions(n.Pool(), hs.sessionLength), Jobs: n.Client(), DLQ: n.DLQ(),
+		Cron: n.Cron(), Workflows: n.Workflows(), Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Logger: log, CronQuota: nf.cronQuota(),
+		TrustedProxies: hs.proxies, Failures: failures, MaxPageBytes: *nf.maxResponse})
+	if err != nil {
+		return nil, nil, err
+	}
+	// Once the node has stopped its pool is closed: a request answers 503,
+	// marked, rather than "the database is unreachable". Its body is read
+	// first (up to 1 MiB), so that a proxy in front (gaffer dev) has sent
+	// all of it when the answer comes, and may send it to another node.
+	live := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if stopped(n) {
+				io.Copy(io.Discard, io.LimitReader(r.Body, maxReplayBody))
+				w.Header().Set(nodeStoppedHeader, n.ID())
+				http.Error(w, fmt.Sprintf("node %s has stopped", n.ID()), http.StatusServiceUnavailable)
 				return
 			}
-		}
-		http.Error(w, "every node of this process has stopped", http.StatusServiceUnavailable)
-	})
-	mux := healthMux(reg, *nf.metricsToken, nodes...)
-	mux.Handle("/v1/", live)
-	mux.Handle("/ui/", live)
+			h.ServeHTTP(w, r)
+		})
+	}
+	mux := healthMux(reg, nodeReg, *nf.metricsToken, n)
+	mux.Handle("/v1/", live(a))
+	mux.Handle("/ui/", live(dash))
 	mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
-	return mux, first, nil
+	return mux, tokens, nil
 }
 
 // stopped says whether n has stopped (drained and left, or Stop).
@@ -468,14 +452,4 @@ func stopped(n *gaffer.Node) bool {
 	default:
 		return false
 	}
-}
-
-// nodeRegisterer is where node id's metrics go: reg itself for the one
-// node of a process, and reg with a node label when the process runs
-// several (gaffer dev), so that every node's series are there.
-func nodeRegisterer(reg prometheus.Registerer, id string, nodes int) prometheus.Registerer {
-	if nodes == 1 {
-		return reg
-	}
-	return prometheus.WrapRegistererWith(prometheus.Labels{"node": id}, reg)
 }

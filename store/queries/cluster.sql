@@ -35,7 +35,8 @@ RETURNING id;
 
 -- name: live_nodes
 -- Nodes only: a remote worker has no etcd registration to compare with.
-SELECT id FROM gaffer.nodes WHERE state <> 'dead' AND kind = 'node';
+-- With how long ago (database clock) each last registered its row.
+SELECT id, extract(epoch FROM now() - started_at)::float8 FROM gaffer.nodes WHERE state <> 'dead' AND kind = 'node';
 
 -- name: request_drain
 -- $1 id, $2 deadline ms from now. Unknown and dead nodes answer nothing.

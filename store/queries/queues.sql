@@ -30,18 +30,46 @@ SELECT count(*) FROM gaffer.jobs WHERE queue = $1;
 -- name: sample_throughput
 -- Counts the jobs finished since the last sample (at most a minute back),
 -- in all (tenant '*') and per tenant, and records them; drops per-tenant
--- samples older than an hour and totals older than a day. Approximate: a
--- job whose transaction began before the window and committed after the
--- count is missed. Run by the leader, in its fenced transaction.
+-- samples older than an hour and totals older than a day. Adds the same
+-- counts, less workflow timers, per queue and tenant (and per queue in
+-- all, tenant '*') to the minute's row of queue_throughput, and drops its
+-- tenants' rows older than a day and its totals older than a week.
+-- Bounded, as tenants name queues: a sample records each tenant's 20
+-- busiest queues and the 500 busiest in all, so a tenant finishing jobs
+-- in 10,000 queues adds at most 20 rows of its own and 500 totals a
+-- minute (the rest of its queues have no history). Approximate: a job whose
+-- transaction began before the window and committed after the count is
+-- missed. Run by the leader, in its fenced transaction.
 WITH last AS (
     SELECT greatest(coalesce(max(at), now() - interval '10 seconds'), now() - interval '1 minute') AS since
     FROM gaffer.throughput_samples WHERE tenant = '*'
-), finished AS (
-    SELECT j.tenant, count(*) FILTER (WHERE j.state = 'completed') AS completed,
-           count(*) FILTER (WHERE j.state = 'failed') AS failed
+), per_queue AS (
+    SELECT j.tenant, j.queue, count(*) FILTER (WHERE j.state = 'completed') AS completed,
+           count(*) FILTER (WHERE j.state = 'failed') AS failed,
+           -- A queue's history leaves workflow timers (Gaffer's own
+           -- gaffer.* jobs) out, as its counts do.
+           count(*) FILTER (WHERE j.state = 'completed' AND j.kind NOT LIKE 'gaffer.%') AS work_completed,
+           count(*) FILTER (WHERE j.state = 'failed' AND j.kind NOT LIKE 'gaffer.%') AS work_failed
     FROM gaffer.jobs j, last
     WHERE j.state IN ('completed', 'failed', 'cancelled') AND j.finalized_at >= last.since AND j.finalized_at < now()
-    GROUP BY j.tenant
+    GROUP BY j.tenant, j.queue
+), finished AS (
+    SELECT tenant, sum(completed)::bigint AS completed, sum(failed)::bigint AS failed
+    FROM per_queue GROUP BY tenant
+), queue_rows AS (
+    INSERT INTO gaffer.queue_throughput AS q (queue, tenant, minute, completed, failed)
+    SELECT queue, tenant, date_trunc('minute', now()), work_completed, work_failed
+    FROM (SELECT *, row_number() OVER (PARTITION BY tenant ORDER BY work_completed + work_failed DESC, queue) AS rank
+          FROM per_queue WHERE work_completed + work_failed > 0) busiest
+    WHERE rank <= 20
+    UNION ALL
+    (SELECT queue, '*', date_trunc('minute', now()), sum(work_completed), sum(work_failed) FROM per_queue
+     GROUP BY queue HAVING sum(work_completed + work_failed) > 0
+     ORDER BY sum(work_completed + work_failed) DESC, queue LIMIT 500)
+    ON CONFLICT (queue, tenant, minute) DO UPDATE SET completed = q.completed + excluded.completed, failed = q.failed + excluded.failed
+), queue_old AS (
+    DELETE FROM gaffer.queue_throughput
+    WHERE minute < now() - interval '1 day' AND (tenant <> '*' OR minute < now() - interval '7 days')
 ), counts AS (
     SELECT '*' AS tenant, coalesce(sum(completed), 0)::bigint AS completed, coalesce(sum(failed), 0)::bigint AS failed FROM finished
     UNION ALL
@@ -66,6 +94,18 @@ SELECT date_trunc('minute', t.at) AS minute,
 FROM gaffer.throughput_samples t
 LEFT JOIN gaffer.throughput_samples s ON s.at = t.at AND s.tenant = $2
 WHERE t.tenant = '*' AND t.at > now() - $1 * interval '1 millisecond'
+GROUP BY 1
+ORDER BY 1;
+
+-- name: queue_history
+-- Jobs of queue $1 finished per bucket of $4 seconds over the last $3 ms,
+-- of tenant $2 ('*': all tenants), oldest first; buckets where nothing
+-- finished are absent. One range of the primary key: at most a week of
+-- minutes, whatever the number of tenants.
+SELECT to_timestamp((floor(extract(epoch FROM minute) / $4::bigint) * $4::bigint)::float8) AS bucket,
+       sum(completed)::bigint, sum(failed)::bigint
+FROM gaffer.queue_throughput
+WHERE queue = $1 AND tenant = $2 AND minute >= now() - $3::bigint * interval '1 millisecond'
 GROUP BY 1
 ORDER BY 1;
 

@@ -494,6 +494,20 @@ CREATE TABLE gaffer.throughput_samples (
     PRIMARY KEY (tenant, at)
 );
 
+-- Per-queue throughput history (the dashboard's queue page): jobs
+-- finished per minute, per queue and tenant and per queue in all (tenant
+-- '*'), from the leader's samples; kept for a week. A tenant's token
+-- reads its own rows, an operator's the '*' rows.
+CREATE TABLE gaffer.queue_throughput (
+    queue     text        NOT NULL,
+    tenant    text        NOT NULL,
+    minute    timestamptz NOT NULL,
+    completed bigint      NOT NULL,
+    failed    bigint      NOT NULL,
+    PRIMARY KEY (queue, tenant, minute)
+);
+CREATE INDEX queue_throughput_minute_idx ON gaffer.queue_throughput (minute);
+
 -- The API: tokens, idempotency keys, webhook signing secrets, dashboard
 -- sessions.
 

@@ -1,0 +1,1 @@
+DROP TABLE gaffer.queue_throughput;
