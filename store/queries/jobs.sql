@@ -334,7 +334,7 @@ SELECT state, (SELECT count(*) FROM tell) FROM upd;
 
 -- name: get_job
 -- With the last progress an attempt reported (migration 0018), and the
--- key of a job enqueued with a uniqueness window (0044).
+-- key of a job enqueued with a uniqueness window (0045).
 SELECT {{job}}, progress, progress_message, progress_attempt, progress_at, unique_window_key
 FROM gaffer.jobs WHERE id = $1 AND ($2::text IS NULL OR tenant = $2);
 

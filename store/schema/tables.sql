@@ -89,7 +89,7 @@ CREATE TABLE gaffer.jobs (
     -- The unique key of a job enqueued with a uniqueness window
     -- (unique_states, unique_for; store/queries/jobs.sql,
     -- insert_job_windowed): NULL for every other job, whose key, if any,
-    -- is unique_key. Binaries before migration 0044 never write it.
+    -- is unique_key. Binaries before migration 0045 never write it.
     unique_window_key text,
     -- A job enqueued with debounce (insert_job_debounced): its key, and
     -- the latest a later enqueue of the key may move its run_at to (its

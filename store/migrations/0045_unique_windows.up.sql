@@ -4,7 +4,7 @@
 -- jobs_unique_idx holds every unique_key while its job is unfinished, so a
 -- window that lets a new job in beside an unfinished holder (states
 -- without retrying, a period that passed) could not share it. NULL for
--- every other job, so no other job enters jobs_unique_window_idx (0045).
+-- every other job, so no other job enters jobs_unique_window_idx (0046).
 -- Binaries of the release before never write it and never read it: their
 -- enqueues keep today's rule, over unique_key alone.
 ALTER TABLE gaffer.jobs ADD COLUMN unique_window_key text;
