@@ -23,6 +23,10 @@ DECLARE
     st  gaffer.workflow_steps;
     jid bigint;
     n   integer := 0;
+    -- when each step starts: its started_at, and a sleep's or signal
+    -- timer's from, so a 1 s sleep never reads shorter than asked (now()
+    -- is the transaction's start, earlier than the step's stamp)
+    at  timestamptz;
 BEGIN
     SELECT * INTO r FROM gaffer.workflow_runs WHERE id = p_run;
     IF NOT FOUND OR r.state <> 'running' THEN
@@ -34,12 +38,13 @@ BEGIN
         ORDER BY name
         FOR UPDATE
     LOOP
+        at := clock_timestamp();
         INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, args, run_at, due, workflow_run, step, inputs_from)
         VALUES (r.tenant, st.kind, st.queue, st.priority, st.max_attempts, st.timeout_ms, st.args,
-                now() + st.wait_ms * interval '1 millisecond', st.wait_ms <= 0, p_run, st.name,
+                at + st.wait_ms * interval '1 millisecond', st.wait_ms <= 0, p_run, st.name,
                 gaffer.step_dependency_jobs(p_run, st.depends_on))
         RETURNING id INTO jid;
-        UPDATE gaffer.workflow_steps SET state = 'active', job_id = jid, started_at = clock_timestamp()
+        UPDATE gaffer.workflow_steps SET state = 'active', job_id = jid, started_at = at
         WHERE run_id = p_run AND name = st.name;
         PERFORM pg_notify('gaffer_jobs', st.queue);
         n := n + 1;
@@ -193,8 +198,10 @@ CREATE TRIGGER workflow_job_finished AFTER UPDATE OF state ON gaffer.jobs
 CREATE FUNCTION gaffer.workflow_step_replayed() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
-    r gaffer.workflow_runs;
-    s gaffer.workflow_steps;
+    r  gaffer.workflow_runs;
+    s  gaffer.workflow_steps;
+    -- the step's new start, and its timer's from (as workflow_start_ready)
+    at timestamptz;
 BEGIN
     SELECT * INTO r FROM gaffer.workflow_runs WHERE id = NEW.workflow_run FOR UPDATE;
     IF NOT FOUND THEN
@@ -209,10 +216,11 @@ BEGIN
     -- The step starts over as workflow_start_ready starts it: a signal
     -- step's timer runs its whole timeout again (due at once, it would
     -- fail before any signal could arrive), a sleep sleeps again.
-    NEW.run_at := now() + s.wait_ms * interval '1 millisecond';
+    at := clock_timestamp();
+    NEW.run_at := at + s.wait_ms * interval '1 millisecond';
     NEW.due := s.wait_ms <= 0;
     UPDATE gaffer.workflow_steps
-    SET state = 'active', job_id = NEW.id, result = NULL, error = NULL, finished_at = NULL, started_at = clock_timestamp()
+    SET state = 'active', job_id = NEW.id, result = NULL, error = NULL, finished_at = NULL, started_at = at
     WHERE run_id = s.run_id AND name = s.name;
     IF r.state = 'running' THEN
         PERFORM gaffer.workflow_count_deps(r.id, s.name);
