@@ -172,6 +172,22 @@ func (e *env) counter(name string, labels ...string) float64 {
 	return total
 }
 
+// settledCounter is counter once it reaches want or 5 s pass: a worker
+// counts an outcome after its write commits, so a test that saw the
+// job's new state can read the counter a moment before it moves. The
+// caller still compares the value, so a count past want is caught.
+func (e *env) settledCounter(want float64, name string, labels ...string) float64 {
+	e.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := e.counter(name, labels...)
+		if got >= want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // exec runs test-only SQL (moving the database's view of time for a job).
 func (e *env) exec(sql string, args ...any) {
 	e.t.Helper()

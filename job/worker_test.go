@@ -130,10 +130,10 @@ func TestRetryWithBackoffThenDLQ(t *testing.T) {
 	if err != nil || len(entries) != 1 || entries[0] != j.ID {
 		t.Fatalf("DLQ jobs %v, %v", entries, err)
 	}
-	if got := e.counter("gaffer_job_retried_total", "kind", "flaky"); got != 2 {
+	if got := e.settledCounter(2, "gaffer_job_retried_total", "kind", "flaky"); got != 2 {
 		t.Fatalf("retried_total = %v, want 2", got)
 	}
-	if got := e.counter("gaffer_job_failed_total", "kind", "flaky"); got != 1 {
+	if got := e.settledCounter(1, "gaffer_job_failed_total", "kind", "flaky"); got != 1 {
 		t.Fatalf("failed_total = %v, want 1", got)
 	}
 }
@@ -639,7 +639,7 @@ func TestCompleteTxEffectsExactlyOnce(t *testing.T) {
 	}
 	var n int
 	e.st.Pool().QueryRow(ctx, `SELECT count(*) FROM ledger WHERE job_id = $1`, j.ID).Scan(&n)
-	if n != 1 || e.counter("gaffer_job_completed_total", "kind", "pay") != 1 || e.counter("gaffer_job_stale_rejected_total") != 0 {
+	if n != 1 || e.settledCounter(1, "gaffer_job_completed_total", "kind", "pay") != 1 || e.counter("gaffer_job_stale_rejected_total") != 0 {
 		t.Fatalf("ledger rows %d, completed %v, stale %v", n, e.counter("gaffer_job_completed_total", "kind", "pay"), e.counter("gaffer_job_stale_rejected_total"))
 	}
 	// A stale attempt's CompleteTx is refused, and its effect rolls back.
