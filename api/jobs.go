@@ -32,7 +32,9 @@ type enqueueRequest struct {
 	UniqueStates *[]string `json:"unique_states"`
 	UniqueFor    *string   `json:"unique_for"`
 	// Debounce makes the enqueue a trailing debounce (docs/shaping.md).
-	Debounce    *debounceRequest `json:"debounce"`
+	Debounce *debounceRequest `json:"debounce"`
+	// Sequence enqueues the job into a sequence (docs/shaping.md).
+	Sequence    *sequenceRequest `json:"sequence"`
 	FairnessKey string           `json:"fairness_key"`
 	LimitKey    string           `json:"limit_key"`
 	// AllowUnknownKind enqueues a kind no node or remote worker registered
@@ -45,6 +47,20 @@ type debounceRequest struct {
 	Key     string  `json:"key"`
 	Window  string  `json:"window"`
 	MaxWait *string `json:"max_wait"`
+}
+
+// sequenceRequest is an enqueue's sequence.
+type sequenceRequest struct {
+	Key       string   `json:"key"`
+	KeyArgs   []string `json:"key_args"`
+	OnFailure string   `json:"on_failure"`
+}
+
+func (s *sequenceRequest) job() *job.Sequence {
+	if s == nil {
+		return nil
+	}
+	return &job.Sequence{Key: s.Key, KeyArgs: s.KeyArgs, OnFailure: s.OnFailure}
 }
 
 // jobView is a job on the wire.
@@ -117,7 +133,8 @@ func (s *Server) enqueue(r *http.Request, p auth.Principal, body []byte, tx pgx.
 		return 0, nil, fieldProblem("unique_for", fmt.Sprintf("unique_for: must be between %s and 366 days (%s), got 0", job.MinUniqueFor, job.MaxUniqueFor))
 	}
 	jr := job.Request{Kind: req.Kind, Args: req.Args, Tenant: tenant, Queue: req.Queue, RunAt: runAt, Delay: delay,
-		Timeout: timeout, UniqueKey: req.UniqueKey, FairnessKey: req.FairnessKey, LimitKey: req.LimitKey, UniqueFor: uniqueFor}
+		Timeout: timeout, UniqueKey: req.UniqueKey, FairnessKey: req.FairnessKey, LimitKey: req.LimitKey, UniqueFor: uniqueFor,
+		Sequence: req.Sequence.job()}
 	if d := req.Debounce; d != nil {
 		w := d.Window
 		window, pr := parseDuration("debounce.window", &w)
@@ -211,7 +228,8 @@ func enqueueContext(r *http.Request) context.Context {
 
 func (s *Server) listJobs(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {
 	q := r.URL.Query()
-	f := job.Filter{Tenant: tenantFilter(p, r), Queue: q.Get("queue"), Kind: q.Get("kind"), CronEntry: q.Get("cron_entry")}
+	f := job.Filter{Tenant: tenantFilter(p, r), Queue: q.Get("queue"), Kind: q.Get("kind"), CronEntry: q.Get("cron_entry"),
+		Sequence: q.Get("sequence")}
 	if v := q.Get("workflow_run"); v != "" {
 		id, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || id <= 0 {

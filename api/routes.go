@@ -145,6 +145,9 @@ var (
 	// A cron entry's name.
 	cronNamePath  = Param{Name: "name", In: "path", Type: "", Schema: textSchema(cron.NamePattern, 128), Example: "nightly-report"}
 	limitNamePath = Param{Name: "name", In: "path", Type: "", Schema: nameSchema, Example: "mail-per-tenant"}
+	// A sequence's key: any text up to the bound ('/' escaped as %2F).
+	sequenceKeyPath = Param{Name: "key", In: "path", Type: "", Schema: textSchema("", job.MaxKeyLen), Example: "customer-42",
+		Description: "the sequence's key, URL-escaped ('/' as %2F)"}
 	// A node's id is its operator's word (--node-id, default
 	// hostname-<6 hex>): any text up to the bound.
 	nodePath   = Param{Name: "id", In: "path", Type: "", Schema: textSchema("", 255), Example: "web-1-3fa2c9"}
@@ -212,6 +215,7 @@ var routeTable = []Route{
 		Params: []Param{query("state", "", textSchema(`^[a-z]+(,[a-z]+)*$`, 128), "comma-separated states"), queueQuery, kindQuery,
 			query("cron_entry", "", textSchema(cron.NamePattern, 128), "the jobs a cron entry of this name made (scheduled and triggered)"),
 			query("workflow_run", int64(0), `{"minimum":1}`, "the jobs of a workflow run's steps"),
+			query("sequence", "", textSchema("", job.MaxKeyLen), "the jobs of one sequence (its key)"),
 			query("timers", false, "", "list also the jobs Gaffer runs for workflows' sleep and signal steps (kinds gaffer.sleep, gaffer.signal), left out otherwise unless kind or workflow_run names them; a page leaves them out of the rows it read, so it may hold fewer items than limit, even none, and next_cursor goes on after the last row read"),
 			limitQuery, cursorQuery, tenantQuery},
 		Responses: []Response{{200, "Jobs", list[jobView]{}}}, plain: (*Server).listJobs},
@@ -318,6 +322,15 @@ var routeTable = []Route{
 		Params:    []Param{idPath, {Name: "step", In: "path", Type: "", Schema: textSchema(workflow.StepNamePattern, 64), Example: "charge"}, tenantQuery},
 		Responses: []Response{{200, "The run", workflow.Run{}}},
 		Problems:  []string{CodeNotFound, CodeNotRetryable}, plain: (*Server).retryWorkflowStep},
+
+	{Method: "GET", Path: "/v1/sequences/{key}", Scope: auth.ScopeJobsRead, OperationID: "getSequence",
+		Summary: "Where a sequence stands: the job whose turn it is, the failed job that halted it, how many jobs wait (its jobs: GET /v1/jobs?sequence=)",
+		Params:  []Param{sequenceKeyPath, tenantQuery}, Responses: []Response{{200, "The sequence", job.SequenceStatus{}}},
+		Problems: []string{CodeNotFound}, plain: (*Server).getSequence},
+	{Method: "POST", Path: "/v1/sequences/{key}/resume", Scope: auth.ScopeJobsWrite, OperationID: "resumeSequence",
+		Summary: "Let a halted sequence go on: the failed job that halted it stays failed, the oldest held job takes the turn",
+		Params:  []Param{sequenceKeyPath, tenantQuery}, Responses: []Response{{200, "The sequence after", job.SequenceStatus{}}},
+		Problems: []string{CodeNotFound, CodeConflict}, plain: (*Server).resumeSequence},
 
 	{Method: "POST", Path: "/v1/webhook-secrets", Scope: auth.ScopeJobsWrite, OperationID: "rotateWebhookSecret",
 		Summary: "Rotate the tenant's webhook signing secret: a new current secret (its text shown once); the previous one signs beside it for the grace period",

@@ -206,6 +206,8 @@ type Filter struct {
 	// steps, replays included.
 	CronEntry   string
 	WorkflowRun int64
+	// Sequence keeps the jobs of one sequence.
+	Sequence string
 	// NoTimers leaves out Gaffer's own workflow timer jobs (kinds
 	// gaffer.sleep and gaffer.signal).
 	NoTimers bool
@@ -293,7 +295,7 @@ func (f Filter) store() store.JobFilter {
 		states[i] = string(s)
 	}
 	return store.JobFilter{Tenant: f.Tenant, States: states, Queue: f.Queue, Kind: f.Kind, CronEntry: f.CronEntry,
-		WorkflowRun: f.WorkflowRun, NoTimers: f.NoTimers, Search: f.Search, BeforeID: f.BeforeID, Limit: f.Limit, MaxBytes: f.MaxBytes}
+		WorkflowRun: f.WorkflowRun, Sequence: f.Sequence, NoTimers: f.NoTimers, Search: f.Search, BeforeID: f.BeforeID, Limit: f.Limit, MaxBytes: f.MaxBytes}
 }
 
 // CountByState counts the jobs f selects in each state (its States,

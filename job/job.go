@@ -18,6 +18,9 @@ type State string
 const (
 	// Pending: waiting for its run_at or for a worker.
 	Pending State = "pending"
+	// Held: a sequence's job waiting for the jobs enqueued into the
+	// sequence before it to end; then it becomes pending.
+	Held State = "held"
 	// Running: claimed by an attempt that holds a lease.
 	Running State = "running"
 	// Retrying: an attempt failed; waiting out the backoff.
@@ -35,7 +38,7 @@ const (
 func (s State) Finished() bool { return s == Completed || s == Failed || s == Cancelled }
 
 // States are every job state, in life-cycle order.
-var States = []State{Pending, Running, Retrying, Completed, Failed, Cancelled}
+var States = []State{Pending, Held, Running, Retrying, Completed, Failed, Cancelled}
 
 // Valid reports whether s is one of the job states.
 func (s State) Valid() bool { return slices.Contains(States, s) }
@@ -117,6 +120,10 @@ type Job struct {
 	// version-00 traceparent; TraceState is at most MaxTraceStateBytes.
 	TraceParent string `json:"traceparent,omitempty"`
 	TraceState  string `json:"tracestate,omitempty"`
+	// Sequence is the sequence the job runs in ("" for none), and
+	// SequenceOnFailure what its failure does to it (halt or continue).
+	Sequence          string `json:"sequence,omitempty"`
+	SequenceOnFailure string `json:"sequence_on_failure,omitempty"`
 	// Progress is the last progress an attempt reported (SetProgress, or
 	// a remote worker's progress call); set by Client.Get.
 	Progress *Progress `json:"progress,omitempty"`
@@ -221,7 +228,7 @@ func FromRow(r store.Job) *Job {
 		Node: r.Node, UniqueKey: r.UniqueKey, ReplayOf: r.ReplayOf, Args: r.Args, Result: r.Result,
 		CancelRequested: r.CancelRequested, CronEntry: r.CronEntry, CronAt: r.CronAt,
 		WorkflowRun: r.WorkflowRun, Step: r.Step, Inputs: r.Inputs, FairnessKey: r.FairnessKey, LimitKey: r.LimitKey,
-		TraceParent: r.TraceParent, TraceState: r.TraceState,
+		TraceParent: r.TraceParent, TraceState: r.TraceState, Sequence: r.SequenceKey,
 		lease:    store.Lease{ID: r.ID, Attempt: r.Attempt, Token: r.LeaseToken},
 		Progress: progressOf(r.Progress),
 	}
@@ -231,6 +238,12 @@ func FromRow(r store.Job) *Job {
 	}
 	if j.Errors == nil {
 		j.Errors = []AttemptError{}
+	}
+	if r.SequenceKey != "" {
+		j.SequenceOnFailure = SequenceContinue
+		if r.SequenceHalt {
+			j.SequenceOnFailure = SequenceHalt
+		}
 	}
 	return j
 }

@@ -1,6 +1,9 @@
 package job
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -95,6 +98,13 @@ type Request struct {
 	// enqueue's kind, queue and other options. Not with UniqueKey, RunAt
 	// or Delay; only Enqueue and EnqueueTx take it.
 	Debounce *Debounce
+	// Sequence, when set, enqueues the job into a sequence of its tenant
+	// (docs/shaping.md#sequences): the jobs of one sequence run one at a
+	// time, in enqueue order — a job starts only once every job enqueued
+	// into the sequence before it has ended (completed, failed or
+	// cancelled; a retrying job still holds its turn). Until its turn
+	// the job is Held. Not with UniqueKey or Debounce.
+	Sequence *Sequence
 	// FairnessKey splits the tenant's jobs of the queue into units that
 	// claims serve in turn, as they serve tenants: jobs with different
 	// keys do not wait behind each other. Default "" (one unit per
@@ -118,6 +128,34 @@ type Debounce struct {
 	// bound) or Window to MaxDebounceMaxWait.
 	MaxWait time.Duration
 }
+
+// Sequence is a Request's sequence.
+type Sequence struct {
+	// Key names the sequence within the tenant: UTF-8 without NUL, at
+	// most 255 bytes. Or set KeyArgs instead.
+	Key string
+	// KeyArgs derives the key from the job's kind and the values of
+	// these top-level fields of its args (1 to MaxSequenceKeyArgs
+	// names): jobs of one kind with equal values (as compact JSON; a
+	// missing field is null) share a sequence. A derived key longer than
+	// 255 bytes is replaced by "sha256:" and its hash.
+	KeyArgs []string
+	// OnFailure says what a job's failure (into the DLQ) does to its
+	// sequence: SequenceHalt (the default) stops it until the job is
+	// replayed, the job is deleted or the sequence is resumed;
+	// SequenceContinue lets the next job run. A cancelled job always lets
+	// the next one run.
+	OnFailure string
+}
+
+// Sequence failure policies.
+const (
+	SequenceHalt     = "halt"
+	SequenceContinue = "continue"
+)
+
+// MaxSequenceKeyArgs bounds Sequence.KeyArgs.
+const MaxSequenceKeyArgs = 8
 
 // Bounds of a Debounce.
 const (
@@ -184,6 +222,12 @@ func requestOf(p store.InsertParams) Request {
 		FairnessKey: p.FairnessKey, LimitKey: p.LimitKey, UniqueFor: p.UniqueFor}
 	if p.DebounceKey != "" {
 		r.Debounce = &Debounce{Key: p.DebounceKey, Window: p.DebounceWindow, MaxWait: p.DebounceMaxWait}
+	}
+	if p.SequenceKey != "" {
+		r.Sequence = &Sequence{Key: p.SequenceKey, OnFailure: SequenceContinue}
+		if p.SequenceHalt {
+			r.Sequence.OnFailure = SequenceHalt
+		}
 	}
 	for _, st := range p.UniqueStates {
 		r.UniqueStates = append(r.UniqueStates, State(st))
@@ -254,7 +298,83 @@ func (r Request) params() (store.InsertParams, error) {
 		return p, err
 	}
 	p.Args = args
+	if err := r.sequence(&p); err != nil {
+		return p, err
+	}
 	return p, nil
+}
+
+// sequence checks r's sequence and sets it in p (after p.Args, from
+// which a key may be derived).
+func (r Request) sequence(p *store.InsertParams) error {
+	s := r.Sequence
+	if s == nil {
+		return nil
+	}
+	switch {
+	case s.Key == "" && len(s.KeyArgs) == 0:
+		return &ValidationError{Field: "sequence.key", Message: "is required (or key_args)"}
+	case s.Key != "" && len(s.KeyArgs) > 0:
+		return &ValidationError{Field: "sequence.key_args", Message: "set key or key_args, not both"}
+	case len(s.Key) > MaxKeyLen || !validText(s.Key):
+		return &ValidationError{Field: "sequence.key", Message: fmt.Sprintf("must be UTF-8 without NUL characters, at most %d bytes", MaxKeyLen)}
+	case len(s.KeyArgs) > MaxSequenceKeyArgs:
+		return &ValidationError{Field: "sequence.key_args", Message: fmt.Sprintf("at most %d field names, got %d", MaxSequenceKeyArgs, len(s.KeyArgs))}
+	case s.OnFailure != "" && s.OnFailure != SequenceHalt && s.OnFailure != SequenceContinue:
+		return &ValidationError{Field: "sequence.on_failure", Message: fmt.Sprintf("must be %q or %q, got %q", SequenceHalt, SequenceContinue, clip([]byte(s.OnFailure), 40))}
+	case r.UniqueKey != "":
+		return &ValidationError{Field: "sequence", Message: "cannot be combined with unique_key: an enqueue that answers another job must not take a turn in the sequence"}
+	case r.Debounce != nil:
+		return &ValidationError{Field: "sequence", Message: "cannot be combined with debounce"}
+	}
+	key := s.Key
+	if len(s.KeyArgs) > 0 {
+		var err error
+		if key, err = sequenceKeyOf(p.Kind, p.Args, s.KeyArgs); err != nil {
+			return err
+		}
+	}
+	p.SequenceKey, p.SequenceHalt = key, s.OnFailure != SequenceContinue
+	return nil
+}
+
+// sequenceKeyOf is the sequence key of a job of kind with args, from the
+// values of the named top-level fields: kind(v1,v2,…), each value as
+// compact JSON, or "sha256:" and the hash of that when it is longer than
+// MaxKeyLen.
+func sequenceKeyOf(kind string, args json.RawMessage, fields []string) (string, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(args, &obj); err != nil {
+		return "", &ValidationError{Field: "sequence.key_args", Message: "needs args that are a JSON object"}
+	}
+	var b strings.Builder
+	b.WriteString(kind)
+	b.WriteByte('(')
+	for i, f := range fields {
+		if f == "" || len(f) > 64 || !validText(f) {
+			return "", &ValidationError{Field: fmt.Sprintf("sequence.key_args[%d]", i), Message: "must be a field name of 1 to 64 bytes, UTF-8 without NUL characters"}
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		v, ok := obj[f]
+		if !ok {
+			b.WriteString("null")
+			continue
+		}
+		var c bytes.Buffer
+		if err := json.Compact(&c, v); err != nil {
+			return "", &ValidationError{Field: "args", Message: err.Error()}
+		}
+		b.Write(c.Bytes())
+	}
+	b.WriteByte(')')
+	key := b.String()
+	if len(key) > MaxKeyLen || !validText(key) {
+		sum := sha256.Sum256([]byte(key))
+		key = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	return key, nil
 }
 
 // uniqueWindow checks r's uniqueness window and sets it in p: its

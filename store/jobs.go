@@ -60,6 +60,10 @@ type Job struct {
 	// enqueued in ("" for none), in canonical form.
 	TraceParent string
 	TraceState  string
+	// SequenceKey names the sequence the job runs in ("" for none);
+	// SequenceHalt: its failure halts the sequence (on_failure halt).
+	SequenceKey  string
+	SequenceHalt bool
 	// Progress is the last progress an attempt reported; only GetJob
 	// reads it.
 	Progress *Progress
@@ -118,6 +122,12 @@ type InsertParams struct {
 	DebounceKey     string
 	DebounceWindow  time.Duration
 	DebounceMaxWait time.Duration
+	// SequenceKey, when set, enqueues the job into that sequence of its
+	// tenant (store/schema/sequences.sql): it runs after every job
+	// enqueued into the sequence before it has ended. SequenceHalt: its
+	// failure halts the sequence.
+	SequenceKey  string
+	SequenceHalt bool
 }
 
 // Windowed reports whether p's unique key has a window.
@@ -132,6 +142,11 @@ var ErrWindowIsolation = errors.New("an enqueue with a uniqueness window needs a
 // debounce keys (each needs its key's own statements: InsertJob, one by
 // one).
 var ErrWindowInBatch = errors.New("a batch enqueue takes no uniqueness window or debounce: enqueue such jobs one at a time")
+
+// ErrSequenceWithKey: a job entering a sequence takes no unique key or
+// debounce key (an enqueue that answers another job must not take the
+// sequence's turn first).
+var ErrSequenceWithKey = errors.New("a job in a sequence takes no unique key or debounce")
 
 // InsertResult is the job an insert made, or the unfinished job that
 // already held its unique key (Existing true), or the not-yet-started job
@@ -186,6 +201,7 @@ type jobScanner struct {
 	attemptedAt, finalizedAt, leaseExpiresAt, cronAt                    pgtype.Timestamptz
 	token, replayOf, run                                                pgtype.Int8
 	node, uniqueKey, cronEntry, step, limitKey, traceParent, traceState pgtype.Text
+	sequenceKey                                                         pgtype.Text
 
 	dest []any
 }
@@ -197,7 +213,7 @@ func newJobScanner(extra ...any) *jobScanner {
 		&s.timeoutMS, &j.RunAt, &j.CreatedAt, &s.attemptedAt, &s.finalizedAt, &s.token,
 		&s.leaseExpiresAt, &j.CancelRequested, &s.node, &s.uniqueKey, &s.replayOf, &s.args, &s.result, &s.errors,
 		&s.cronEntry, &s.cronAt, &s.run, &s.step, &s.inputs, &j.FairnessKey, &s.limitKey,
-		&s.traceParent, &s.traceState, &s.from, &j.UncountedAttempts}, extra...)
+		&s.traceParent, &s.traceState, &s.from, &j.UncountedAttempts, &s.sequenceKey, &j.SequenceHalt}, extra...)
 	return s
 }
 
@@ -214,6 +230,7 @@ func (s *jobScanner) scan(row pgx.Row) (Job, error) {
 	j.LeaseToken, j.ReplayOf, j.WorkflowRun = s.token.Int64, s.replayOf.Int64, s.run.Int64
 	j.Node, j.UniqueKey, j.CronEntry, j.Step = s.node.String, s.uniqueKey.String, s.cronEntry.String, s.step.String
 	j.LimitKey, j.TraceParent, j.TraceState = s.limitKey.String, s.traceParent.String, s.traceState.String
+	j.SequenceKey = s.sequenceKey.String
 	j.Args, j.Result, j.Errors, j.Inputs = jsonValue(s.args), jsonValue(s.result), jsonValue(s.errors), jsonValue(s.inputs)
 	if s.from != nil {
 		// pgx reuses the slice's array for the next row.
@@ -281,6 +298,9 @@ func nullTime(t time.Time) *time.Time {
 // set); jobs enqueued without a window are not looked at, nor do they
 // look at these. See insertJobWindowed.
 func (s *Store) InsertJob(ctx context.Context, q DB, p InsertParams) (InsertResult, error) {
+	if p.SequenceKey != "" && (p.UniqueKey != "" || p.DebounceKey != "") {
+		return InsertResult{}, ErrSequenceWithKey
+	}
 	if p.Windowed() {
 		return s.insertJobWindowed(ctx, q, p)
 	}
@@ -293,7 +313,7 @@ func (s *Store) InsertJob(ctx context.Context, q DB, p InsertParams) (InsertResu
 		j, err := scanJob(db.QueryRow(ctx, sqlInsertJob, p.Tenant, p.Kind, p.Queue, int16(p.Priority),
 			p.MaxAttempts, p.Timeout.Milliseconds(), nullTime(p.RunAt), p.Delay.Milliseconds(),
 			nullString(p.UniqueKey), p.Args, p.FairnessKey, nullString(p.LimitKey),
-			nullString(p.TraceParent), nullString(p.TraceState)), &woke)
+			nullString(p.TraceParent), nullString(p.TraceState), nullString(p.SequenceKey), p.SequenceHalt), &woke)
 		if err == nil {
 			return InsertResult{Job: j}, nil
 		}
@@ -394,6 +414,9 @@ func (s *Store) InsertJobs(ctx context.Context, q DB, ps []InsertParams) ([]int6
 		if p.Windowed() || p.DebounceKey != "" {
 			return nil, fmt.Errorf("insert jobs: job %d: %w", i, ErrWindowInBatch)
 		}
+		if p.SequenceKey != "" && p.UniqueKey != "" {
+			return nil, fmt.Errorf("insert jobs: job %d: %w", i, ErrSequenceWithKey)
+		}
 	}
 	// COPY and the notify must commit together; a pool gives us neither, so
 	// open a transaction (a savepoint when q is the caller's).
@@ -488,7 +511,7 @@ func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams
 	// COPY returns no ids, so take them from the identity sequence first
 	// and copy them in with the rows.
 	runAts := make([]time.Time, len(ps))
-	withDue, withTrace := false, false
+	withDue, withTrace, withSequence := false, false, false
 	for i, p := range ps {
 		runAt := p.RunAt
 		if runAt.IsZero() {
@@ -502,6 +525,7 @@ func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams
 		runAts[i] = runAt
 		withDue = withDue || runAt.After(now)
 		withTrace = withTrace || p.TraceParent != ""
+		withSequence = withSequence || p.SequenceKey != ""
 	}
 	cols := copyColumns
 	if withDue {
@@ -509,6 +533,9 @@ func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams
 	}
 	if withTrace {
 		cols = append(cols[:len(cols):len(cols)], "traceparent", "tracestate")
+	}
+	if withSequence {
+		cols = append(cols[:len(cols):len(cols)], "sequence_key", "sequence_halt")
 	}
 	rows := make([][]any, len(ps))
 	for i, p := range ps {
@@ -521,6 +548,9 @@ func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams
 		}
 		if withTrace {
 			row = append(row, nullString(p.TraceParent), nullString(p.TraceState))
+		}
+		if withSequence {
+			row = append(row, nullString(p.SequenceKey), p.SequenceHalt)
 		}
 		rows[i] = row
 	}
@@ -547,6 +577,7 @@ func (s *Store) insertJobsUnnest(ctx context.Context, tx pgx.Tx, ps []InsertPara
 		tenants, kinds, queues, keys = make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
 		fkeys, lkeys                 = make([]string, n), make([]*string, n)
 		parents, states              = make([]*string, n), make([]*string, n)
+		seqKeys, seqHalts            = make([]*string, n), make([]bool, n)
 		priorities                   = make([]int16, n)
 		maxAttempts                  = make([]int32, n)
 		timeouts, delays             = make([]int64, n), make([]int64, n)
@@ -560,8 +591,10 @@ func (s *Store) insertJobsUnnest(ctx context.Context, tx pgx.Tx, ps []InsertPara
 		runAts[i], args[i] = nullTime(p.RunAt), p.Args
 		fkeys[i], lkeys[i] = p.FairnessKey, nullString(p.LimitKey)
 		parents[i], states[i] = nullString(p.TraceParent), nullString(p.TraceState)
+		seqKeys[i], seqHalts[i] = nullString(p.SequenceKey), p.SequenceHalt
 	}
-	rows, err := tx.Query(ctx, sqlInsertJobsUnnest, tenants, kinds, queues, priorities, maxAttempts, timeouts, runAts, delays, keys, args, fkeys, lkeys, parents, states)
+	rows, err := tx.Query(ctx, sqlInsertJobsUnnest, tenants, kinds, queues, priorities, maxAttempts, timeouts, runAts, delays, keys, args, fkeys, lkeys, parents, states,
+		seqKeys, seqHalts)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}

@@ -10,7 +10,7 @@ import (
 
 // jobStates are the states a job row can be in: the jobs_state_check
 // constraint's list (job.States names them for Go callers).
-var jobStates = []string{"pending", "running", "retrying", "completed", "failed", "cancelled"}
+var jobStates = []string{"pending", "held", "running", "retrying", "completed", "failed", "cancelled"}
 
 // JobFilter selects jobs to list. Zero fields do not filter.
 type JobFilter struct {
@@ -23,6 +23,9 @@ type JobFilter struct {
 	// has its own partial index in id order (migration cron_status).
 	CronEntry   string
 	WorkflowRun int64
+	// Sequence keeps the jobs of one sequence (jobs_sequence_idx, in id
+	// order).
+	Sequence string
 	// NoTimers leaves out Gaffer's own workflow timer jobs (kinds
 	// gaffer.sleep and gaffer.signal).
 	NoTimers bool
@@ -122,6 +125,9 @@ func jobWhere(f JobFilter) (where, error) {
 	}
 	if f.WorkflowRun != 0 {
 		w.add("workflow_run = ?", f.WorkflowRun)
+	}
+	if f.Sequence != "" {
+		w.add("sequence_key = ?", f.Sequence)
 	}
 	if f.NoTimers {
 		w.addLiteral("kind NOT LIKE 'gaffer.%'")

@@ -8,15 +8,17 @@
 -- name: insert_job
 -- $1 tenant, $2 kind, $3 queue, $4 priority, $5 max_attempts,
 -- $6 timeout_ms, $7 run_at (NULL = now), $8 delay_ms, $9 unique_key, $10 args,
--- $11 fairness_key, $12 limit_key, $13 traceparent, $14 tracestate. A
--- run_at in the past is clamped to now: the claim orders by it, and nobody
--- jumps the line. A job due later waits in the scheduled index (due false)
--- until a claim of its queue promotes it.
+-- $11 fairness_key, $12 limit_key, $13 traceparent, $14 tracestate, $15
+-- sequence_key, $16 sequence_halt. A run_at in the past is clamped to
+-- now: the claim orders by it, and nobody jumps the line. A job due later
+-- waits in the scheduled index (due false) until a claim of its queue
+-- promotes it. A job entering a sequence is held if it is not its turn
+-- (the trigger sequence_enter); its wake is then for nothing.
 WITH ins AS (
     INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, due, unique_key, args, fairness_key, limit_key,
-                             traceparent, tracestate)
+                             traceparent, tracestate, sequence_key, sequence_halt)
     VALUES ($1, $2, $3, $4, $5, $6, greatest(coalesce($7, now()) + $8 * interval '1 millisecond', now()),
-            coalesce($7, now()) + $8 * interval '1 millisecond' <= now(), $9, $10, $11, $12, $13, $14)
+            coalesce($7, now()) + $8 * interval '1 millisecond' <= now(), $9, $10, $11, $12, $13, $14, $15, $16)
     ON CONFLICT (tenant, unique_key) WHERE unique_key IS NOT NULL AND state IN ('pending', 'running', 'retrying')
     DO NOTHING
     RETURNING {{job}}
@@ -115,13 +117,14 @@ SELECT pg_notify('gaffer_units', concat_ws(E'\t', u.q, u.t, u.k)) FROM unnest($2
 -- Many jobs in one statement, for batches that carry unique keys (COPY
 -- cannot skip conflicts). Returns the ordinal of each inserted row.
 INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, due, unique_key, args, fairness_key, limit_key,
-                         traceparent, tracestate)
+                         traceparent, tracestate, sequence_key, sequence_halt)
 SELECT tenant, kind, queue, priority, max_attempts, timeout_ms, greatest(coalesce(run_at, now()) + delay_ms * interval '1 millisecond', now()),
-       coalesce(run_at, now()) + delay_ms * interval '1 millisecond' <= now(), unique_key, args, fairness_key, limit_key, traceparent, tracestate
+       coalesce(run_at, now()) + delay_ms * interval '1 millisecond' <= now(), unique_key, args, fairness_key, limit_key, traceparent, tracestate,
+       sequence_key, sequence_halt
 FROM unnest($1::text[], $2::text[], $3::text[], $4::smallint[], $5::integer[], $6::bigint[], $7::timestamptz[], $8::bigint[], $9::text[], $10::json[],
-            $11::text[], $12::text[], $13::text[], $14::text[])
+            $11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::boolean[])
     WITH ORDINALITY AS r(tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, delay_ms, unique_key, args, fairness_key, limit_key,
-                         traceparent, tracestate, ord)
+                         traceparent, tracestate, sequence_key, sequence_halt, ord)
 ORDER BY ord
 ON CONFLICT (tenant, unique_key) WHERE unique_key IS NOT NULL AND state IN ('pending', 'running', 'retrying')
 DO NOTHING
@@ -317,14 +320,14 @@ WITH lost AS (
 SELECT u.id, u.queue, u.kind, u.state, l.node, (SELECT count(*) FROM wake) FROM upd u JOIN lost l ON l.id = u.id;
 
 -- name: request_cancel
--- A pending or retrying job is cancelled at once; a running one is marked
--- and its node told. Returns the state after the request.
+-- A pending, held or retrying job is cancelled at once; a running one is
+-- marked and its node told. Returns the state after the request.
 WITH upd AS (
     UPDATE gaffer.jobs
     SET state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
         finalized_at = CASE WHEN state = 'running' THEN finalized_at ELSE now() END,
         cancel_requested = true
-    WHERE id = $1 AND ($2::text IS NULL OR tenant = $2) AND state IN ('pending', 'retrying', 'running')
+    WHERE id = $1 AND ($2::text IS NULL OR tenant = $2) AND state IN ('pending', 'held', 'retrying', 'running')
     RETURNING id, state, node
 ), tell AS (
     SELECT pg_notify('gaffer_control', json_build_object('op', 'cancel', 'id', id, 'node', node)::text)
@@ -339,10 +342,13 @@ SELECT {{job}}, progress, progress_message, progress_attempt, progress_at, uniqu
 FROM gaffer.jobs WHERE id = $1 AND ($2::text IS NULL OR tenant = $2);
 
 -- name: delete_finished_jobs
--- Retention: $1 age ms, $2 batch size.
+-- Retention: $1 age ms, $2 batch size. A failed job that halted its
+-- sequence is kept while the sequence stays halted: deleting it would
+-- resume the sequence (sequence_left).
 WITH doomed AS (
     SELECT id FROM gaffer.jobs
     WHERE state IN ('completed', 'failed', 'cancelled') AND finalized_at < now() - $1 * interval '1 millisecond'
+      AND id NOT IN (SELECT halted_by FROM gaffer.sequences WHERE halted_by IS NOT NULL)
     ORDER BY finalized_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED

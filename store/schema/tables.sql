@@ -96,7 +96,15 @@ CREATE TABLE gaffer.jobs (
     -- first enqueue plus max_wait; NULL: no cap). NULL for every other job.
     debounce_key     text,
     debounce_until   timestamptz,
-    CONSTRAINT jobs_state_check CHECK (state IN ('pending', 'running', 'retrying', 'completed', 'failed', 'cancelled')),
+    -- A job enqueued into a sequence (store/schema/sequences.sql): the
+    -- sequence's key, and whether its failure halts the sequence
+    -- (on_failure halt) or lets the next job run (continue). NULL and
+    -- false for every other job.
+    sequence_key     text,
+    sequence_halt    boolean     NOT NULL DEFAULT false,
+    -- held: a sequence's job waiting for the job before it to end. No
+    -- claim index holds it.
+    CONSTRAINT jobs_state_check CHECK (state IN ('pending', 'running', 'retrying', 'completed', 'failed', 'cancelled', 'held')),
     CONSTRAINT jobs_priority_check CHECK (priority BETWEEN 0 AND 9),
     CONSTRAINT jobs_attempts_check CHECK (max_attempts >= 1 AND attempt >= 0),
     CONSTRAINT jobs_lease_check CHECK (state <> 'running' OR (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL)),
@@ -136,6 +144,8 @@ ALTER TABLE gaffer.jobs ADD CONSTRAINT jobs_unique_window_key_check
     CHECK (octet_length(unique_window_key) <= 255) NOT VALID;
 ALTER TABLE gaffer.jobs ADD CONSTRAINT jobs_debounce_key_check
     CHECK (octet_length(debounce_key) <= 255) NOT VALID;
+ALTER TABLE gaffer.jobs ADD CONSTRAINT jobs_sequence_key_check
+    CHECK (octet_length(sequence_key) <= 255) NOT VALID;
 
 -- The claim path: due jobs of one queue, keyed by fairness unit. A claim
 -- takes each unit's first due jobs by (priority, run_at, id) from its own
@@ -179,6 +189,17 @@ CREATE INDEX jobs_unique_window_idx ON gaffer.jobs (tenant, unique_window_key, s
 CREATE UNIQUE INDEX jobs_debounce_idx ON gaffer.jobs (tenant, debounce_key)
     WHERE debounce_key IS NOT NULL AND state = 'pending' AND attempt = 0;
 
+-- A sequence's held jobs in enqueue order, where its next turn is found;
+-- at most one of its jobs pending, running or retrying (the triggers of
+-- sequences.sql keep it so; this makes a slip an error); its jobs newest
+-- first. Only jobs enqueued with a sequence enter them.
+CREATE INDEX jobs_held_idx ON gaffer.jobs (tenant, sequence_key, id)
+    WHERE state = 'held';
+CREATE UNIQUE INDEX jobs_sequence_turn_idx ON gaffer.jobs (tenant, sequence_key)
+    WHERE sequence_key IS NOT NULL AND state IN ('pending', 'running', 'retrying');
+CREATE INDEX jobs_sequence_idx ON gaffer.jobs (tenant, sequence_key, id)
+    WHERE sequence_key IS NOT NULL;
+
 -- Retention deletes finished jobs oldest first.
 CREATE INDEX jobs_finalized_idx ON gaffer.jobs (finalized_at)
     WHERE state IN ('completed', 'failed', 'cancelled');
@@ -210,6 +231,22 @@ CREATE INDEX jobs_timers_idx ON gaffer.jobs (queue) INCLUDE (state)
 
 CREATE INDEX jobs_cron_entry_idx ON gaffer.jobs (tenant, cron_entry, id) WHERE cron_entry IS NOT NULL;
 CREATE INDEX jobs_workflow_run_idx ON gaffer.jobs (workflow_run, id) WHERE workflow_run IS NOT NULL;
+
+-- One row per sequence that has work or is halted: the job whose turn it
+-- is (head: pending, running or retrying), or the failed job that halted
+-- it (halted_by). Every change to a sequence locks its row
+-- (sequences.sql); the row goes when the sequence has nothing left.
+CREATE TABLE gaffer.sequences (
+    tenant     text        NOT NULL,
+    key        text        NOT NULL,
+    head       bigint,
+    halted_by  bigint,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    halted_at  timestamptz,
+    PRIMARY KEY (tenant, key),
+    CONSTRAINT sequences_key_check CHECK (octet_length(key) <= 255),
+    CONSTRAINT sequences_head_check CHECK (head IS NULL OR halted_by IS NULL)
+);
 
 CREATE TABLE gaffer.queues (
     name       text PRIMARY KEY,

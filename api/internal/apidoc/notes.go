@@ -15,6 +15,8 @@ var componentNames = map[string]string{
 	"api.enqueueRequest":  "EnqueueRequest",
 	"api.enqueueResponse": "EnqueueResponse",
 	"api.debounceRequest": "Debounce",
+	"api.sequenceRequest": "Sequence",
+	"job.SequenceStatus":  "SequenceStatus",
 	"api.retryResponse":   "RetryResponse",
 	"api.jobView":         "Job",
 	"job.AttemptError":    "AttemptError",
@@ -87,7 +89,7 @@ var componentNames = map[string]string{
 }
 
 var (
-	jobStates    = enum(job.Pending, job.Running, job.Retrying, job.Completed, job.Failed, job.Cancelled)
+	jobStates    = enum(job.Pending, job.Held, job.Running, job.Retrying, job.Completed, job.Failed, job.Cancelled)
 	missed       = enum(cron.MissedSkip, cron.MissedOnce, cron.MissedAll)
 	overlap      = enum(cron.OverlapAllow, cron.OverlapSkip)
 	priority     = between(0, 9)
@@ -144,11 +146,16 @@ var notes = map[string][]edit{
 	"EnqueueRequest.tenant":   {desc("tokens spanning tenants only: the job's tenant (default \"default\")")},
 	"EnqueueRequest.unique_key": {maxLength(255),
 		desc("while a job with this key is unfinished, enqueueing another answers that job")},
-	"EnqueueRequest.unique_states": {items(jobStates), arrayLen(1, 6),
+	"EnqueueRequest.unique_states": {items(jobStates), arrayLen(1, 7),
 		desc("gives unique_key a window: the key is held by a job enqueued with a window under it that is in one of these states (docs/shaping.md)")},
 	"EnqueueRequest.unique_for":   {desc("Go duration, 1s to 8784h (366 days): gives unique_key a window; the key is held by a job enqueued with a window under it for this long from its enqueue, whatever its state (with unique_states, in one of them too)")},
 	"Debounce":                    {required("key", "window"), desc("trailing debounce: while a job of the tenant with this key has not started, the enqueue replaces its args and moves it to run window from now (never past its first enqueue + max_wait) and answers it with debounced true (docs/shaping.md)")},
 	"Debounce.key":                {maxLength(255)},
+	"Sequence":                    {desc("enqueues the job into a sequence of its tenant: the jobs of one sequence run one at a time, in enqueue order; until its turn the job is held (docs/shaping.md#sequences). Not with unique_key or debounce")},
+	"Sequence.key":                {maxLength(255), desc("the sequence's key; or key_args")},
+	"Sequence.key_args":           {arrayLen(1, job.MaxSequenceKeyArgs), desc("derive the key from the job's kind and these top-level args fields' values (compact JSON; missing: null); a key over 255 bytes becomes sha256:<hex>")},
+	"Sequence.on_failure":         {enum(job.SequenceHalt, job.SequenceContinue), desc("what a failure into the DLQ does to the sequence: halt (default) stops it until the job is replayed or deleted, or the sequence resumed; continue lets the next job run")},
+	"Job.sequence_on_failure":     {enum(job.SequenceHalt, job.SequenceContinue)},
 	"Debounce.window":             {desc("Go duration, 1ms to 168h")},
 	"Debounce.max_wait":           {desc("Go duration, from the window to 720h; absent: no bound")},
 	"EnqueueRequest.max_attempts": {between(1, 1000)},
