@@ -61,6 +61,26 @@ func Example_debounce() {
 	}
 }
 
+// docs/shaping.md, "Sequences".
+func Example_sequence() {
+	ctx := context.Background()
+	node, _ := gaffer.NewNode(ctx, gaffer.Config{DatabaseURL: os.Getenv("DATABASE_URL")})
+	type EventArgs struct {
+		Account int    `json:"account"`
+		Type    string `json:"type"`
+	}
+	// every event of account 42 runs alone, in the order it was enqueued;
+	// a failed one stops the account's events until it is replayed
+	res, err := node.Client().Enqueue(ctx, job.Request{
+		Kind:     "account.event",
+		Args:     EventArgs{Account: 42, Type: "deposit"},
+		Sequence: &job.Sequence{KeyArgs: []string{"account"}},
+	})
+	if err == nil && res.Job.State == job.Held {
+		log.Printf("job %d waits its turn in %s", res.Job.ID, res.Job.Sequence)
+	}
+}
+
 // README.md, "Using it from Go".
 func Example_readme() {
 	ctx := context.Background()

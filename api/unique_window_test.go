@@ -58,7 +58,7 @@ func TestEnqueueUniqueWindows(t *testing.T) {
 		{`{"kind":"k","unique_key":"u","unique_for":"soon"}`, "unique_for"},
 		{`{"kind":"k","unique_key":"u","unique_states":[]}`, "unique_states"},
 		{`{"kind":"k","unique_key":"u","unique_states":["done"]}`, "unique_states"},
-		{`{"kind":"k","unique_key":"u","unique_states":["pending","pending","pending","pending","pending","pending","pending"]}`, "unique_states"},
+		{`{"kind":"k","unique_key":"u","unique_states":["pending","pending","pending","pending","pending","pending","pending","pending"]}`, "unique_states"},
 		{`{"kind":"k","unique_for":"1h"}`, "unique_key"},
 		{`{"kind":"k","unique_states":["pending"]}`, "unique_key"},
 		{`{"kind":"k","unique_key":"` + strings.Repeat("u", 256) + `","unique_for":"1h"}`, "unique_key"},

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -42,6 +43,33 @@ func (h *Handler) retryJob(r *http.Request, p auth.Principal) (string, string, e
 		return fmt.Sprintf("/ui/jobs/%d", id), fmt.Sprintf("Job %d is due now.", id), nil
 	}
 	return fmt.Sprintf("/ui/jobs/%d", newID), fmt.Sprintf("Job %d was replayed from the DLQ as job %d.", id, newID), nil
+}
+
+// resumeSequence lets the halted sequence of job id go on.
+func (h *Handler) resumeSequence(r *http.Request, p auth.Principal) (string, string, error) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return "", "", err
+	}
+	back := fmt.Sprintf("/ui/jobs/%d", id)
+	j, err := h.cfg.Jobs.Get(r.Context(), p.ReadTenant(""), id)
+	if err != nil {
+		return back, "", err
+	}
+	if j.Sequence == "" {
+		return back, "", badInput("job %d is in no sequence", id)
+	}
+	head, err := h.cfg.Jobs.ResumeSequence(r.Context(), j.Tenant, j.Sequence)
+	if errors.Is(err, job.ErrNotHalted) || errors.Is(err, job.ErrNotFound) {
+		return back, "", badInput("the sequence of job %d is not halted", id)
+	}
+	if err != nil {
+		return back, "", err
+	}
+	if head == 0 {
+		return back, "The sequence was resumed; no job was waiting in it.", nil
+	}
+	return back, fmt.Sprintf("The sequence was resumed: job %d runs next.", head), nil
 }
 
 // errOperatorOnly refuses a tenant's token what acts on every tenant.

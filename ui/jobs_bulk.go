@@ -15,13 +15,14 @@ import (
 // page's query, or the hidden fields of a form posted from it.
 type jobsQuery struct {
 	State, Queue, Kind, CronEntry, Tenant, Search string
+	Sequence                                      string
 	WorkflowRun                                   int64
 	Timers                                        bool
 }
 
 func readJobsQuery(get func(string) string, p auth.Principal) (jobsQuery, error) {
 	q := jobsQuery{State: get("state"), Queue: get("queue"), Kind: get("kind"), CronEntry: get("cron_entry"),
-		Search: strings.TrimSpace(get("q")), Timers: get("timers") == "1"}
+		Sequence: get("sequence"), Search: strings.TrimSpace(get("q")), Timers: get("timers") == "1"}
 	if p.Spans() {
 		q.Tenant = get("tenant")
 	}
@@ -33,7 +34,11 @@ func readJobsQuery(get func(string) string, p auth.Principal) (jobsQuery, error)
 		q.WorkflowRun = id
 	}
 	if q.State != "" && !job.State(q.State).Valid() {
-		return q, badInput("state must be one of pending, running, retrying, completed, failed, cancelled; got %q", q.State)
+		names := make([]string, len(job.States))
+		for i, s := range job.States {
+			names[i] = string(s)
+		}
+		return q, badInput("state must be one of %s; got %q", strings.Join(names, ", "), q.State)
 	}
 	return q, nil
 }
@@ -42,7 +47,7 @@ func readJobsQuery(get func(string) string, p auth.Principal) (jobsQuery, error)
 // for or named by kind or workflow run, as the list shows them.
 func (q jobsQuery) filter(p auth.Principal) job.Filter {
 	f := job.Filter{Tenant: p.ReadTenant(q.Tenant), Queue: q.Queue, Kind: q.Kind, CronEntry: q.CronEntry, WorkflowRun: q.WorkflowRun,
-		Search: q.Search, NoTimers: !q.Timers && q.Kind == "" && q.WorkflowRun == 0}
+		Sequence: q.Sequence, Search: q.Search, NoTimers: !q.Timers && q.Kind == "" && q.WorkflowRun == 0}
 	if q.State != "" {
 		f.States = []job.State{job.State(q.State)}
 	}
@@ -52,7 +57,7 @@ func (q jobsQuery) filter(p auth.Principal) job.Filter {
 // link is the jobs list with q's filter, and more parameters.
 func (q jobsQuery) Link(path string, more ...any) string {
 	kv := []any{"state", q.State, "queue", q.Queue, "kind", q.Kind, "cron_entry", q.CronEntry, "workflow_run", q.WorkflowRun,
-		"tenant", q.Tenant, "timers", timersParam(q.Timers), "q", q.Search}
+		"sequence", q.Sequence, "tenant", q.Tenant, "timers", timersParam(q.Timers), "q", q.Search}
 	return link(path, append(kv, more...)...)
 }
 
@@ -71,6 +76,7 @@ func (q jobsQuery) Described() string {
 	add("queue", q.Queue)
 	add("kind", q.Kind)
 	add("cron entry", q.CronEntry)
+	add("sequence", q.Sequence)
 	if q.WorkflowRun != 0 {
 		parts = append(parts, "workflow run "+strconv.FormatInt(q.WorkflowRun, 10))
 	}

@@ -242,6 +242,9 @@ type jobData struct {
 	CanRetry          bool
 	RetryExplanation  string
 	CancelExplanation string
+	// Sequence is where the job's sequence stands (nil: none, or the
+	// sequence has nothing left).
+	Sequence *job.SequenceStatus
 }
 
 func (h *Handler) jobPage(r *http.Request, v *view) error {
@@ -269,6 +272,14 @@ func (h *Handler) jobPage(r *http.Request, v *view) error {
 			if d.Entry.ReplayedAt == nil {
 				d.CanRetry, d.RetryExplanation = true, "Replay its DLQ entry into one new job."
 			}
+		}
+	}
+	if j.Sequence != "" {
+		st, err := h.cfg.Jobs.Sequence(r.Context(), j.Tenant, j.Sequence)
+		if err == nil {
+			d.Sequence = &st
+		} else if !errors.Is(err, job.ErrNotFound) {
+			return err
 		}
 	}
 	if !j.State.Finished() {

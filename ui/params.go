@@ -56,6 +56,7 @@ var queryRules = map[string]textRule{
 	"queue":        nameRule,
 	"after":        cronRule,
 	"cron_entry":   cronRule,
+	"sequence":     {nil, job.MaxKeyLen},
 	"before":       idRule,
 	"workflow_run": idRule,
 	"kind":         {regexp.MustCompile(job.KindPattern), job.MaxKindLen},

@@ -171,6 +171,7 @@ func (h *Handler) routes() {
 
 	h.post("POST /ui/jobs/{id}/cancel", auth.ScopeJobsWrite, h.cancelJob)
 	h.post("POST /ui/jobs/{id}/retry", auth.ScopeJobsWrite, h.retryJob)
+	h.post("POST /ui/jobs/{id}/resume-sequence", auth.ScopeJobsWrite, h.resumeSequence)
 	h.post("POST /ui/jobs/bulk", auth.ScopeJobsWrite, h.bulkJobs)
 	h.post("POST /ui/queues/{queue}/pause", auth.ScopeAdmin, h.pauseQueue)
 	h.post("POST /ui/queues/{queue}/resume", auth.ScopeAdmin, h.resumeQueue)

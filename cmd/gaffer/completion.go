@@ -78,7 +78,10 @@ func (m *Main) registerCompletions(root *cobra.Command) {
 		}
 		return c
 	}
-	states := []string{string(job.Pending), string(job.Running), string(job.Retrying), string(job.Completed), string(job.Failed), string(job.Cancelled)}
+	states := make([]string, len(job.States))
+	for i, s := range job.States {
+		states[i] = string(s)
+	}
 	for _, p := range stateFlagCommands {
 		if c := find(p); c != nil && c.Flags().Lookup("state") != nil {
 			c.RegisterFlagCompletionFunc("state", func(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {

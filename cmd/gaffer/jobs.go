@@ -26,6 +26,8 @@ type jobRow struct {
 	CreatedAt   *time.Time      `json:"created_at"`
 	FinalizedAt *time.Time      `json:"finalized_at"`
 	Node        string          `json:"node"`
+	Sequence    string          `json:"sequence"`
+	OnFailure   string          `json:"sequence_on_failure"`
 	Args        json.RawMessage `json:"args"`
 	Result      json.RawMessage `json:"result"`
 	Progress    *struct {
@@ -69,6 +71,9 @@ func (m *Main) jobsEnqueue(ctx context.Context, args []string) error {
 	debounceKey := fs.String("debounce-key", "-", "", "while a job of this key has not started, replace its args and move it to run --debounce-window from now, instead of enqueueing (docs/shaping.md)")
 	debounceWindow := fs.String("debounce-window", "-", "", "with --debounce-key: run this long after the last enqueue of the key, e.g. 30s")
 	debounceMaxWait := fs.String("debounce-max-wait", "-", "", "with --debounce-key: run no later than this long after the first enqueue, e.g. 5m (default: no bound)")
+	sequence := fs.String("sequence", "-", "", "enqueue into this sequence: its jobs run one at a time, in enqueue order (docs/shaping.md#sequences)")
+	sequenceArgs := fs.String("sequence-key-args", "-", "", "comma-separated args fields: the sequence is the kind plus their values (instead of --sequence)")
+	onFailure := fs.String("sequence-on-failure", "-", "", "halt (default: a failed job stops its sequence until replayed or resumed) or continue")
 	tenant := fs.String("tenant", "-", "", "tenant (tokens spanning tenants only)")
 	idem := fs.String("idempotency-key", "-", "", "Idempotency-Key header: retries with the same key enqueue once")
 	wait := fs.Bool("wait", "-", false, "wait until the job is completed, failed or cancelled and print its result; exit 1 unless it completed")
@@ -104,6 +109,19 @@ func (m *Main) jobsEnqueue(ctx context.Context, args []string) error {
 	}
 	if *uniqueStates != "" {
 		body["unique_states"] = strings.Split(*uniqueStates, ",")
+	}
+	if *sequence != "" || *sequenceArgs != "" || *onFailure != "" {
+		s := map[string]any{}
+		if *sequence != "" {
+			s["key"] = *sequence
+		}
+		if *sequenceArgs != "" {
+			s["key_args"] = strings.Split(*sequenceArgs, ",")
+		}
+		if *onFailure != "" {
+			s["on_failure"] = *onFailure
+		}
+		body["sequence"] = s
 	}
 	set("tenant", *tenant)
 	if *priority != 0 {
@@ -216,6 +234,10 @@ func (m *Main) jobsGet(ctx context.Context, args []string) error {
 func (m *Main) printJob(tw *tabwriter.Writer, j jobRow) {
 	fmt.Fprintf(tw, "id\t%d\nkind\t%s\ntenant\t%s\nqueue\t%s\nstate\t%s\npriority\t%d\nattempt\t%d of %d\nrun at\t%s\ncreated\t%s\nfinished\t%s\nnode\t%s\nargs\t%s\n",
 		j.ID, j.Kind, j.Tenant, j.Queue, j.State, j.Priority, j.Attempt, j.MaxAttempts, m.fmtTime(j.RunAt), m.fmtTime(j.CreatedAt), m.fmtTime(j.FinalizedAt), orDash(j.Node), j.Args)
+	if j.Sequence != "" {
+		// Keys are UTF-8 without NUL, but may hold any other character.
+		fmt.Fprintf(tw, "sequence\t%s (on failure: %s)\n", strconv.Quote(j.Sequence), j.OnFailure)
+	}
 	if p := j.Progress; p != nil {
 		// The message is checked where it enters: one printable line.
 		fmt.Fprintf(tw, "progress\t%s%% %s (attempt %d, %s)\n", strconv.FormatFloat(p.Percent, 'f', -1, 64), p.Message, p.Attempt, m.fmtTime(p.At))
@@ -236,6 +258,7 @@ func (m *Main) jobsList(ctx context.Context, args []string) error {
 	kind := fs.String("kind", "-", "", "kind")
 	cronEntry := fs.String("cron-entry", "-", "", "only the jobs this cron entry made")
 	workflowRun := fs.Int64("workflow-run", "-", 0, "only the jobs of this workflow run's steps")
+	sequence := fs.String("sequence", "-", "", "only the jobs of this sequence")
 	timers := fs.Bool("timers", "-", false, "also the jobs of workflows' sleep and signal steps (gaffer.sleep, gaffer.signal), left out otherwise")
 	tenant := fs.String("tenant", "-", "", "only this tenant's jobs (tokens spanning tenants only)")
 	pf := addPageFlags(fs, 50)
@@ -250,7 +273,7 @@ func (m *Main) jobsList(ctx context.Context, args []string) error {
 	if *timers {
 		q.Set("timers", "true")
 	}
-	for k, v := range map[string]string{"state": *state, "queue": *queue, "kind": *kind, "cron_entry": *cronEntry, "tenant": *tenant} {
+	for k, v := range map[string]string{"state": *state, "queue": *queue, "kind": *kind, "cron_entry": *cronEntry, "sequence": *sequence, "tenant": *tenant} {
 		if v != "" {
 			q.Set(k, v)
 		}

@@ -76,6 +76,7 @@ func commands() []command {
 		{"bench", "measure throughput against a database", (*Main).runBench},
 		{"jobs", "enqueue, inspect and cancel jobs", (*Main).runJobs},
 		{"dlq", "list, replay and purge dead letters", (*Main).runDLQ},
+		{"sequences", "see and resume sequences (jobs run one at a time, in order)", (*Main).runSequences},
 		{"cron", "manage cron entries", (*Main).runCron},
 		{"workflows", "submit and manage workflow runs", (*Main).runWorkflows},
 		{"queues", "list, pause and resume queues", (*Main).runQueues},
