@@ -50,6 +50,7 @@ func summarize(t *testing.T, r Report) {
 		r.SigtermsAimed, r.Faults[FaultSigterm], r.ClaimsReleased, r.EtcdOutageRerun)
 	t.Logf("limit %s (%d per key): %d limited claims audited, %d at the limit; most running at once per key %v; %d changes of limit %s meanwhile",
 		limitName, keyLimit, r.LimitClaims, r.LimitFull, r.LimitPeak, r.LimitChanges, churnLimit)
+	t.Logf("sequences: %d attempts of %d sequences' jobs audited", r.SequenceStarts, sequenceKeys)
 	if out := os.Getenv("CHAOS_REPORT"); out != "" {
 		b, _ := json.MarshalIndent(r, "", "  ")
 		os.WriteFile(out, b, 0o644)

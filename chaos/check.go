@@ -38,7 +38,7 @@ func (h *harness) settleAndCheck() Report {
 	}
 	deadline := time.Now().Add(h.o.Profile.Settle)
 	for {
-		open := count(`SELECT count(*) FROM gaffer.jobs WHERE state IN ('pending', 'running', 'retrying')`)
+		open := count(`SELECT count(*) FROM gaffer.jobs WHERE state IN ('pending', 'held', 'running', 'retrying')`)
 		running := count(`SELECT count(*) FROM gaffer.workflow_runs WHERE state = 'running'`)
 		if open == 0 && running == 0 {
 			break
@@ -110,6 +110,8 @@ func (h *harness) settleAndCheck() Report {
 	h.checkWorkflows(ctx, &r, v)
 	// Limits: no key ever ran more than its limit at once.
 	h.checkLimit(ctx, &r, v)
+	// Sequences: one job of a sequence at a time, in enqueue order.
+	h.checkSequences(ctx, &r, v)
 	// SIGTERM: no attempt the stopped node held was lost.
 	h.checkSigterms(ctx, &r, v)
 	// No claims by a node between its drain order and its restart: none

@@ -51,6 +51,9 @@ type Profile struct {
 	ScheduledShare float64
 	FairnessKeys   int
 	LimitChurn     bool
+	// SequencedShare is the share of the unlimited job load enqueued into
+	// a few sequences (sequences.go).
+	SequencedShare float64
 	Settle         time.Duration // how long the healed cluster gets to finish
 }
 
@@ -59,14 +62,14 @@ var Profiles = map[string]Profile{
 	"ci": {Name: "ci", Duration: 100 * time.Second, FaultGap: [2]time.Duration{2 * time.Second, 5 * time.Second},
 		JobsPerSec: 40, FailShare: 0.1, JobMS: [2]int{10, 300}, CronEntries: 2, WorkflowEvery: 4 * time.Second,
 		ScriptedEvery: 4 * time.Second, Faults: AllFaults, Ensure: []string{FaultSigterm, FaultKillInEtcdOutage},
-		LimitedShare: 0.3, ScheduledShare: 0.1, FairnessKeys: 8, LimitChurn: true, Settle: 2 * time.Minute},
+		LimitedShare: 0.3, ScheduledShare: 0.1, FairnessKeys: 8, LimitChurn: true, SequencedShare: 0.1, Settle: 2 * time.Minute},
 	// long runs PostgreSQL as a Patroni primary and synchronous standby
 	// (failover.go), so that it can fail over too.
 	"long": {Name: "long", Duration: 30 * time.Minute, FaultGap: [2]time.Duration{2 * time.Second, 8 * time.Second},
 		JobsPerSec: 60, FailShare: 0.1, JobMS: [2]int{10, 500}, CronEntries: 3, WorkflowEvery: 3 * time.Second,
 		ScriptedEvery: 2 * time.Second, Faults: append(slices.Clip(AllFaults), FaultPGFailover),
 		Ensure: []string{FaultSigterm, FaultKillInEtcdOutage}, LimitedShare: 0.3, ScheduledShare: 0.1, FairnessKeys: 8,
-		LimitChurn: true, Settle: 3 * time.Minute},
+		LimitChurn: true, SequencedShare: 0.1, Settle: 3 * time.Minute},
 	// mutation: stale workers galore, for the run whose nodes lack the
 	// lease check. The load stays below what two nodes can work (12/s of
 	// ~0.9 s jobs on 16 slots), so a paused node's jobs are taken over at
@@ -146,6 +149,8 @@ type Report struct {
 	// LimitChanges counts the changes the limit churn made (created,
 	// changed, deleted) while claims ran.
 	LimitChanges int `json:"limit_changes"`
+	// SequenceStarts counts the attempts of sequences' jobs audited.
+	SequenceStarts int `json:"sequence_attempts_started"`
 }
 
 type slot struct {
@@ -300,6 +305,7 @@ func (h *harness) setUp() {
 	}
 	auditSteps(t, h.pool)
 	h.setUpLimit(ctx)
+	h.setUpSequenceAudit(ctx)
 	h.admin = cluster.NewAdmin(h.pool)
 	for i := range h.o.Nodes {
 		s := &slot{id: fmt.Sprintf("chaos-%d", i+1)}

@@ -31,6 +31,8 @@ func (h *harness) jobLoad(ctx context.Context) {
 			switch {
 			case rng.Float64() < h.o.Profile.LimitedShare:
 				reqs[i] = limitedRequest(reqs[i], rng.IntN(limitKeys))
+			case rng.Float64() < h.o.Profile.SequencedShare:
+				reqs[i] = sequencedRequest(reqs[i], rng)
 			case h.o.Profile.FairnessKeys > 0:
 				reqs[i].FairnessKey = fmt.Sprintf("fk-%d", rng.IntN(h.o.Profile.FairnessKeys))
 			}

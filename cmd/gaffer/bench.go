@@ -46,6 +46,9 @@ Modes:
               run) for --duration, finished jobs deleted after --retention;
               every --sample: throughput, enqueue→start p99, table and
               index size (--svg draws them)
+  sequences   enqueue --per-sequence jobs into each of --sequences sequences,
+              then time one node working them off; the handler checks that
+              no sequence ever ran two jobs at once or out of order
   cost        enqueue at --rate jobs/s (default 600) for --duration while a
               node of --concurrency slots works them, then while as many
               plain SELECT … FOR UPDATE SKIP LOCKED workers do: PostgreSQL
@@ -64,6 +67,8 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	entries := fs.Int("entries", "-", 10, "cron: entries")
 	limit := fs.Int("limit", "-", 50, "limits: the binding limit's concurrency")
 	hold := fs.Duration("hold", "-", 100*time.Millisecond, "limits: how long each job runs under the binding limit")
+	sequences := fs.Int("sequences", "-", 10000, "sequences: how many sequences")
+	perSequence := fs.Int("per-sequence", "-", 100, "sequences: jobs per sequence")
 	workers := fs.Int("workers", "-", 8, "remote: remote workers (each a goroutine calling the API over HTTP)")
 	duration := fs.Duration("duration", "-", 30*time.Second, "continuous, latency, cron, idle, pressure, soak: how long to measure")
 	killEvery := fs.Duration("kill-every", "-", 250*time.Millisecond, "pressure backend-kill: how often the node's connections are terminated")
@@ -88,7 +93,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	}
 	if fs.NArg() != want || !ok {
 		fs.Usage()
-		return usageError("bench needs a mode: backlog, continuous, latency, cron, idle, enqueue, dashboard, fairness, limits, pressure backend-kill, remote, soak or cost")
+		return usageError("bench needs a mode: backlog, continuous, latency, cron, idle, enqueue, dashboard, fairness, limits, pressure backend-kill, remote, soak, cost or sequences")
 	}
 	if fs.Arg(0) == "pressure" && fs.Arg(1) != "backend-kill" {
 		return usageError(fmt.Sprintf("bench pressure %q: the pressure built is backend-kill", fs.Arg(1)))
@@ -101,7 +106,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 		}
 	}
 	o := bench.Options{Jobs: *jobs, Batch: *batch, Concurrency: *concurrency, ClaimBatch: *claimBatch, Nodes: *nodes, Rate: *rate,
-		Entries: *entries, Duration: *duration, Warmup: *warmup, Limit: *limit, Hold: *hold, Workers: *workers,
+		Entries: *entries, Sequences: *sequences, PerSequence: *perSequence, Duration: *duration, Warmup: *warmup, Limit: *limit, Hold: *hold, Workers: *workers,
 		Retention: *retention, Sample: *sample, RateSet: rateSet, KillEvery: *killEvery, FetchCooldown: *fetchCooldown,
 		Kinds: func(ctx context.Context, n *gaffer.Node, dbURL string, own ...string) error {
 			hooks, err := newWebhooks(ctx, outbound{}, nil, dbURL, own...)
@@ -120,7 +125,8 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	if o.Limit < 1 || o.Hold <= 0 {
 		return usageError("--limit and --hold must be positive")
 	}
-	for name, v := range map[string]int{"jobs": o.Jobs, "batch": o.Batch, "concurrency": o.Concurrency, "claim-batch": o.ClaimBatch, "nodes": o.Nodes, "rate": o.Rate, "entries": o.Entries, "workers": o.Workers} {
+	for name, v := range map[string]int{"jobs": o.Jobs, "batch": o.Batch, "concurrency": o.Concurrency, "claim-batch": o.ClaimBatch, "nodes": o.Nodes, "rate": o.Rate, "entries": o.Entries, "workers": o.Workers,
+		"sequences": o.Sequences, "per-sequence": o.PerSequence} {
 		if v < 1 {
 			return usageError(fmt.Sprintf("--%s must be positive", name))
 		}

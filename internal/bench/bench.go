@@ -57,15 +57,20 @@ type Result struct {
 	// Soak mode: the series and its summary.
 	Soak *soakResult `json:"soak,omitempty"`
 	// Cost mode: Gaffer and the plain loop at one rate.
-	Cost      *costResult `json:"cost,omitempty"`
-	GoVersion string      `json:"go_version"`
-	CPUs      int         `json:"cpus"`
+	Cost *costResult `json:"cost,omitempty"`
+	// Sequences mode: the sequences and the proof.
+	Sequences *sequenceResult `json:"sequences,omitempty"`
+	GoVersion string          `json:"go_version"`
+	CPUs      int             `json:"cpus"`
 }
 
 // Options are a run's settings; each is a flag of gaffer bench (whose
 // help says which modes read it), positive unless said otherwise.
 type Options struct {
 	Jobs, Batch, Concurrency, ClaimBatch, Nodes, Rate, Entries, Limit, Workers int
+	// Sequences and PerSequence: the sequences mode's sequences and jobs
+	// per sequence.
+	Sequences, PerSequence int
 	// Duration is how long to measure; Warmup (not negative) the time
 	// before measuring; Hold how long each job runs in the limits mode.
 	Duration, Warmup, Hold time.Duration
@@ -96,7 +101,7 @@ type Options struct {
 var modes = map[string]func(context.Context, *store.Store, Options, *Result) error{
 	"backlog": benchBacklog, "continuous": benchContinuous, "latency": benchLatency, "cron": benchCron, "idle": benchIdle, "enqueue": benchEnqueue,
 	"dashboard": benchDashboard, "fairness": benchFairness, "limits": benchLimits, "remote": benchRemote, "soak": benchSoak,
-	"pressure": benchPressure, "cost": benchCost,
+	"pressure": benchPressure, "cost": benchCost, "sequences": benchSequences,
 }
 
 // Modes are the modes' names, sorted.
@@ -169,6 +174,8 @@ func Print(w io.Writer, r Result) error {
 		printSoak(w, r)
 	case "cost":
 		printCost(w, r)
+	case "sequences":
+		printSequences(w, r)
 	case "dashboard":
 		fmt.Fprintf(w, "dashboard pages with %d jobs in the table (median and slowest of %d requests each):\n", r.Jobs, r.Pages[0].N)
 		for _, p := range r.Pages {

@@ -76,44 +76,52 @@ CREATE TRIGGER sequence_enter BEFORE INSERT ON gaffer.jobs
 CREATE FUNCTION gaffer.sequence_next(p_tenant text, p_key text) RETURNS bigint
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    turn bigint;
-    j    record;
+    j record;
 BEGIN
-    SELECT id INTO turn FROM gaffer.jobs
-    WHERE tenant = p_tenant AND sequence_key = p_key AND state = 'held'
-    ORDER BY id
-    LIMIT 1
-    FOR UPDATE;
-    IF NOT FOUND THEN
+    WITH turn AS (
+        SELECT id FROM gaffer.jobs
+        WHERE tenant = p_tenant AND sequence_key = p_key AND state = 'held'
+        ORDER BY id
+        LIMIT 1
+        FOR UPDATE
+    )
+    UPDATE gaffer.jobs SET state = 'pending', run_at = greatest(run_at, now()), due = run_at <= now()
+    FROM turn WHERE gaffer.jobs.id = turn.id
+    RETURNING gaffer.jobs.id, queue, tenant, fairness_key, due INTO j;
+    IF j.id IS NULL THEN
         DELETE FROM gaffer.sequences WHERE tenant = p_tenant AND key = p_key;
         RETURN NULL;
     END IF;
-    UPDATE gaffer.jobs SET state = 'pending', run_at = greatest(run_at, now()), due = run_at <= now()
-    WHERE id = turn
-    RETURNING queue, tenant, fairness_key, due INTO j;
-    UPDATE gaffer.sequences SET head = turn, halted_by = NULL, halted_at = NULL
+    UPDATE gaffer.sequences SET head = j.id, halted_by = NULL, halted_at = NULL
     WHERE tenant = p_tenant AND key = p_key;
     IF j.due THEN
         PERFORM pg_notify('gaffer_jobs', j.queue), pg_notify('gaffer_units', concat_ws(E'\t', j.queue, j.tenant, j.fairness_key));
     END IF;
-    RETURN turn;
+    RETURN j.id;
 END
 $fn$;
 
 -- A sequence's job ended (its state became final) or was deleted. Only
 -- the head's end moves the sequence on, and the deletion of the job that
--- halted it resumes it; any other job (a held one cancelled or deleted)
--- changes nothing, which an unlocked look tells first: no job becomes a
--- sequence's head or halts it while this statement holds the job's row.
+-- halted it resumes it. A held job that ends (cancelled, deleted) changes
+-- nothing; any other unfinished job of a sequence is its head (at most
+-- one is pending, running or retrying: jobs_sequence_turn_idx); a
+-- finished job deleted may be the one that halted it, which an unlocked
+-- look tells first (nothing halts a sequence by a job while this
+-- statement holds that job's row).
 CREATE FUNCTION gaffer.sequence_left() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
 DECLARE
     s gaffer.sequences;
 BEGIN
-    PERFORM FROM gaffer.sequences
-    WHERE tenant = OLD.tenant AND key = OLD.sequence_key AND (head = OLD.id OR halted_by = OLD.id);
-    IF NOT FOUND THEN
+    IF OLD.state = 'held' THEN
         RETURN NULL;
+    END IF;
+    IF OLD.state IN ('completed', 'failed', 'cancelled') THEN
+        PERFORM FROM gaffer.sequences WHERE tenant = OLD.tenant AND key = OLD.sequence_key AND halted_by = OLD.id;
+        IF NOT FOUND THEN
+            RETURN NULL;
+        END IF;
     END IF;
     SELECT * INTO s FROM gaffer.sequences WHERE tenant = OLD.tenant AND key = OLD.sequence_key FOR UPDATE;
     IF s.halted_by = OLD.id OR s.head = OLD.id AND NOT (TG_OP = 'UPDATE' AND NEW.state = 'failed' AND NEW.sequence_halt) THEN
