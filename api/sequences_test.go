@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -65,6 +66,13 @@ func TestSequencesThroughTheAPI(t *testing.T) {
 	}
 	if after := e.count(`SELECT count(*) FROM gaffer.jobs`); after != before {
 		t.Fatalf("refused enqueues wrote %d jobs", after-before)
+	}
+	// A bulk cancel takes held jobs too (and a cancelled head passes the
+	// turn on).
+	var bulk struct{ Acted int }
+	e.do(e.writer, "POST", "/v1/jobs/cancel", fmt.Sprintf(`{"ids":[%d]}`, b.Job.ID)).decode(t, &bulk)
+	if bulk.Acted != 1 {
+		t.Fatalf("bulk cancel of a held job acted on %d", bulk.Acted)
 	}
 	// A key derived from the kind and args fields.
 	var d out

@@ -12,9 +12,10 @@
 -- cancel is already requested. Written as one arm per partial index
 -- (jobs_due_idx, jobs_scheduled_idx, jobs_running_idx): the planner ORs
 -- three index scans instead of reading the table (300,000 finished jobs
--- and 20 pending: 0.9 ms, against 320 ms for state IN (...)).
+-- and 20 pending: 0.9 ms, against 320 ms for state IN (...)); a
+-- sequence's held jobs are a fourth (jobs_held_idx).
 ((state IN ('pending', 'retrying') AND due) OR (state IN ('pending', 'retrying') AND NOT due)
- OR (state = 'running' AND NOT cancel_requested))
+ OR (state = 'running' AND NOT cancel_requested) OR state = 'held')
 
 -- name: bulk_eligible_retry
 -- What a single retry acts on: a retrying job waiting out its backoff
