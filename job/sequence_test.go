@@ -527,3 +527,35 @@ func TestSequenceConcurrentEnqueuesKeepOneOrder(t *testing.T) {
 		}
 	}
 }
+
+// The next job of a sequence starts as soon as the one before it ends —
+// woken by the promotion's notification, not by the next poll.
+func TestSequenceNextStartsWithoutWaitingForAPoll(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	started := make(chan time.Time, 8)
+	e.reg.HandleFunc("seq.fast", func(ctx context.Context, j *job.Job) error {
+		started <- time.Now()
+		return nil
+	})
+	e.startWorker(job.WorkerConfig{Queues: map[string]int{"default": 4}, PollInterval: 10 * time.Second})
+	var first time.Time
+	for i := range 4 {
+		e.enqueue(job.Request{Kind: "seq.fast", Sequence: &job.Sequence{Key: "fast"}})
+		_ = i
+	}
+	for i := range 4 {
+		select {
+		case at := <-started:
+			if i == 0 {
+				first = at
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("job %d of the sequence did not start within 5 s of the one before it (poll interval 10 s)", i+1)
+		}
+	}
+	t.Logf("4 jobs in %s", time.Since(first))
+	if d := time.Since(first); d > 3*time.Second {
+		t.Fatalf("4 jobs of a sequence took %s", d)
+	}
+}
