@@ -124,6 +124,13 @@ type Job struct {
 	// SequenceOnFailure what its failure does to it (halt or continue).
 	Sequence          string `json:"sequence,omitempty"`
 	SequenceOnFailure string `json:"sequence_on_failure,omitempty"`
+	// UniqueWindow says UniqueKey is held over a window (unique_states,
+	// unique_for); DebounceKey is a debounced job's key and DebounceUntil
+	// the latest a later enqueue of the key may move it to (none: no
+	// cap). Set by Client.Get.
+	UniqueWindow  bool       `json:"unique_window,omitempty"`
+	DebounceKey   string     `json:"debounce_key,omitempty"`
+	DebounceUntil *time.Time `json:"debounce_until,omitempty"`
 	// Progress is the last progress an attempt reported (SetProgress, or
 	// a remote worker's progress call); set by Client.Get.
 	Progress *Progress `json:"progress,omitempty"`
@@ -229,6 +236,7 @@ func FromRow(r store.Job) *Job {
 		CancelRequested: r.CancelRequested, CronEntry: r.CronEntry, CronAt: r.CronAt,
 		WorkflowRun: r.WorkflowRun, Step: r.Step, Inputs: r.Inputs, FairnessKey: r.FairnessKey, LimitKey: r.LimitKey,
 		TraceParent: r.TraceParent, TraceState: r.TraceState, Sequence: r.SequenceKey,
+		UniqueWindow: r.UniqueWindow, DebounceKey: r.DebounceKey, DebounceUntil: r.DebounceUntil,
 		lease:    store.Lease{ID: r.ID, Attempt: r.Attempt, Token: r.LeaseToken},
 		Progress: progressOf(r.Progress),
 	}

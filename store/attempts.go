@@ -248,13 +248,18 @@ func (s *Store) GetJob(ctx context.Context, tenant string, id int64) (Job, error
 		attempt *int32
 		at      *time.Time
 	)
-	var windowKey *string
-	j, err := scanJob(s.pool.QueryRow(ctx, sqlGetJob, id, nullString(tenant)), &percent, &message, &attempt, &at, &windowKey)
+	var windowKey, debounceKey *string
+	var debounceUntil *time.Time
+	j, err := scanJob(s.pool.QueryRow(ctx, sqlGetJob, id, nullString(tenant)), &percent, &message, &attempt, &at, &windowKey,
+		&debounceKey, &debounceUntil)
 	if err != nil {
 		return Job{}, notFound(err)
 	}
 	if windowKey != nil {
-		j.UniqueKey = *windowKey
+		j.UniqueKey, j.UniqueWindow = *windowKey, true
+	}
+	if debounceKey != nil {
+		j.DebounceKey, j.DebounceUntil = *debounceKey, debounceUntil
 	}
 	one := []Job{j}
 	if _, err := s.readStepInputs(ctx, nil, one, MaxClaimInputBytes); err != nil {

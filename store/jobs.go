@@ -64,6 +64,12 @@ type Job struct {
 	// SequenceHalt: its failure halts the sequence (on_failure halt).
 	SequenceKey  string
 	SequenceHalt bool
+	// UniqueWindow: UniqueKey is held over a window (unique_window_key);
+	// DebounceKey is a debounced job's key, DebounceUntil the latest its
+	// run_at may move to (nil: no cap). Only GetJob reads these.
+	UniqueWindow  bool
+	DebounceKey   string
+	DebounceUntil *time.Time
 	// Progress is the last progress an attempt reported; only GetJob
 	// reads it.
 	Progress *Progress

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/job"
@@ -58,5 +59,33 @@ func TestJobPageShowsItsSequence(t *testing.T) {
 	b.post(page+"/resume-sequence", url.Values{"csrf": {b.csrf()}, "back": {page}})
 	if p := b.get(page); !strings.Contains(p.body, "is not halted") {
 		t.Fatalf("resume of a sequence not halted:\n%s", p.body)
+	}
+}
+
+// A job enqueued with a uniqueness window or debounce says so on its
+// page: the window, the debounce key and how late it may be moved.
+func TestJobPageShowsWindowAndDebounce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	w, err := e.jobs.Enqueue(ctx, job.Request{Kind: "k", Queue: "idle", UniqueKey: "report-42", UniqueFor: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := e.jobs.Enqueue(ctx, job.Request{Kind: "k", Queue: "idle", Debounce: &job.Debounce{Key: "doc-7", Window: time.Minute, MaxWait: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser()
+	b.login(e.token("default", auth.ScopeJobsRead))
+	if p := b.get("/ui/jobs/" + strconv.FormatInt(w.Job.ID, 10)); !strings.Contains(p.body, "<code>report-42</code> <small>held over a window") {
+		t.Fatalf("windowed job's page:\n%s", p.body)
+	}
+	if p := b.get("/ui/jobs/" + strconv.FormatInt(d.Job.ID, 10)); !strings.Contains(p.body, "<code>doc-7</code>") || !strings.Contains(p.body, "moves this job, to no later than") {
+		t.Fatalf("debounced job's page:\n%s", p.body)
+	}
+	got, _ := e.jobs.Get(ctx, "", d.Job.ID)
+	if got.DebounceKey != "doc-7" || got.DebounceUntil == nil || !got.UniqueWindow == (got.UniqueKey != "") {
+		t.Fatalf("debounced job %+v", got)
 	}
 }

@@ -337,8 +337,9 @@ SELECT state, (SELECT count(*) FROM tell) FROM upd;
 
 -- name: get_job
 -- With the last progress an attempt reported (migration 0018), and the
--- key of a job enqueued with a uniqueness window (0045).
-SELECT {{job}}, progress, progress_message, progress_attempt, progress_at, unique_window_key
+-- key of a job enqueued with a uniqueness window (0045), and a debounced
+-- job's key and latest due time (0047).
+SELECT {{job}}, progress, progress_message, progress_attempt, progress_at, unique_window_key, debounce_key, debounce_until
 FROM gaffer.jobs WHERE id = $1 AND ($2::text IS NULL OR tenant = $2);
 
 -- name: delete_finished_jobs
