@@ -117,6 +117,8 @@ type Job struct {
 	// version-00 traceparent; TraceState is at most MaxTraceStateBytes.
 	TraceParent string `json:"traceparent,omitempty"`
 	TraceState  string `json:"tracestate,omitempty"`
+	// Tags are the job's tags, in the order enqueued.
+	Tags []string `json:"tags,omitempty"`
 	// Progress is the last progress an attempt reported (SetProgress, or
 	// a remote worker's progress call); set by Client.Get.
 	Progress *Progress `json:"progress,omitempty"`
@@ -221,7 +223,7 @@ func FromRow(r store.Job) *Job {
 		Node: r.Node, UniqueKey: r.UniqueKey, ReplayOf: r.ReplayOf, Args: r.Args, Result: r.Result,
 		CancelRequested: r.CancelRequested, CronEntry: r.CronEntry, CronAt: r.CronAt,
 		WorkflowRun: r.WorkflowRun, Step: r.Step, Inputs: r.Inputs, FairnessKey: r.FairnessKey, LimitKey: r.LimitKey,
-		TraceParent: r.TraceParent, TraceState: r.TraceState,
+		TraceParent: r.TraceParent, TraceState: r.TraceState, Tags: r.Tags,
 		lease:    store.Lease{ID: r.ID, Attempt: r.Attempt, Token: r.LeaseToken},
 		Progress: progressOf(r.Progress),
 	}

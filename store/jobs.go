@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -60,6 +61,8 @@ type Job struct {
 	// enqueued in ("" for none), in canonical form.
 	TraceParent string
 	TraceState  string
+	// Tags are the job's tags (nil: none), in the order enqueued.
+	Tags []string
 	// Progress is the last progress an attempt reported; only GetJob
 	// reads it.
 	Progress *Progress
@@ -118,6 +121,9 @@ type InsertParams struct {
 	DebounceKey     string
 	DebounceWindow  time.Duration
 	DebounceMaxWait time.Duration
+	// Tags label the job for search (nil: none; never empty when set).
+	// Validated by the caller; jobs_tags_check bounds them all the same.
+	Tags []string
 }
 
 // Windowed reports whether p's unique key has a window.
@@ -144,12 +150,14 @@ type InsertResult struct {
 
 var (
 	sqlInsertJob            = query("insert_job")
+	sqlInsertJobTagged      = query("insert_job_tagged")
 	sqlGetByUniqueKey       = query("get_unfinished_by_unique_key")
 	sqlLockUniqueWindow     = query("lock_unique_window")
 	sqlInsertJobWindowed    = query("insert_job_windowed")
 	sqlInsertJobDebounced   = query("insert_job_debounced")
 	sqlNotifyQueues         = query("notify_queues")
 	sqlInsertJobsUnnest     = query("insert_jobs_unnest")
+	sqlInsertJobsUnnestTag  = query("insert_jobs_unnest_tagged")
 	sqlCompleteJobs         = query("complete_jobs")
 	sqlFailJob              = query("fail_job")
 	sqlSnoozeJob            = query("snooze_job")
@@ -182,6 +190,7 @@ type jobScanner struct {
 	errors    []byte
 	inputs    []byte
 	from      []int64
+	tags      []string
 
 	attemptedAt, finalizedAt, leaseExpiresAt, cronAt                    pgtype.Timestamptz
 	token, replayOf, run                                                pgtype.Int8
@@ -197,12 +206,12 @@ func newJobScanner(extra ...any) *jobScanner {
 		&s.timeoutMS, &j.RunAt, &j.CreatedAt, &s.attemptedAt, &s.finalizedAt, &s.token,
 		&s.leaseExpiresAt, &j.CancelRequested, &s.node, &s.uniqueKey, &s.replayOf, &s.args, &s.result, &s.errors,
 		&s.cronEntry, &s.cronAt, &s.run, &s.step, &s.inputs, &j.FairnessKey, &s.limitKey,
-		&s.traceParent, &s.traceState, &s.from, &j.UncountedAttempts}, extra...)
+		&s.traceParent, &s.traceState, &s.from, &j.UncountedAttempts, &s.tags}, extra...)
 	return s
 }
 
 func (s *jobScanner) scan(row pgx.Row) (Job, error) {
-	s.j, s.from = Job{}, nil
+	s.j, s.from, s.tags = Job{}, nil, nil
 	if err := row.Scan(s.dest...); err != nil {
 		return Job{}, err
 	}
@@ -218,6 +227,9 @@ func (s *jobScanner) scan(row pgx.Row) (Job, error) {
 	if s.from != nil {
 		// pgx reuses the slice's array for the next row.
 		j.InputsFrom = append([]int64{}, s.from...)
+	}
+	if len(s.tags) > 0 {
+		j.Tags = append([]string{}, s.tags...)
 	}
 	return j, nil
 }
@@ -263,6 +275,15 @@ func nullString(s string) *string {
 	return &s
 }
 
+// nullTags is tags as a text[] parameter: NULL when there are none, so
+// that the job stays out of jobs_tags_idx.
+func nullTags(tags []string) []string {
+	if len(tags) == 0 {
+		return nil
+	}
+	return tags
+}
+
 func nullTime(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
@@ -288,12 +309,18 @@ func (s *Store) InsertJob(ctx context.Context, q DB, p InsertParams) (InsertResu
 		return s.insertJobDebounced(ctx, q, p)
 	}
 	db := s.db(q)
+	// A job without tags runs insert_job as it was; one with tags its
+	// twin with the tags column.
+	sql, args := sqlInsertJob, []any{p.Tenant, p.Kind, p.Queue, int16(p.Priority),
+		p.MaxAttempts, p.Timeout.Milliseconds(), nullTime(p.RunAt), p.Delay.Milliseconds(),
+		nullString(p.UniqueKey), p.Args, p.FairnessKey, nullString(p.LimitKey),
+		nullString(p.TraceParent), nullString(p.TraceState)}
+	if len(p.Tags) > 0 {
+		sql, args = sqlInsertJobTagged, append(args, p.Tags)
+	}
 	for range 10 {
 		var woke int64
-		j, err := scanJob(db.QueryRow(ctx, sqlInsertJob, p.Tenant, p.Kind, p.Queue, int16(p.Priority),
-			p.MaxAttempts, p.Timeout.Milliseconds(), nullTime(p.RunAt), p.Delay.Milliseconds(),
-			nullString(p.UniqueKey), p.Args, p.FairnessKey, nullString(p.LimitKey),
-			nullString(p.TraceParent), nullString(p.TraceState)), &woke)
+		j, err := scanJob(db.QueryRow(ctx, sql, args...), &woke)
 		if err == nil {
 			return InsertResult{Job: j}, nil
 		}
@@ -348,7 +375,7 @@ func (s *Store) insertJobWindowed(ctx context.Context, q DB, p InsertParams) (In
 	j, err := scanJob(tx.QueryRow(ctx, sqlInsertJobWindowed, p.Tenant, p.Kind, p.Queue, int16(p.Priority),
 		p.MaxAttempts, p.Timeout.Milliseconds(), nullTime(p.RunAt), p.Delay.Milliseconds(),
 		p.UniqueKey, p.Args, p.FairnessKey, nullString(p.LimitKey),
-		nullString(p.TraceParent), nullString(p.TraceState), states, period), &existing, &woke)
+		nullString(p.TraceParent), nullString(p.TraceState), states, period, nullTags(p.Tags)), &existing, &woke)
 	if err != nil {
 		return InsertResult{}, fmt.Errorf("insert job: %w", err)
 	}
@@ -375,7 +402,7 @@ func (s *Store) insertJobDebounced(ctx context.Context, q DB, p InsertParams) (I
 	var woke int64
 	j, err := scanJob(s.db(q).QueryRow(ctx, sqlInsertJobDebounced, p.Tenant, p.Kind, p.Queue, int16(p.Priority),
 		p.MaxAttempts, p.Timeout.Milliseconds(), p.Args, p.FairnessKey, nullString(p.LimitKey),
-		nullString(p.TraceParent), nullString(p.TraceState), p.DebounceKey, p.DebounceWindow.Milliseconds(), maxWait), &debounced, &woke)
+		nullString(p.TraceParent), nullString(p.TraceState), p.DebounceKey, p.DebounceWindow.Milliseconds(), maxWait, nullTags(p.Tags)), &debounced, &woke)
 	if err != nil {
 		return InsertResult{}, fmt.Errorf("insert job: %w", err)
 	}
@@ -488,7 +515,7 @@ func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams
 	// COPY returns no ids, so take them from the identity sequence first
 	// and copy them in with the rows.
 	runAts := make([]time.Time, len(ps))
-	withDue, withTrace := false, false
+	withDue, withTrace, withTags := false, false, false
 	for i, p := range ps {
 		runAt := p.RunAt
 		if runAt.IsZero() {
@@ -502,6 +529,7 @@ func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams
 		runAts[i] = runAt
 		withDue = withDue || runAt.After(now)
 		withTrace = withTrace || p.TraceParent != ""
+		withTags = withTags || len(p.Tags) > 0
 	}
 	cols := copyColumns
 	if withDue {
@@ -509,6 +537,9 @@ func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams
 	}
 	if withTrace {
 		cols = append(cols[:len(cols):len(cols)], "traceparent", "tracestate")
+	}
+	if withTags {
+		cols = append(cols[:len(cols):len(cols)], "tags")
 	}
 	rows := make([][]any, len(ps))
 	for i, p := range ps {
@@ -521,6 +552,9 @@ func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams
 		}
 		if withTrace {
 			row = append(row, nullString(p.TraceParent), nullString(p.TraceState))
+		}
+		if withTags {
+			row = append(row, nullTags(p.Tags))
 		}
 		rows[i] = row
 	}
@@ -561,7 +595,11 @@ func (s *Store) insertJobsUnnest(ctx context.Context, tx pgx.Tx, ps []InsertPara
 		fkeys[i], lkeys[i] = p.FairnessKey, nullString(p.LimitKey)
 		parents[i], states[i] = nullString(p.TraceParent), nullString(p.TraceState)
 	}
-	rows, err := tx.Query(ctx, sqlInsertJobsUnnest, tenants, kinds, queues, priorities, maxAttempts, timeouts, runAts, delays, keys, args, fkeys, lkeys, parents, states)
+	sql, params := sqlInsertJobsUnnest, []any{tenants, kinds, queues, priorities, maxAttempts, timeouts, runAts, delays, keys, args, fkeys, lkeys, parents, states}
+	if tags, any := joinedTags(ps); any {
+		sql, params = sqlInsertJobsUnnestTag, append(params, tags)
+	}
+	rows, err := tx.Query(ctx, sql, params...)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
@@ -613,6 +651,18 @@ func (s *Store) insertJobsUnnest(ctx context.Context, tx pgx.Tx, ps []InsertPara
 		next++
 	}
 	return ids, nil
+}
+
+// joinedTags is each job's tags joined by ',' (nil: none) for
+// insert_jobs_unnest_tagged, and whether any job has tags.
+func joinedTags(ps []InsertParams) ([]*string, bool) {
+	out, any := make([]*string, len(ps)), false
+	for i, p := range ps {
+		if len(p.Tags) > 0 {
+			out[i], any = nullString(strings.Join(p.Tags, ",")), true
+		}
+	}
+	return out, any
 }
 
 func reserveJobIDs(ctx context.Context, tx pgx.Tx, n int) ([]int64, error) {

@@ -96,6 +96,10 @@ CREATE TABLE gaffer.jobs (
     -- first enqueue plus max_wait; NULL: no cap). NULL for every other job.
     debounce_key     text,
     debounce_until   timestamptz,
+    -- The job's tags (job.Request.Tags; docs/shaping.md, "Tags and
+    -- search"): NULL when it has none, never empty, so only tagged jobs
+    -- enter jobs_tags_idx. Binaries before migration 0050 never write it.
+    tags             text[],
     CONSTRAINT jobs_state_check CHECK (state IN ('pending', 'running', 'retrying', 'completed', 'failed', 'cancelled')),
     CONSTRAINT jobs_priority_check CHECK (priority BETWEEN 0 AND 9),
     CONSTRAINT jobs_attempts_check CHECK (max_attempts >= 1 AND attempt >= 0),
@@ -136,6 +140,13 @@ ALTER TABLE gaffer.jobs ADD CONSTRAINT jobs_unique_window_key_check
     CHECK (octet_length(unique_window_key) <= 255) NOT VALID;
 ALTER TABLE gaffer.jobs ADD CONSTRAINT jobs_debounce_key_check
     CHECK (octet_length(debounce_key) <= 255) NOT VALID;
+-- At most 16 tags, each 1-64 bytes of [A-Za-z0-9_.:/=+@-], checked in
+-- the tags joined by ',': the pattern bounds every piece, and there are
+-- as many pieces as tags (a tag holding ',' would make more).
+ALTER TABLE gaffer.jobs ADD CONSTRAINT jobs_tags_check
+    CHECK (array_ndims(tags) = 1 AND cardinality(tags) BETWEEN 1 AND 16 AND array_position(tags, NULL) IS NULL
+           AND array_to_string(tags, ',') ~ '^[A-Za-z0-9_.:/=+@-]{1,64}(,[A-Za-z0-9_.:/=+@-]{1,64})*$'
+           AND cardinality(string_to_array(array_to_string(tags, ','), ',')) = cardinality(tags)) NOT VALID;
 
 -- The claim path: due jobs of one queue, keyed by fairness unit. A claim
 -- takes each unit's first due jobs by (priority, run_at, id) from its own
@@ -178,6 +189,11 @@ CREATE INDEX jobs_unique_window_idx ON gaffer.jobs (tenant, unique_window_key, s
 -- first starts. Only jobs enqueued with debounce enter it.
 CREATE UNIQUE INDEX jobs_debounce_idx ON gaffer.jobs (tenant, debounce_key)
     WHERE debounce_key IS NOT NULL AND state = 'pending' AND attempt = 0;
+
+-- A search by tags: tags @> (all) and && (any) are its conditions. Only
+-- jobs enqueued with tags enter it.
+CREATE INDEX jobs_tags_idx ON gaffer.jobs USING gin (tags)
+    WHERE tags IS NOT NULL;
 
 -- Retention deletes finished jobs oldest first.
 CREATE INDEX jobs_finalized_idx ON gaffer.jobs (finalized_at)
