@@ -411,3 +411,32 @@ func TestTagsRefused(t *testing.T) {
 		t.Errorf("ArgsMatch(region, eu) = %s, %v", m, err)
 	}
 }
+
+// A failed job's replay, one by one or in bulk, has the failed job's
+// tags. Red with the tags left out of replay_dlq or bulk_retry.
+func TestReplayKeepsTags(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	tags := []string{"billing", "env:prod"}
+	e.enqueue(job.Request{Kind: "k", Queue: "dead", MaxAttempts: 1, Tags: tags})
+	e.claimAndFail("dead", store.Failure{Message: "boom", Kind: "error"})
+	res := e.bulk(job.BulkRequest{Action: job.BulkRetry, Filter: job.Filter{Tags: []string{"billing"}, States: []job.State{job.Failed}}})
+	if len(res.Retried) != 1 {
+		t.Fatalf("bulk retry by tag: %+v", res)
+	}
+	replay, err := e.client.Get(ctx, "", res.Retried[0].RunID)
+	if err != nil || !slices.Equal(replay.Tags, tags) {
+		t.Fatalf("bulk replay's tags %q, %v; want %q", replay.Tags, err, tags)
+	}
+	dead2 := e.enqueue(job.Request{Kind: "k", Queue: "dead2", MaxAttempts: 1, Tags: tags})
+	e.claimAndFail("dead2", store.Failure{Message: "boom", Kind: "error"})
+	id, err := e.client.Retry(ctx, "", dead2.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.client.Get(ctx, "", id)
+	if err != nil || id == dead2.ID || !slices.Equal(again.Tags, tags) {
+		t.Fatalf("replay's tags %q; want %q", again.Tags, tags)
+	}
+}
