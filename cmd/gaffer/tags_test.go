@@ -3,6 +3,8 @@ package main
 import (
 	"io"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -70,4 +72,91 @@ func TestTagsFlags(t *testing.T) {
 		t.Fatalf("--arg without =: %v", err)
 	}
 	take()
+}
+
+// The CLI examples of docs/shaping.md's "Tags and search" run as written
+// (against a fake API): every flag exists and each command sends its
+// request.
+func TestShapingTagCLIExamplesRun(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/shaping.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n## Tags and search")
+	if !ok {
+		t.Fatal("docs/shaping.md has no section Tags and search")
+	}
+	blocks := regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1)
+	if len(blocks) < 2 {
+		t.Fatal("no CLI block in the section")
+	}
+	var mu sync.Mutex
+	requests := 0
+	env := fakeAPI(t, func(r *http.Request) string {
+		mu.Lock()
+		requests++
+		mu.Unlock()
+		switch {
+		case r.Method == "POST" && r.URL.Path == "/v1/jobs":
+			return `{"job":{"id":5,"kind":"report.build","state":"pending","tags":["billing","env:prod"]}}`
+		case r.URL.Path == "/v1/jobs":
+			return `{"data":[{"id":5,"kind":"report.build","state":"pending","tags":["billing","env:prod"]}]}`
+		default:
+			return `{"action":"cancel","dry_run":true,"matched":1,"acted":0,"more":false}`
+		}
+	})
+	commands := 0
+	for _, line := range strings.Split(strings.ReplaceAll(blocks[1][1], "\\\n", ""), "\n") {
+		if !strings.HasPrefix(line, "gaffer ") {
+			continue
+		}
+		commands++
+		words := shellWords(t, strings.TrimPrefix(line, "gaffer "))
+		count := func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			return requests
+		}
+		before := count()
+		if _, _, err := run(t, env, words...); err != nil {
+			t.Errorf("gaffer %s: %v", strings.Join(words, " "), err)
+		}
+		if count() == before {
+			t.Errorf("gaffer %s sent no request", strings.Join(words, " "))
+		}
+	}
+	if commands != 4 {
+		t.Fatalf("%d gaffer commands in the section's CLI block, want 4", commands)
+	}
+}
+
+// shellWords splits a command line as sh would, for the docs' examples:
+// words separated by spaces, '...' quoting.
+func shellWords(t *testing.T, s string) []string {
+	var out []string
+	var w strings.Builder
+	inWord, quoted := false, false
+	for _, r := range s {
+		switch {
+		case r == '\'':
+			quoted, inWord = !quoted, true
+		case r == ' ' && !quoted:
+			if inWord {
+				out = append(out, w.String())
+				w.Reset()
+				inWord = false
+			}
+		default:
+			w.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quoted {
+		t.Fatalf("unbalanced quote in %q", s)
+	}
+	if inWord {
+		out = append(out, w.String())
+	}
+	return out
 }
