@@ -257,17 +257,23 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	// Search by tag in the search box: only the tagged job is listed, its
 	// tags as chips; a chip searches for its tag.
-	b.visit("/ui/jobs")
-	b.do("search by tag", chromedp.SetValue(chromedp.CSS(`form.filters input[name=q]`), "tag:monthly args.month=2026-10"))
-	b.click(`form.filters button[type=submit]`)
-	b.do("the search's answer", chromedp.WaitVisible(chromedp.CSS(`#jobs a[href="/ui/jobs/`+tagged+`"]`)))
-	if n := b.count("#jobs tbody tr"); n != 1 {
-		t.Fatalf("searching tag:monthly lists %d jobs, want the tagged one", n)
+	for _, search := range []string{"tag:monthly", "tag:team/finance args.month=2026-10"} {
+		b.visit("/ui/jobs")
+		b.do("search "+search, chromedp.SetValue(chromedp.CSS(`form.filters input[name=q]`), search))
+		b.click(`form.filters button[type=submit]`)
+		b.do("the search's answer", chromedp.WaitVisible(chromedp.CSS(`#jobs a[href="/ui/jobs/`+tagged+`"]`)))
+		if n := b.count("#jobs tbody tr"); n != 1 {
+			t.Fatalf("searching %s lists %d jobs, want the tagged one", search, n)
+		}
 	}
 	b.contains("#jobs", "team/finance")
 	b.shot("jobs-tag-search")
+	b.visit("/ui/jobs")
 	b.click(`#jobs a.tag`)
 	b.do("the chip's search", chromedp.WaitVisible(chromedp.CSS(`#jobs a[href="/ui/jobs/`+tagged+`"]`)))
+	if n := b.count("#jobs tbody tr"); n != 1 {
+		t.Fatalf("a tag chip's search lists %d jobs, want the tagged one", n)
+	}
 
 	// The DAG draws each step with its state.
 	b.visit(fmt.Sprintf("/ui/workflows/%d", run.ID))
