@@ -68,6 +68,11 @@ func TestTagsFlags(t *testing.T) {
 	if req := take(); !strings.Contains(req, `"filter":{"args":{"customer":42,"region":"eu"},"tags":["billing"]}`) {
 		t.Fatalf("bulk cancel sent %s", req)
 	}
+	cut := fakeAPI(t, func(r *http.Request) string { return `{"data":[],"next_cursor":"OTkwMw","search_window_cut":true}` })
+	if out, _, err := run(t, cut, "jobs", "list", "--arg", "customer=42"); err != nil || !strings.Contains(out, "newest 10,000 jobs") ||
+		!strings.Contains(out, "--cursor OTkwMw") {
+		t.Fatalf("a cut search printed %q, %v", out, err)
+	}
 	if _, _, err := run(t, env, "jobs", "list", "--arg", "customer"); err == nil || !strings.Contains(err.Error(), "PATH=VALUE") {
 		t.Fatalf("--arg without =: %v", err)
 	}
