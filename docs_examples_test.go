@@ -2,6 +2,7 @@ package gaffer_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log"
 	"net/http"
@@ -79,6 +80,46 @@ func Example_sequence() {
 	if err == nil && res.Job.State == job.Held {
 		log.Printf("job %d waits its turn in %s", res.Job.ID, res.Job.Sequence)
 	}
+}
+
+// docs/shaping.md, "Tags and search".
+func Example_tags() {
+	ctx := context.Background()
+	node, _ := gaffer.NewNode(ctx, gaffer.Config{DatabaseURL: os.Getenv("DATABASE_URL")})
+	type ReportArgs struct {
+		Customer int
+		Region   string
+	}
+	handleSnippetErr(func() error {
+		c := node.Client()
+		_, err := c.Enqueue(ctx, job.Request{
+			Kind: "report.build",
+			Args: ReportArgs{Customer: 42, Region: "eu"},
+			Tags: []string{"billing", "env:prod"},
+		})
+		if err != nil {
+			return err
+		}
+		customer, err := job.ArgsMatch("customer", "42")
+		if err != nil {
+			return err
+		}
+		f := job.Filter{Tenant: "default", Tags: []string{"billing", "env:prod"}, Args: []json.RawMessage{customer}}
+		for {
+			page, err := c.Search(ctx, f)
+			if err != nil {
+				return err
+			}
+			for _, j := range page.Jobs {
+				log.Printf("job %d %s %v", j.ID, j.State, j.Tags)
+			}
+			if !page.More {
+				break
+			}
+			f.BeforeID = page.Next
+		}
+		return nil
+	}())
 }
 
 // README.md, "Using it from Go".

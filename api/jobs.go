@@ -37,6 +37,9 @@ type enqueueRequest struct {
 	Sequence    *sequenceRequest `json:"sequence"`
 	FairnessKey string           `json:"fairness_key"`
 	LimitKey    string           `json:"limit_key"`
+	// Tags label the job for search: at most 16, each 1-64 bytes of
+	// letters, digits and _ . : / = + @ - (docs/shaping.md).
+	Tags []string `json:"tags"`
 	// AllowUnknownKind enqueues a kind no node or remote worker registered
 	// (refused otherwise with unknown_kind).
 	AllowUnknownKind bool `json:"allow_unknown_kind"`
@@ -133,7 +136,7 @@ func (s *Server) enqueue(r *http.Request, p auth.Principal, body []byte, tx pgx.
 		return 0, nil, fieldProblem("unique_for", fmt.Sprintf("unique_for: must be between %s and 366 days (%s), got 0", job.MinUniqueFor, job.MaxUniqueFor))
 	}
 	jr := job.Request{Kind: req.Kind, Args: req.Args, Tenant: tenant, Queue: req.Queue, RunAt: runAt, Delay: delay,
-		Timeout: timeout, UniqueKey: req.UniqueKey, FairnessKey: req.FairnessKey, LimitKey: req.LimitKey, UniqueFor: uniqueFor,
+		Timeout: timeout, UniqueKey: req.UniqueKey, FairnessKey: req.FairnessKey, LimitKey: req.LimitKey, UniqueFor: uniqueFor, Tags: req.Tags,
 		Sequence: req.Sequence.job()}
 	if d := req.Debounce; d != nil {
 		w := d.Window
@@ -257,21 +260,31 @@ func (s *Server) listJobs(r *http.Request, p auth.Principal, _ []byte) (int, any
 	if f.BeforeID, pr = idCursor(r); pr != nil {
 		return 0, nil, pr
 	}
+	if pr = tagsAndArgsParams(q, &f); pr != nil {
+		return 0, nil, pr
+	}
 	f.MaxBytes = s.cfg.MaxResponseBytes
-	jobs, more, err := s.cfg.Jobs.ListPage(r.Context(), f)
+	found, err := s.cfg.Jobs.Search(r.Context(), f)
 	if err != nil {
 		return 0, nil, paramError(err)
 	}
+	jobs, more := found.Jobs, found.More
 	var lastRead int64
 	if len(jobs) > 0 && !timers && f.Kind == "" && f.WorkflowRun == 0 {
 		lastRead = jobs[len(jobs)-1].ID
 		jobs = job.WithoutTimers(jobs)
 	}
+	if found.WindowCut {
+		// Every row read is sent or left out; the next page starts past
+		// the window.
+		lastRead = found.Next
+	}
 	views := make([]jobView, len(jobs))
 	for i, j := range jobs {
 		views[i] = viewJob(j)
 	}
-	return http.StatusOK, page[jobView]{items: views, more: more, id: func(v jobView) int64 { return v.ID }, lastRead: lastRead}, nil
+	return http.StatusOK, page[jobView]{items: views, more: more, id: func(v jobView) int64 { return v.ID }, lastRead: lastRead,
+		windowCut: found.WindowCut}, nil
 }
 
 func (s *Server) getJob(r *http.Request, p auth.Principal, _ []byte) (int, any, error) {

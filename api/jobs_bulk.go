@@ -1,10 +1,12 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/job"
@@ -21,6 +23,13 @@ type bulkFilter struct {
 	// gaffer.signal), left out otherwise unless kind or workflow_run names
 	// them, as GET /v1/jobs does.
 	Timers bool `json:"timers"`
+	// Tags and TagsMatch select by tags, Args by args fields
+	// ({"customer": 42, "order.region": "eu"}), as GET /v1/jobs's tag,
+	// tags_match and args.PATH do: args among the newest 10,000 jobs the
+	// other fields select.
+	Tags      []string                   `json:"tags"`
+	TagsMatch string                     `json:"tags_match"`
+	Args      map[string]json.RawMessage `json:"args"`
 }
 
 // bulkRequest is the body of POST /v1/jobs/cancel, /retry and /delete.
@@ -83,13 +92,31 @@ func (s *Server) bulkJobs(r *http.Request, p auth.Principal, body []byte, action
 		for _, st := range f.State {
 			br.Filter.States = append(br.Filter.States, job.State(st))
 		}
+		br.Filter.Tags = f.Tags
+		switch f.TagsMatch {
+		case "", "all":
+		case "any":
+			br.Filter.TagsAny = true
+		default:
+			return 0, nil, fieldProblem("filter.tags_match", "filter.tags_match must be all or any, got "+strconv.Quote(clipText(f.TagsMatch, 40)))
+		}
+		if len(f.Args) > job.MaxArgsFilters {
+			return 0, nil, fieldProblem("filter.args", fmt.Sprintf("filter.args: at most %d fields, got %d", job.MaxArgsFilters, len(f.Args)))
+		}
+		if pr := bulkArgs(f.Args, &br.Filter); pr != nil {
+			return 0, nil, pr
+		}
 	}
 	res, err := s.cfg.Jobs.Bulk(r.Context(), br)
 	if ve := (*job.ValidationError)(nil); errors.As(err, &ve) {
 		field := ve.Field
 		switch field {
-		case "state", "queue", "kind", "cron_entry", "workflow_run":
+		case "state", "queue", "kind", "cron_entry", "workflow_run", "args":
 			field = "filter." + field
+		default:
+			if strings.HasPrefix(field, "tag") {
+				field = "filter.tags" + strings.TrimPrefix(field, "tag")
+			}
 		}
 		return 0, nil, fieldProblem(field, field+": "+ve.Message)
 	}

@@ -45,6 +45,9 @@ type page[T any] struct {
 	// after it, so that those rows are not read again — and a page all
 	// of whose rows were left out still says where to go on.
 	lastRead int64
+	// windowCut: the search window cut the list's args filters short
+	// (searchList); lastRead is then where it ended.
+	windowCut bool
 }
 
 // stream writes the page as list[T] would encode.
@@ -82,6 +85,9 @@ func (p page[T]) stream(w io.Writer, maxBytes int) error {
 		tail += `,"next_cursor":"` + encodeCursor(strconv.FormatInt(p.lastRead, 10)) + `"`
 	case more && sent > 0:
 		tail += `,"next_cursor":"` + encodeCursor(strconv.FormatInt(p.id(p.items[sent-1]), 10)) + `"`
+	}
+	if p.windowCut {
+		tail += `,"search_window_cut":true`
 	}
 	_, err := io.WriteString(w, tail+"}\n")
 	return err

@@ -24,6 +24,16 @@ type list[T any] struct {
 	NextCursor string `json:"next_cursor,omitempty"`
 }
 
+// searchList is a list that may be a search (GET /v1/jobs with args.*
+// filters): SearchWindowCut says the search looked only through the
+// newest 10,000 jobs the other filters select (older than the cursor),
+// and older ones may match; next_cursor goes on after them.
+type searchList[T any] struct {
+	Data            []T    `json:"data"`
+	NextCursor      string `json:"next_cursor,omitempty"`
+	SearchWindowCut bool   `json:"search_window_cut,omitempty"`
+}
+
 func paramProblem(name, detail string) *Problem {
 	p := problem(CodeInvalidParameter, detail)
 	p.Field = name
@@ -274,7 +284,30 @@ func boundedEscape(s string, max int) string {
 type routeParams struct {
 	path, header []paramRule
 	query        map[string]paramRule
-	queryNames   string // for the problem naming an unknown parameter
+	// prefixed are the rules of parameters named by their prefix
+	// (Param.Prefix); at most maxPrefixed of them may be given in all.
+	prefixed   []paramRule
+	queryNames string // for the problem naming an unknown parameter
+}
+
+// maxPrefixed bounds how many parameters a request gives by prefix;
+// maxPrefixedNameLen the name of each.
+const (
+	maxPrefixed        = 8
+	maxPrefixedNameLen = 160
+)
+
+// queryRule is the rule of the query parameter name.
+func (rp routeParams) queryRule(name string) (paramRule, bool) {
+	if r, ok := rp.query[name]; ok {
+		return r, true
+	}
+	for _, r := range rp.prefixed {
+		if strings.HasPrefix(name, r.Name) && len(name) > len(r.Name) {
+			return r, true
+		}
+	}
+	return paramRule{}, false
 }
 
 // compileParams makes the rules of rt's parameters. Headers a handler
@@ -294,6 +327,11 @@ func compileParams(rt Route) (routeParams, error) {
 		case "path":
 			out.path = append(out.path, r)
 		case "query":
+			if p.Prefix {
+				out.prefixed = append(out.prefixed, r)
+				names = append(names, p.Name+"*")
+				break
+			}
 			out.query[p.Name] = r
 			names = append(names, p.Name)
 		case "header":
@@ -328,17 +366,33 @@ func (rp routeParams) check(r *http.Request) *Problem {
 		names = append(names, name)
 	}
 	slices.Sort(names) // the first one at fault, the same every time
+	prefixed := 0
 	for _, name := range names {
-		rule, ok := rp.query[name]
+		rule, ok := rp.queryRule(name)
 		if !ok {
 			return paramProblem(boundedEscape(name, maxParamNameLen), fmt.Sprintf("unknown query parameter %s; this route takes: %s",
 				boundedQuote(name, maxParamNameLen), rp.queryNames))
 		}
-		if vs := q[name]; len(vs) > 1 {
-			return paramProblem(name, fmt.Sprintf("%s is given %d times; give it once", name, len(vs)))
+		if rule.Prefix {
+			if prefixed++; prefixed > maxPrefixed {
+				return paramProblem(boundedEscape(name, maxParamNameLen), fmt.Sprintf("at most %d parameters %s*", maxPrefixed, rule.Name))
+			}
+			if len(name) > maxPrefixedNameLen || !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsControl) {
+				return paramProblem(boundedEscape(name, maxParamNameLen), fmt.Sprintf("a parameter's name is at most %d bytes of UTF-8 text without control characters", maxPrefixedNameLen))
+			}
 		}
-		// An empty value is no value: the handler's default.
-		if v := q.Get(name); v != "" {
+		vs := q[name]
+		if most := max(rule.Repeat, 1); len(vs) > most {
+			if most == 1 {
+				return paramProblem(name, fmt.Sprintf("%s is given %d times; give it once", name, len(vs)))
+			}
+			return paramProblem(name, fmt.Sprintf("%s is given %d times; give it at most %d times", name, len(vs), most))
+		}
+		for _, v := range vs {
+			// An empty value is no value: the handler's default.
+			if v == "" {
+				continue
+			}
 			if msg := rule.check(v); msg != "" {
 				return paramProblem(name, msg)
 			}

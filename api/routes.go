@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -81,6 +82,13 @@ type Param struct {
 	// Example is a value the route takes, for the OpenAPI document; every
 	// path parameter that is not an integer has one.
 	Example string
+	// Repeat is the most times a query parameter may be given (0: once);
+	// each value is checked.
+	Repeat int
+	// Prefix: Name ends in "." and names every query parameter it
+	// begins (args.customer for "args."), each checked by the rule. The
+	// OpenAPI document cannot name them; the route's description does.
+	Prefix bool
 }
 
 // Response is a route's successful answer.
@@ -217,8 +225,13 @@ var routeTable = []Route{
 			query("workflow_run", int64(0), `{"minimum":1}`, "the jobs of a workflow run's steps"),
 			query("sequence", "", textSchema("", job.MaxKeyLen), "the jobs of one sequence (its key)"),
 			query("timers", false, "", "list also the jobs Gaffer runs for workflows' sleep and signal steps (kinds gaffer.sleep, gaffer.signal), left out otherwise unless kind or workflow_run names them; a page leaves them out of the rows it read, so it may hold fewer items than limit, even none, and next_cursor goes on after the last row read"),
+			{Name: "tag", In: "query", Type: "", Schema: textSchema(job.TagPattern, job.MaxTagLen), Repeat: job.MaxTags,
+				Description: "jobs with this tag; repeat it for several (at most 16): a job must carry all of them, or with tags_match=any at least one. Indexed: searches every job of the tenant"},
+			query("tags_match", "", `{"enum":["all","any"],"maxLength":3}`, "how several tag parameters combine: all (the default) or any"),
+			{Name: "args.", In: "query", Type: "", Schema: fmt.Sprintf(`{"maxLength":%d}`, job.MaxArgsValueLen), Prefix: true,
+				Description: "args.PATH=VALUE keeps the jobs whose args hold VALUE at PATH (dot-separated keys): VALUE is JSON when it parses as JSON (42, true, \"42\"), else a string"},
 			limitQuery, cursorQuery, tenantQuery},
-		Responses: []Response{{200, "Jobs", list[jobView]{}}}, plain: (*Server).listJobs},
+		Responses: []Response{{200, "Jobs", searchList[jobView]{}}}, plain: (*Server).listJobs},
 	{Method: "GET", Path: "/v1/jobs/{id}", Scope: auth.ScopeJobsRead, OperationID: "getJob", Summary: "Get a job",
 		Params: []Param{idPath, tenantQuery}, Responses: []Response{{200, "The job", jobView{}}},
 		Problems: []string{CodeNotFound}, plain: (*Server).getJob},

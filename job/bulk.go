@@ -35,10 +35,10 @@ const (
 	MaxBulkLimit = 10000
 )
 
-// BulkRequest selects jobs for a bulk action: those matching Filter (its
-// Tenant, States, Queue, Kind, CronEntry, WorkflowRun and NoTimers;
-// Search, BeforeID, Limit and MaxBytes must be zero) and, when IDs is not empty, only those
-// ids. Filter.Tenant confines the call to one tenant's jobs ("" = every
+// BulkRequest selects jobs for a bulk action: those matching Filter
+// (BeforeID, Limit and MaxBytes must be zero; Search and Args select, as
+// List does, among the newest SearchWindow jobs the other fields select)
+// and, when IDs is not empty, only those ids. Filter.Tenant confines the call to one tenant's jobs ("" = every
 // tenant: an operator's).
 type BulkRequest struct {
 	Action BulkAction
@@ -106,8 +106,8 @@ func (r BulkRequest) Validate() error {
 			return &ValidationError{Field: fmt.Sprintf("ids[%d]", i), Message: fmt.Sprintf("must be a job id (a positive integer), got %d", id)}
 		}
 	}
-	if r.Filter.BeforeID != 0 || r.Filter.Limit != 0 || r.Filter.MaxBytes != 0 || r.Filter.Search != "" {
-		return &ValidationError{Field: "filter", Message: "a bulk filter takes no search, cursor, limit or byte bound"}
+	if r.Filter.BeforeID != 0 || r.Filter.Limit != 0 || r.Filter.MaxBytes != 0 {
+		return &ValidationError{Field: "filter", Message: "a bulk filter takes no cursor, limit or byte bound"}
 	}
 	return r.Filter.Validate()
 }

@@ -2,6 +2,7 @@ package job
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -215,7 +216,17 @@ type Filter struct {
 	// folded), looked for among the newest SearchWindow jobs the other
 	// fields select (and older than BeforeID): bounded, never a scan of
 	// the table. At most MaxSearch bytes.
-	Search   string
+	Search string
+	// Tags keeps the jobs carrying every one of these tags (at most
+	// MaxTags), or with TagsAny at least one of them: an indexed search
+	// over all jobs.
+	Tags    []string
+	TagsAny bool
+	// Args keeps the jobs whose args contain every one of these JSON
+	// objects (jsonb @>; ArgsMatch makes one from a path and a value),
+	// looked for like Search among the newest SearchWindow jobs the other
+	// fields select. At most MaxArgsFilters.
+	Args     []json.RawMessage
 	BeforeID int64 // pagination cursor: jobs with smaller ids
 	Limit    int   // default 100, at most 1000
 	// MaxBytes ends the list early, once the jobs read take about this
@@ -244,6 +255,12 @@ func (f Filter) Validate() error {
 	}
 	if len(f.Search) > MaxSearch || !validText(f.Search) {
 		return &ValidationError{Field: "search", Message: fmt.Sprintf("must be at most %d bytes of UTF-8 text", MaxSearch)}
+	}
+	if err := ValidateTags("tag", f.Tags); err != nil {
+		return err
+	}
+	if err := validateArgsFilters(f.Args); err != nil {
+		return err
 	}
 	if f.WorkflowRun < 0 {
 		return &ValidationError{Field: "workflow_run", Message: fmt.Sprintf("must be a workflow run id, got %d", f.WorkflowRun)}
@@ -294,8 +311,10 @@ func (f Filter) store() store.JobFilter {
 	for i, s := range f.States {
 		states[i] = string(s)
 	}
-	return store.JobFilter{Tenant: f.Tenant, States: states, Queue: f.Queue, Kind: f.Kind, CronEntry: f.CronEntry,
+	sf := store.JobFilter{Tenant: f.Tenant, States: states, Queue: f.Queue, Kind: f.Kind, CronEntry: f.CronEntry,
 		WorkflowRun: f.WorkflowRun, Sequence: f.Sequence, NoTimers: f.NoTimers, Search: f.Search, BeforeID: f.BeforeID, Limit: f.Limit, MaxBytes: f.MaxBytes}
+	f.storeTags(&sf)
+	return sf
 }
 
 // CountByState counts the jobs f selects in each state (its States,

@@ -131,6 +131,8 @@ type Job struct {
 	UniqueWindow  bool       `json:"unique_window,omitempty"`
 	DebounceKey   string     `json:"debounce_key,omitempty"`
 	DebounceUntil *time.Time `json:"debounce_until,omitempty"`
+	// Tags are the job's tags, in the order enqueued.
+	Tags []string `json:"tags,omitempty"`
 	// Progress is the last progress an attempt reported (SetProgress, or
 	// a remote worker's progress call); set by Client.Get.
 	Progress *Progress `json:"progress,omitempty"`
@@ -235,7 +237,7 @@ func FromRow(r store.Job) *Job {
 		Node: r.Node, UniqueKey: r.UniqueKey, ReplayOf: r.ReplayOf, Args: r.Args, Result: r.Result,
 		CancelRequested: r.CancelRequested, CronEntry: r.CronEntry, CronAt: r.CronAt,
 		WorkflowRun: r.WorkflowRun, Step: r.Step, Inputs: r.Inputs, FairnessKey: r.FairnessKey, LimitKey: r.LimitKey,
-		TraceParent: r.TraceParent, TraceState: r.TraceState, Sequence: r.SequenceKey,
+		TraceParent: r.TraceParent, TraceState: r.TraceState, Tags: r.Tags, Sequence: r.SequenceKey,
 		UniqueWindow: r.UniqueWindow, DebounceKey: r.DebounceKey, DebounceUntil: r.DebounceUntil,
 		lease:    store.Lease{ID: r.ID, Attempt: r.Attempt, Token: r.LeaseToken},
 		Progress: progressOf(r.Progress),

@@ -113,6 +113,9 @@ type Request struct {
 	// LimitKey is the key limits with key "limit_key" count the job
 	// under (see Limit). At most 255 bytes.
 	LimitKey string
+	// Tags label the job for search (Filter.Tags): at most MaxTags, each
+	// matching TagPattern; a repeat is dropped. Default none.
+	Tags []string
 }
 
 // Debounce is a Request's trailing debounce.
@@ -219,7 +222,7 @@ func (r Request) Check() (Request, error) {
 func requestOf(p store.InsertParams) Request {
 	r := Request{Kind: p.Kind, Args: p.Args, Tenant: p.Tenant, Queue: p.Queue, Priority: p.Priority,
 		MaxAttempts: p.MaxAttempts, Timeout: p.Timeout, RunAt: p.RunAt, Delay: p.Delay, UniqueKey: p.UniqueKey,
-		FairnessKey: p.FairnessKey, LimitKey: p.LimitKey, UniqueFor: p.UniqueFor}
+		FairnessKey: p.FairnessKey, LimitKey: p.LimitKey, UniqueFor: p.UniqueFor, Tags: p.Tags}
 	if p.DebounceKey != "" {
 		r.Debounce = &Debounce{Key: p.DebounceKey, Window: p.DebounceWindow, MaxWait: p.DebounceMaxWait}
 	}
@@ -293,6 +296,10 @@ func (r Request) params() (store.InsertParams, error) {
 	if err := r.debounce(&p); err != nil {
 		return p, err
 	}
+	if err := ValidateTags("tags", r.Tags); err != nil {
+		return p, err
+	}
+	p.Tags = normalTags(r.Tags)
 	args, err := EncodeArgs(r.Args)
 	if err != nil {
 		return p, err

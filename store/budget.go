@@ -19,7 +19,16 @@ const (
 func (j *Job) WireBytes() int {
 	return rowOverheadBytes + len(j.Args) + len(j.Result) + len(j.Errors) + len(j.Inputs) +
 		len(j.Tenant) + len(j.Kind) + len(j.Queue) + len(j.State) + len(j.Node) + len(j.UniqueKey) +
-		len(j.CronEntry) + len(j.Step) + len(j.FairnessKey) + len(j.LimitKey) + len(j.TraceParent) + len(j.TraceState) + len(j.SequenceKey)
+		len(j.CronEntry) + len(j.Step) + len(j.FairnessKey) + len(j.LimitKey) + len(j.TraceParent) + len(j.TraceState) + len(j.SequenceKey) + tagsBytes(j.Tags)
+}
+
+// tagsBytes is about what tags take as a JSON array.
+func tagsBytes(tags []string) int {
+	n := 0
+	for _, t := range tags {
+		n += len(t) + 3
+	}
+	return n
 }
 
 // WireBytes estimates how many bytes e takes in an API answer (see

@@ -36,9 +36,10 @@ var (
 )
 
 // BulkSelection is the jobs a bulk action considers: those matching
-// Filter (its Tenant, States, Queue, Kind, CronEntry, WorkflowRun and
-// NoTimers; Search, BeforeID, Limit and MaxBytes are ignored) and, when
-// IDs is not empty, only those ids.
+// Filter (BeforeID, Limit and MaxBytes are ignored) and, when IDs is not
+// empty, only those ids. A windowed filter (Search, Args) selects, as a
+// list does, the matches among the SearchWindow newest jobs its other
+// conditions select.
 type BulkSelection struct {
 	Filter JobFilter
 	IDs    []int64
@@ -54,6 +55,14 @@ func (sel BulkSelection) where(action BulkAction) (string, []any, error) {
 	}
 	if len(sel.IDs) > 0 {
 		w.add("id = ANY(?::bigint[])", sel.IDs)
+	}
+	if sel.Filter.windowed() {
+		// The window's subquery takes the same parameters as the
+		// conditions before it.
+		window := "id IN (SELECT id FROM gaffer.jobs WHERE " + w.sql() + " ORDER BY id DESC LIMIT " + w.next(SearchWindow) + ")"
+		match := windowMatch(&w, sel.Filter)
+		w.addLiteral(window)
+		w.addLiteral(match)
 	}
 	return w.sql(), w.args, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,6 +71,8 @@ type Job struct {
 	UniqueWindow  bool
 	DebounceKey   string
 	DebounceUntil *time.Time
+	// Tags are the job's tags (nil: none), in the order enqueued.
+	Tags []string
 	// Progress is the last progress an attempt reported; only GetJob
 	// reads it.
 	Progress *Progress
@@ -134,6 +137,9 @@ type InsertParams struct {
 	// failure halts the sequence.
 	SequenceKey  string
 	SequenceHalt bool
+	// Tags label the job for search (nil: none; never empty when set).
+	// Validated by the caller; jobs_tags_check bounds them all the same.
+	Tags []string
 }
 
 // Windowed reports whether p's unique key has a window.
@@ -165,12 +171,14 @@ type InsertResult struct {
 
 var (
 	sqlInsertJob            = query("insert_job")
+	sqlInsertJobTagged      = query("insert_job_tagged")
 	sqlGetByUniqueKey       = query("get_unfinished_by_unique_key")
 	sqlLockUniqueWindow     = query("lock_unique_window")
 	sqlInsertJobWindowed    = query("insert_job_windowed")
 	sqlInsertJobDebounced   = query("insert_job_debounced")
 	sqlNotifyQueues         = query("notify_queues")
 	sqlInsertJobsUnnest     = query("insert_jobs_unnest")
+	sqlInsertJobsUnnestTag  = query("insert_jobs_unnest_tagged")
 	sqlCompleteJobs         = query("complete_jobs")
 	sqlFailJob              = query("fail_job")
 	sqlSnoozeJob            = query("snooze_job")
@@ -203,6 +211,7 @@ type jobScanner struct {
 	errors    []byte
 	inputs    []byte
 	from      []int64
+	tags      []string
 
 	attemptedAt, finalizedAt, leaseExpiresAt, cronAt                    pgtype.Timestamptz
 	token, replayOf, run                                                pgtype.Int8
@@ -219,12 +228,12 @@ func newJobScanner(extra ...any) *jobScanner {
 		&s.timeoutMS, &j.RunAt, &j.CreatedAt, &s.attemptedAt, &s.finalizedAt, &s.token,
 		&s.leaseExpiresAt, &j.CancelRequested, &s.node, &s.uniqueKey, &s.replayOf, &s.args, &s.result, &s.errors,
 		&s.cronEntry, &s.cronAt, &s.run, &s.step, &s.inputs, &j.FairnessKey, &s.limitKey,
-		&s.traceParent, &s.traceState, &s.from, &j.UncountedAttempts, &s.sequenceKey, &j.SequenceHalt}, extra...)
+		&s.traceParent, &s.traceState, &s.from, &j.UncountedAttempts, &s.sequenceKey, &j.SequenceHalt, &s.tags}, extra...)
 	return s
 }
 
 func (s *jobScanner) scan(row pgx.Row) (Job, error) {
-	s.j, s.from = Job{}, nil
+	s.j, s.from, s.tags = Job{}, nil, nil
 	if err := row.Scan(s.dest...); err != nil {
 		return Job{}, err
 	}
@@ -241,6 +250,9 @@ func (s *jobScanner) scan(row pgx.Row) (Job, error) {
 	if s.from != nil {
 		// pgx reuses the slice's array for the next row.
 		j.InputsFrom = append([]int64{}, s.from...)
+	}
+	if len(s.tags) > 0 {
+		j.Tags = append([]string{}, s.tags...)
 	}
 	return j, nil
 }
@@ -286,6 +298,15 @@ func nullString(s string) *string {
 	return &s
 }
 
+// nullTags is tags as a text[] parameter: NULL when there are none, so
+// that the job stays out of jobs_tags_idx.
+func nullTags(tags []string) []string {
+	if len(tags) == 0 {
+		return nil
+	}
+	return tags
+}
+
 func nullTime(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
@@ -314,12 +335,18 @@ func (s *Store) InsertJob(ctx context.Context, q DB, p InsertParams) (InsertResu
 		return s.insertJobDebounced(ctx, q, p)
 	}
 	db := s.db(q)
+	// A job without tags runs insert_job as it was; one with tags its
+	// twin with the tags column.
+	sql, args := sqlInsertJob, []any{p.Tenant, p.Kind, p.Queue, int16(p.Priority),
+		p.MaxAttempts, p.Timeout.Milliseconds(), nullTime(p.RunAt), p.Delay.Milliseconds(),
+		nullString(p.UniqueKey), p.Args, p.FairnessKey, nullString(p.LimitKey),
+		nullString(p.TraceParent), nullString(p.TraceState), nullString(p.SequenceKey), p.SequenceHalt}
+	if len(p.Tags) > 0 {
+		sql, args = sqlInsertJobTagged, append(args, p.Tags)
+	}
 	for range 10 {
 		var woke int64
-		j, err := scanJob(db.QueryRow(ctx, sqlInsertJob, p.Tenant, p.Kind, p.Queue, int16(p.Priority),
-			p.MaxAttempts, p.Timeout.Milliseconds(), nullTime(p.RunAt), p.Delay.Milliseconds(),
-			nullString(p.UniqueKey), p.Args, p.FairnessKey, nullString(p.LimitKey),
-			nullString(p.TraceParent), nullString(p.TraceState), nullString(p.SequenceKey), p.SequenceHalt), &woke)
+		j, err := scanJob(db.QueryRow(ctx, sql, args...), &woke)
 		if err == nil {
 			return InsertResult{Job: j}, nil
 		}
@@ -374,7 +401,7 @@ func (s *Store) insertJobWindowed(ctx context.Context, q DB, p InsertParams) (In
 	j, err := scanJob(tx.QueryRow(ctx, sqlInsertJobWindowed, p.Tenant, p.Kind, p.Queue, int16(p.Priority),
 		p.MaxAttempts, p.Timeout.Milliseconds(), nullTime(p.RunAt), p.Delay.Milliseconds(),
 		p.UniqueKey, p.Args, p.FairnessKey, nullString(p.LimitKey),
-		nullString(p.TraceParent), nullString(p.TraceState), states, period), &existing, &woke)
+		nullString(p.TraceParent), nullString(p.TraceState), states, period, nullTags(p.Tags)), &existing, &woke)
 	if err != nil {
 		return InsertResult{}, fmt.Errorf("insert job: %w", err)
 	}
@@ -401,7 +428,7 @@ func (s *Store) insertJobDebounced(ctx context.Context, q DB, p InsertParams) (I
 	var woke int64
 	j, err := scanJob(s.db(q).QueryRow(ctx, sqlInsertJobDebounced, p.Tenant, p.Kind, p.Queue, int16(p.Priority),
 		p.MaxAttempts, p.Timeout.Milliseconds(), p.Args, p.FairnessKey, nullString(p.LimitKey),
-		nullString(p.TraceParent), nullString(p.TraceState), p.DebounceKey, p.DebounceWindow.Milliseconds(), maxWait), &debounced, &woke)
+		nullString(p.TraceParent), nullString(p.TraceState), p.DebounceKey, p.DebounceWindow.Milliseconds(), maxWait, nullTags(p.Tags)), &debounced, &woke)
 	if err != nil {
 		return InsertResult{}, fmt.Errorf("insert job: %w", err)
 	}
@@ -517,7 +544,7 @@ func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams
 	// COPY returns no ids, so take them from the identity sequence first
 	// and copy them in with the rows.
 	runAts := make([]time.Time, len(ps))
-	withDue, withTrace, withSequence := false, false, false
+	withDue, withTrace, withSequence, withTags := false, false, false, false
 	for i, p := range ps {
 		runAt := p.RunAt
 		if runAt.IsZero() {
@@ -532,6 +559,7 @@ func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams
 		withDue = withDue || runAt.After(now)
 		withTrace = withTrace || p.TraceParent != ""
 		withSequence = withSequence || p.SequenceKey != ""
+		withTags = withTags || len(p.Tags) > 0
 	}
 	cols := copyColumns
 	if withDue {
@@ -542,6 +570,9 @@ func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams
 	}
 	if withSequence {
 		cols = append(cols[:len(cols):len(cols)], "sequence_key", "sequence_halt")
+	}
+	if withTags {
+		cols = append(cols[:len(cols):len(cols)], "tags")
 	}
 	rows := make([][]any, len(ps))
 	for i, p := range ps {
@@ -557,6 +588,9 @@ func (s *Store) insertJobsCopy(ctx context.Context, tx pgx.Tx, ps []InsertParams
 		}
 		if withSequence {
 			row = append(row, nullString(p.SequenceKey), p.SequenceHalt)
+		}
+		if withTags {
+			row = append(row, nullTags(p.Tags))
 		}
 		rows[i] = row
 	}
@@ -599,8 +633,12 @@ func (s *Store) insertJobsUnnest(ctx context.Context, tx pgx.Tx, ps []InsertPara
 		parents[i], states[i] = nullString(p.TraceParent), nullString(p.TraceState)
 		seqKeys[i], seqHalts[i] = nullString(p.SequenceKey), p.SequenceHalt
 	}
-	rows, err := tx.Query(ctx, sqlInsertJobsUnnest, tenants, kinds, queues, priorities, maxAttempts, timeouts, runAts, delays, keys, args, fkeys, lkeys, parents, states,
-		seqKeys, seqHalts)
+	sql, params := sqlInsertJobsUnnest, []any{tenants, kinds, queues, priorities, maxAttempts, timeouts, runAts, delays, keys, args, fkeys, lkeys, parents, states,
+		seqKeys, seqHalts}
+	if tags, any := joinedTags(ps); any {
+		sql, params = sqlInsertJobsUnnestTag, append(params, tags)
+	}
+	rows, err := tx.Query(ctx, sql, params...)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
@@ -652,6 +690,18 @@ func (s *Store) insertJobsUnnest(ctx context.Context, tx pgx.Tx, ps []InsertPara
 		next++
 	}
 	return ids, nil
+}
+
+// joinedTags is each job's tags joined by ',' (nil: none) for
+// insert_jobs_unnest_tagged, and whether any job has tags.
+func joinedTags(ps []InsertParams) ([]*string, bool) {
+	out, any := make([]*string, len(ps)), false
+	for i, p := range ps {
+		if len(p.Tags) > 0 {
+			out[i], any = nullString(strings.Join(p.Tags, ",")), true
+		}
+	}
+	return out, any
 }
 
 func reserveJobIDs(ctx context.Context, tx pgx.Tx, n int) ([]int64, error) {

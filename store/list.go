@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -33,12 +34,39 @@ type JobFilter struct {
 	// folded), looked for among the SearchWindow newest jobs the other
 	// conditions select: a search reads a bounded number of rows.
 	Search string
+	// Tags keeps the jobs carrying every one of these tags, or with
+	// TagsAny at least one: conditions jobs_tags_idx answers, over all
+	// jobs.
+	Tags    []string
+	TagsAny bool
+	// Args keeps the jobs whose args contain every one of these JSON
+	// values (jsonb @>; each an object, such as {"customer":42}), looked
+	// for like Search among the SearchWindow newest jobs the other
+	// conditions select.
+	Args []json.RawMessage
 	// BeforeID is the pagination cursor: only jobs with a smaller id.
 	BeforeID int64
 	Limit    int
 	// MaxBytes stops the list once the rows read take this many bytes
 	// (Job.WireBytes), the row that crosses it included; 0: no bound.
 	MaxBytes int
+}
+
+// windowed reports whether f has conditions looked for only among the
+// SearchWindow newest jobs its other conditions select.
+func (f JobFilter) windowed() bool { return f.Search != "" || len(f.Args) > 0 }
+
+// windowMatch is f's windowed conditions (its search and args), their
+// values added to w's parameters.
+func windowMatch(w *where, f JobFilter) string {
+	var conds []string
+	if f.Search != "" {
+		conds = append(conds, searchMatch(w.next(f.Search)))
+	}
+	for _, a := range f.Args {
+		conds = append(conds, "args::jsonb @> "+w.next(string(a))+"::jsonb")
+	}
+	return strings.Join(conds, " AND ")
 }
 
 // ListJobs returns jobs matching f, newest first, without step inputs
@@ -52,6 +80,60 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 // returns: it stopped at f.Limit or at f.MaxBytes. Like ListJobs, it
 // leaves step inputs out.
 func (s *Store) ListJobsPage(ctx context.Context, f JobFilter) (jobs []Job, more bool, _ error) {
+	p, err := s.SearchJobs(ctx, f)
+	return p.Jobs, p.More, err
+}
+
+// SearchPage is a page of jobs SearchJobs found.
+type SearchPage struct {
+	Jobs []Job
+	// More: jobs may follow (the page stopped at its limit or byte
+	// bound, or the search window was cut).
+	More bool
+	// WindowEnd, when not 0, is where the search window was cut: f's
+	// search and args were looked for only among the SearchWindow jobs
+	// from the cursor down to this id, and older jobs may match too. The
+	// next page starts before it (BeforeID = WindowEnd).
+	WindowEnd int64
+}
+
+// SearchJobs is ListJobsPage saying also where the search window of a
+// windowed filter (Search, Args) was cut, when it was: a page that found
+// fewer jobs than its limit in a full window.
+func (s *Store) SearchJobs(ctx context.Context, f JobFilter) (SearchPage, error) {
+	jobs, more, err := s.listJobsPage(ctx, f)
+	if err != nil || !f.windowed() || more {
+		return SearchPage{Jobs: jobs, More: more}, err
+	}
+	sql, args, err := windowEndSQL(f)
+	if err != nil {
+		return SearchPage{}, err
+	}
+	var n int
+	var end int64
+	if err := s.pool.QueryRow(ctx, sql, args...).Scan(&n, &end); err != nil {
+		return SearchPage{}, fmt.Errorf("list jobs: search window: %w", err)
+	}
+	if n < SearchWindow {
+		return SearchPage{Jobs: jobs}, nil
+	}
+	return SearchPage{Jobs: jobs, More: true, WindowEnd: end}, nil
+}
+
+// windowEndSQL counts the jobs in f's search window and finds its oldest.
+func windowEndSQL(f JobFilter) (string, []any, error) {
+	w, err := jobWhere(f)
+	if err != nil {
+		return "", nil, err
+	}
+	if f.BeforeID > 0 {
+		w.add("id < ?", f.BeforeID)
+	}
+	window := w.next(SearchWindow)
+	return "SELECT count(*), coalesce(min(id), 0) FROM (SELECT id FROM gaffer.jobs WHERE " + w.sql() + " ORDER BY id DESC LIMIT " + window + ") w", w.args, nil
+}
+
+func (s *Store) listJobsPage(ctx context.Context, f JobFilter) (jobs []Job, more bool, _ error) {
 	sql, args, err := listJobsSQL(f)
 	if err != nil {
 		return nil, false, err
@@ -129,6 +211,13 @@ func jobWhere(f JobFilter) (where, error) {
 	if f.Sequence != "" {
 		w.add("sequence_key = ?", f.Sequence)
 	}
+	if len(f.Tags) > 0 {
+		op := "@>"
+		if f.TagsAny {
+			op = "&&"
+		}
+		w.add("tags "+op+" ?::text[]", f.Tags)
+	}
 	if f.NoTimers {
 		w.addLiteral("kind NOT LIKE 'gaffer.%'")
 	}
@@ -145,9 +234,9 @@ func listJobsSQL(f JobFilter) (string, []any, error) {
 		w.add("id < ?", f.BeforeID)
 	}
 	from := "gaffer.jobs WHERE " + w.sql()
-	if f.Search != "" {
+	if f.windowed() {
 		window := w.next(SearchWindow)
-		from = "(SELECT * FROM gaffer.jobs WHERE " + w.sql() + " ORDER BY id DESC LIMIT " + window + ") s WHERE " + searchMatch(w.next(f.Search))
+		from = "(SELECT * FROM gaffer.jobs WHERE " + w.sql() + " ORDER BY id DESC LIMIT " + window + ") s WHERE " + windowMatch(&w, f)
 	}
 	limit := w.next(clampLimit(f.Limit))
 	page := "SELECT " + expandJobColumns("{{job}}") + " FROM " + from + " ORDER BY id DESC LIMIT " + limit
@@ -172,7 +261,7 @@ func listJobsSQL(f JobFilter) (string, []any, error) {
 // compressed value counts less than it will take on the wire, so the
 // page may send a few rows more than fit, which ListJobsPage reads and
 // drops; it never sends fewer.
-const listRowBytes = "(pg_column_size(args) + coalesce(pg_column_size(result), 0) + pg_column_size(errors) + " + rowOverheadText + ")"
+const listRowBytes = "(pg_column_size(args) + coalesce(pg_column_size(result), 0) + pg_column_size(errors) + coalesce(pg_column_size(tags), 0) + " + rowOverheadText + ")"
 
 func clampLimit(n int) int {
 	switch {
@@ -275,10 +364,10 @@ func countByStateSQL(f JobFilter, limit int) (string, []any, error) {
 		return "", nil, err
 	}
 	var sql string
-	if f.Search != "" {
+	if f.windowed() {
 		window := w.next(SearchWindow)
 		sql = "SELECT state, count(*) FROM (SELECT state, kind, args FROM gaffer.jobs WHERE " + w.sql() + " ORDER BY id DESC LIMIT " + window +
-			") s WHERE " + searchMatch(w.next(f.Search)) + " GROUP BY state"
+			") s WHERE " + windowMatch(&w, f) + " GROUP BY state"
 	} else {
 		// One bounded count per state, each with its state written out (a
 		// plan can use that state's partial index).

@@ -84,7 +84,7 @@ var jobColumns = []string{
 	"timeout_ms", "run_at", "created_at", "attempted_at", "finalized_at", "lease_token",
 	"lease_expires_at", "cancel_requested", "node", "unique_key", "replay_of", "args", "result", "errors",
 	"cron_entry", "cron_at", "workflow_run", "step", "inputs", "fairness_key", "limit_key",
-	"traceparent", "tracestate", "inputs_from", "uncounted_attempts", "sequence_key", "sequence_halt",
+	"traceparent", "tracestate", "inputs_from", "uncounted_attempts", "sequence_key", "sequence_halt", "tags",
 }
 
 // jobZero is a row of jobColumns' types that no job has (id 0): the
@@ -95,7 +95,7 @@ var jobZero = []string{
 	"0::bigint", "'epoch'::timestamptz", "'epoch'::timestamptz", "NULL::timestamptz", "NULL::timestamptz", "NULL::bigint",
 	"NULL::timestamptz", "false", "NULL::text", "NULL::text", "NULL::bigint", "'{}'::json", "NULL::json", "'[]'::jsonb",
 	"NULL::text", "NULL::timestamptz", "NULL::bigint", "NULL::text", "NULL::json", "''::text", "NULL::text",
-	"NULL::text", "NULL::text", "NULL::bigint[]", "0::integer", "NULL::text", "false",
+	"NULL::text", "NULL::text", "NULL::bigint[]", "0::integer", "NULL::text", "false", "NULL::text[]",
 }
 
 func mustLoadQueries() map[string]string {

@@ -18,11 +18,16 @@ type jobsQuery struct {
 	Sequence                                      string
 	WorkflowRun                                   int64
 	Timers                                        bool
+	// TagsMatch is how the search's tag: words combine: "" or "all",
+	// or "any".
+	TagsMatch string
+	// terms is Search read as tags, args conditions and text.
+	terms searchTerms
 }
 
 func readJobsQuery(get func(string) string, p auth.Principal) (jobsQuery, error) {
 	q := jobsQuery{State: get("state"), Queue: get("queue"), Kind: get("kind"), CronEntry: get("cron_entry"),
-		Sequence: get("sequence"), Search: strings.TrimSpace(get("q")), Timers: get("timers") == "1"}
+		Sequence: get("sequence"), Search: strings.TrimSpace(get("q")), Timers: get("timers") == "1", TagsMatch: get("tags_match")}
 	if p.Spans() {
 		q.Tenant = get("tenant")
 	}
@@ -40,14 +45,20 @@ func readJobsQuery(get func(string) string, p auth.Principal) (jobsQuery, error)
 		}
 		return q, badInput("state must be one of %s; got %q", strings.Join(names, ", "), q.State)
 	}
-	return q, nil
+	if q.TagsMatch != "" && q.TagsMatch != "all" && q.TagsMatch != "any" {
+		return q, badInput("tags_match must be all or any, got %q", q.TagsMatch)
+	}
+	var err error
+	q.terms, err = parseSearch(q.Search)
+	return q, err
 }
 
 // filter is the job.Filter q selects for p: timers left out unless asked
 // for or named by kind or workflow run, as the list shows them.
 func (q jobsQuery) filter(p auth.Principal) job.Filter {
 	f := job.Filter{Tenant: p.ReadTenant(q.Tenant), Queue: q.Queue, Kind: q.Kind, CronEntry: q.CronEntry, WorkflowRun: q.WorkflowRun,
-		Sequence: q.Sequence, Search: q.Search, NoTimers: !q.Timers && q.Kind == "" && q.WorkflowRun == 0}
+		Sequence: q.Sequence, Search: q.terms.Text, Tags: q.terms.Tags, TagsAny: q.TagsMatch == "any", Args: q.terms.Args,
+		NoTimers: !q.Timers && q.Kind == "" && q.WorkflowRun == 0}
 	if q.State != "" {
 		f.States = []job.State{job.State(q.State)}
 	}
@@ -57,7 +68,7 @@ func (q jobsQuery) filter(p auth.Principal) job.Filter {
 // link is the jobs list with q's filter, and more parameters.
 func (q jobsQuery) Link(path string, more ...any) string {
 	kv := []any{"state", q.State, "queue", q.Queue, "kind", q.Kind, "cron_entry", q.CronEntry, "workflow_run", q.WorkflowRun,
-		"sequence", q.Sequence, "tenant", q.Tenant, "timers", timersParam(q.Timers), "q", q.Search}
+		"sequence", q.Sequence, "tenant", q.Tenant, "timers", timersParam(q.Timers), "q", q.Search, "tags_match", q.TagsMatch}
 	return link(path, append(kv, more...)...)
 }
 
@@ -81,6 +92,14 @@ func (q jobsQuery) Described() string {
 		parts = append(parts, "workflow run "+strconv.FormatInt(q.WorkflowRun, 10))
 	}
 	add("tenant", q.Tenant)
+	if len(q.terms.Tags) > 1 && q.TagsMatch == "any" {
+		parts = append(parts, "any of the tags "+strings.Join(q.terms.Tags, ", "))
+	} else if len(q.terms.Tags) > 0 {
+		parts = append(parts, "the tags "+strings.Join(q.terms.Tags, ", "))
+	}
+	if len(q.terms.Args) > 0 || q.terms.Text != "" {
+		parts = append(parts, fmt.Sprintf("search %q (among the newest %s jobs of the rest of the filter)", q.Search, num(int64(job.SearchWindow))))
+	}
 	if len(parts) == 0 {
 		return "every job"
 	}
@@ -131,9 +150,6 @@ func (h *Handler) bulkPreview(r *http.Request, v *view) error {
 	if err != nil {
 		return err
 	}
-	if q.Search != "" {
-		return badInput("a search cannot select jobs for a bulk action: tick the rows instead, or filter by state, queue or kind")
-	}
 	verb := bulkVerbs[action][0]
 	v.Title = verb + " jobs"
 	res, err := h.cfg.Jobs.Bulk(r.Context(), job.BulkRequest{Action: action, Filter: q.filter(v.P), DryRun: true})
@@ -160,9 +176,6 @@ func (h *Handler) bulkJobs(r *http.Request, p auth.Principal) (string, string, e
 	}
 	req := job.BulkRequest{Action: action, Filter: job.Filter{Tenant: p.ReadTenant(q.Tenant)}}
 	if get("all") == "yes" {
-		if q.Search != "" {
-			return back, "", badInput("a search cannot select jobs for a bulk action: tick the rows instead")
-		}
 		req.Filter = q.filter(p)
 	} else {
 		ids := r.PostForm["id"]

@@ -118,13 +118,14 @@ func TestJobsBulkActions(t *testing.T) {
 		t.Fatalf("delete all cancelled: flash %q", flash(t, p))
 	}
 
-	// Refused: bad action, bad id, nothing ticked, a search for all; no
+	// Refused: bad action, bad id, nothing ticked, a bad search for all; no
 	// CSRF; a read-only token.
 	for _, form := range []url.Values{
 		{"action": {"purge"}, "id": {fmt.Sprint(keep)}},
 		{"action": {"cancel"}, "id": {"abc"}},
 		{"action": {"cancel"}},
-		{"action": {"cancel"}, "all": {"yes"}, "q": {"k"}},
+		{"action": {"cancel"}, "all": {"yes"}, "q": {"args.a..b=1"}},
+		{"action": {"cancel"}, "all": {"yes"}, "q": {"tag:a,b"}},
 		{"action": {"cancel"}, "all": {"yes"}, "state": {"lost"}},
 	} {
 		form.Set("csrf", csrf)

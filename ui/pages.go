@@ -149,8 +149,11 @@ type jobsData struct {
 	Matching int64
 	// Query is the filter, for links and the bulk forms.
 	Query jobsQuery
-	// SearchWindow is how many of the newest jobs a search looks through.
+	// SearchWindow is how many of the newest jobs a search looks through;
+	// WindowCut says this page's search reached the end of its window
+	// (older jobs may match: Older goes on past it).
 	SearchWindow int
+	WindowCut    bool
 }
 
 // stateTab is a state tab of the jobs list: its state ("" for all), count
@@ -194,13 +197,13 @@ func (h *Handler) jobsPage(r *http.Request, v *view) error {
 		return err
 	}
 	f.BeforeID, f.MaxBytes = d.Before, h.cfg.MaxPageBytes
-	var more bool
-	if d.Jobs, more, err = h.cfg.Jobs.ListPage(r.Context(), f); err != nil {
+	found, err := h.cfg.Jobs.Search(r.Context(), f)
+	if err != nil {
 		return err
 	}
-	if more && len(d.Jobs) > 0 {
-		d.Older = d.Jobs[len(d.Jobs)-1].ID
-	}
+	// A search whose window was cut goes on past it, even from a page
+	// that found nothing.
+	d.Jobs, d.Older, d.WindowCut = found.Jobs, found.Next, found.WindowCut
 	if !d.Timers && d.Kind == "" && d.WorkflowRun == 0 {
 		all := len(d.Jobs)
 		d.Jobs = job.WithoutTimers(d.Jobs)

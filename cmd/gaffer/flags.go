@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -192,4 +193,35 @@ func parseQueues(s string) (map[string]int, error) {
 		return nil, fmt.Errorf("no queues given")
 	}
 	return out, nil
+}
+
+// Strings is a flag that may be given many times (--tag a --tag b), in
+// order; no environment variable.
+func (fs *flagSet) Strings(name, usage string) *[]string {
+	v := &stringsValue{}
+	fs.FlagSet.Var(v, name, usage+" (repeat the flag for several)")
+	return &v.values
+}
+
+// stringsValue is a repeatable flag's values. Its text is the values as
+// a JSON array, which Set takes back whole: parse copies a flag's value
+// from cobra's parse of the command line as text.
+type stringsValue struct{ values []string }
+
+func (v *stringsValue) String() string {
+	if v == nil || len(v.values) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(v.values)
+	return string(b)
+}
+
+func (v *stringsValue) Set(s string) error {
+	var all []string
+	if strings.HasPrefix(s, `["`) && json.Unmarshal([]byte(s), &all) == nil {
+		v.values = append(v.values, all...)
+		return nil
+	}
+	v.values = append(v.values, s)
+	return nil
 }

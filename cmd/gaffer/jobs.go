@@ -29,6 +29,7 @@ type jobRow struct {
 	Sequence    string          `json:"sequence"`
 	OnFailure   string          `json:"sequence_on_failure"`
 	Args        json.RawMessage `json:"args"`
+	Tags        []string        `json:"tags"`
 	Result      json.RawMessage `json:"result"`
 	Progress    *struct {
 		Percent float64    `json:"percent"`
@@ -68,6 +69,7 @@ func (m *Main) jobsEnqueue(ctx context.Context, args []string) error {
 	unique := fs.String("unique-key", "-", "", "while an unfinished job holds this key, return it instead")
 	uniqueStates := fs.String("unique-states", "-", "", "comma-separated job states in which a job enqueued with a window holds --unique-key, e.g. pending,running,completed (docs/shaping.md)")
 	uniqueFor := fs.String("unique-for", "-", "", "a job enqueued with a window holds --unique-key this long from its enqueue, e.g. 1h (1s to 8784h)")
+	tags := fs.Strings("tag", "label the job with this tag, for search: 1-64 letters, digits and _ . : / = + @ - (at most 16)")
 	debounceKey := fs.String("debounce-key", "-", "", "while a job of this key has not started, replace its args and move it to run --debounce-window from now, instead of enqueueing (docs/shaping.md)")
 	debounceWindow := fs.String("debounce-window", "-", "", "with --debounce-key: run this long after the last enqueue of the key, e.g. 30s")
 	debounceMaxWait := fs.String("debounce-max-wait", "-", "", "with --debounce-key: run no later than this long after the first enqueue, e.g. 5m (default: no bound)")
@@ -100,6 +102,9 @@ func (m *Main) jobsEnqueue(ctx context.Context, args []string) error {
 	set("timeout", *timeout)
 	set("unique_key", *unique)
 	set("unique_for", *uniqueFor)
+	if len(*tags) > 0 {
+		body["tags"] = *tags
+	}
 	if *debounceKey != "" || *debounceWindow != "" || *debounceMaxWait != "" {
 		d := map[string]any{"key": *debounceKey, "window": *debounceWindow}
 		if *debounceMaxWait != "" {
@@ -242,6 +247,9 @@ func (m *Main) printJob(tw *tabwriter.Writer, j jobRow) {
 		// The message is checked where it enters: one printable line.
 		fmt.Fprintf(tw, "progress\t%s%% %s (attempt %d, %s)\n", strconv.FormatFloat(p.Percent, 'f', -1, 64), p.Message, p.Attempt, m.fmtTime(p.At))
 	}
+	if len(j.Tags) > 0 {
+		fmt.Fprintf(tw, "tags\t%s\n", tagsCell(j.Tags))
+	}
 	if len(j.Result) > 0 {
 		fmt.Fprintf(tw, "result\t%s\n", j.Result)
 	}
@@ -261,12 +269,16 @@ func (m *Main) jobsList(ctx context.Context, args []string) error {
 	sequence := fs.String("sequence", "-", "", "only the jobs of this sequence")
 	timers := fs.Bool("timers", "-", false, "also the jobs of workflows' sleep and signal steps (gaffer.sleep, gaffer.signal), left out otherwise")
 	tenant := fs.String("tenant", "-", "", "only this tenant's jobs (tokens spanning tenants only)")
+	sf := addSearchFlags(fs, "only")
 	pf := addPageFlags(fs, 50)
 	c, err := cf.start(fs, args, 0, "no positional arguments")
 	if err != nil {
 		return err
 	}
 	q := pf.query(nil)
+	if err := sf.query(q); err != nil {
+		return err
+	}
 	if *workflowRun != 0 {
 		q.Set("workflow_run", strconv.FormatInt(*workflowRun, 10))
 	}
@@ -284,16 +296,34 @@ func (m *Main) jobsList(ctx context.Context, args []string) error {
 			return []any{j.ID, j.Kind, j.Queue, j.State, fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts), m.fmtTime(j.RunAt), orDash(j.Node)}
 		},
 		// A token spanning tenants lists several tenants' jobs: which is
-		// whose is shown once the rows hold more than one.
+		// whose is shown once the rows hold more than one. Tags are shown
+		// once a row has some.
 		columns: func(rows []jobRow) (string, func(jobRow) []any) {
+			tenants, tagged := false, false
 			for _, j := range rows {
-				if j.Tenant != rows[0].Tenant {
-					return "ID\tTENANT\tKIND\tQUEUE\tSTATE\tATTEMPT\tRUN AT\tNODE", func(j jobRow) []any {
-						return []any{j.ID, j.Tenant, j.Kind, j.Queue, j.State, fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts), m.fmtTime(j.RunAt), orDash(j.Node)}
-					}
-				}
+				tenants = tenants || j.Tenant != rows[0].Tenant
+				tagged = tagged || len(j.Tags) > 0
 			}
-			return "", nil
+			if !tenants && !tagged {
+				return "", nil
+			}
+			header := "ID\tKIND\tQUEUE\tSTATE\tATTEMPT\tRUN AT\tNODE"
+			if tenants {
+				header = "ID\tTENANT\tKIND\tQUEUE\tSTATE\tATTEMPT\tRUN AT\tNODE"
+			}
+			if tagged {
+				header += "\tTAGS"
+			}
+			return header, func(j jobRow) []any {
+				row := []any{j.ID, j.Kind, j.Queue, j.State, fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts), m.fmtTime(j.RunAt), orDash(j.Node)}
+				if tenants {
+					row = append([]any{j.ID, j.Tenant}, row[1:]...)
+				}
+				if tagged {
+					row = append(row, tagsCell(j.Tags))
+				}
+				return row
+			}
 		},
 	})
 }

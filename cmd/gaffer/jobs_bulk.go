@@ -16,10 +16,12 @@ type bulkFlags struct {
 	workflowRun                           *int64
 	timers, all, dryRun                   *bool
 	limit                                 *int
+	search                                *searchFlags
 }
 
 func addBulkFlags(fs *flagSet) *bulkFlags {
 	return &bulkFlags{
+		search:      addSearchFlags(fs, "act on"),
 		state:       fs.String("state", "-", "", "act on the jobs in these states, comma-separated (instead of ids)"),
 		queue:       fs.String("queue", "-", "", "act on the jobs of this queue"),
 		kind:        fs.String("kind", "-", "", "act on the jobs of this kind"),
@@ -35,7 +37,7 @@ func addBulkFlags(fs *flagSet) *bulkFlags {
 
 // filtered reports whether a filter flag was given.
 func (b *bulkFlags) filtered() bool {
-	return *b.state != "" || *b.queue != "" || *b.kind != "" || *b.cronEntry != "" || *b.workflowRun != 0 || *b.timers || *b.all
+	return *b.state != "" || *b.queue != "" || *b.kind != "" || *b.cronEntry != "" || *b.workflowRun != 0 || *b.timers || *b.all || b.search.given()
 }
 
 // bulk reports whether the command is a bulk one: several ids, a filter,
@@ -98,6 +100,9 @@ func (m *Main) jobsBulk(ctx context.Context, action string, fs *flagSet, cf *cli
 		}
 		if *b.timers {
 			filter["timers"] = true
+		}
+		if err := b.search.filter(filter); err != nil {
+			return err
 		}
 		body["filter"] = filter
 	}

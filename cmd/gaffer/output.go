@@ -57,6 +57,9 @@ func show[T any](m *Main, ctx context.Context, cf *clientFlags, c *apiClient, me
 type listPage[T any] struct {
 	Data       []T    `json:"data"`
 	NextCursor string `json:"next_cursor,omitempty"`
+	// SearchWindowCut: the list's args search looked only through the
+	// newest 10,000 jobs of the rest of the filter (jobs list --arg).
+	SearchWindowCut bool `json:"search_window_cut,omitempty"`
 }
 
 // table is how a list prints without --json.
@@ -95,6 +98,9 @@ func (t table[T]) print(tw *tabwriter.Writer, p listPage[T]) {
 		if s := t.footer(p.Data); s != "" {
 			fmt.Fprintln(tw, s)
 		}
+	}
+	if p.SearchWindowCut {
+		fmt.Fprintln(tw, "(the search looked through the newest 10,000 jobs of the filter; older ones may match: go on with --cursor)")
 	}
 	if p.NextCursor != "" {
 		fmt.Fprintf(tw, "(more: --cursor %s)\n", p.NextCursor)
@@ -159,7 +165,7 @@ func list[T any](m *Main, ctx context.Context, cf *clientFlags, c *apiClient, pa
 			return err
 		}
 		all.Data = append(all.Data, p.Data...)
-		all.NextCursor = p.NextCursor
+		all.NextCursor, all.SearchWindowCut = p.NextCursor, p.SearchWindowCut
 	}
 	if all.Data == nil {
 		all.Data = []json.RawMessage{}

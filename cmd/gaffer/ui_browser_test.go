@@ -207,7 +207,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	dead1 := enqueue("--kind", "http", "--args", fmt.Sprintf(`{"url":%q}`, hook.URL+"/fail"))
 	dead2 := enqueue("--kind", "http", "--args", fmt.Sprintf(`{"url":%q}`, hook.URL+"/fail"))
 	hanging := enqueue("--kind", "http", "--args", fmt.Sprintf(`{"url":%q,"timeout":"10m"}`, hook.URL+"/hang"))
-	enqueue("--kind", "report.build", "--queue", "reports", "--args", `{"month":"2026-10"}`, "--allow-unknown-kind")
+	tagged := enqueue("--kind", "report.build", "--queue", "reports", "--args", `{"month":"2026-10"}`, "--allow-unknown-kind", "--tag", "monthly", "--tag", "team/finance")
 	e.waitSQL("dead-lettered", `SELECT count(*) FROM gaffer.dlq`, "2")
 	e.waitSQL("the hanging job runs", `SELECT state FROM gaffer.jobs WHERE id = $1`, "running", hanging)
 	entry1 := e.scalar(`SELECT id FROM gaffer.dlq WHERE job_id = $1`, dead1)
@@ -255,6 +255,26 @@ func TestDashboardInBrowser(t *testing.T) {
 		b.contains(p.sel, p.want)
 		b.shot(p.name)
 	}
+	// Search by tag in the search box: only the tagged job is listed, its
+	// tags as chips; a chip searches for its tag.
+	for _, search := range []string{"tag:monthly", "tag:team/finance args.month=2026-10"} {
+		b.visit("/ui/jobs")
+		b.do("search "+search, chromedp.SetValue(chromedp.CSS(`form.filters input[name=q]`), search))
+		b.click(`form.filters button[type=submit]`)
+		b.do("the search's answer", chromedp.WaitVisible(chromedp.CSS(`#jobs a[href="/ui/jobs/`+tagged+`"]`)))
+		if n := b.count("#jobs tbody tr"); n != 1 {
+			t.Fatalf("searching %s lists %d jobs, want the tagged one", search, n)
+		}
+	}
+	b.contains("#jobs", "team/finance")
+	b.shot("jobs-tag-search")
+	b.visit("/ui/jobs")
+	b.click(`#jobs a.tag`)
+	b.do("the chip's search", chromedp.WaitVisible(chromedp.CSS(`#jobs a[href="/ui/jobs/`+tagged+`"]`)))
+	if n := b.count("#jobs tbody tr"); n != 1 {
+		t.Fatalf("a tag chip's search lists %d jobs, want the tagged one", n)
+	}
+
 	// The DAG draws each step with its state.
 	b.visit(fmt.Sprintf("/ui/workflows/%d", run.ID))
 	if n := b.count("svg.dag g.step"); n != 5 {

@@ -79,8 +79,9 @@ WITH pick AS (
     WHERE job_id IN (SELECT id FROM pick WHERE state = 'failed') AND replayed_at IS NULL
     ORDER BY id FOR UPDATE SKIP LOCKED
 ), made AS (
-    INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, args, replay_of, workflow_run, step, fairness_key, limit_key)
-    SELECT tenant, kind, queue, priority, max_attempts, timeout_ms, args, id, workflow_run, step, fairness_key, limit_key FROM entry ORDER BY id
+    INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, args, replay_of, workflow_run, step, fairness_key, limit_key, tags)
+    SELECT tenant, kind, queue, priority, max_attempts, timeout_ms, args, id, workflow_run, step, fairness_key, limit_key,
+           (SELECT o.tags FROM gaffer.jobs o WHERE o.id = entry.job_id) FROM entry ORDER BY id
     RETURNING id, replay_of, queue
 ), marked AS (
     UPDATE gaffer.dlq d SET replayed_at = now(), replay_job_id = made.id

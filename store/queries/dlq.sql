@@ -4,6 +4,8 @@
 -- name: replay_dlq
 -- Each selected entry makes exactly one new job, linked both ways, in the
 -- statement that marks it replayed; a replayed entry is never selected.
+-- The new job has the failed job's tags while that job exists (the entry
+-- holds no copy of them; retention may have deleted it).
 WITH entry AS (
     SELECT * FROM gaffer.dlq
     WHERE replayed_at IS NULL AND {{where}}
@@ -11,8 +13,9 @@ WITH entry AS (
     LIMIT {{limit}}
     {{lock}}
 ), made AS (
-    INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, args, replay_of, workflow_run, step, fairness_key, limit_key)
-    SELECT tenant, kind, queue, priority, max_attempts, timeout_ms, args, id, workflow_run, step, fairness_key, limit_key FROM entry ORDER BY id
+    INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, args, replay_of, workflow_run, step, fairness_key, limit_key, tags)
+    SELECT tenant, kind, queue, priority, max_attempts, timeout_ms, args, id, workflow_run, step, fairness_key, limit_key,
+           (SELECT o.tags FROM gaffer.jobs o WHERE o.id = entry.job_id) FROM entry ORDER BY id
     RETURNING id, replay_of, queue
 ), marked AS (
     UPDATE gaffer.dlq d SET replayed_at = now(), replay_job_id = made.id

@@ -30,6 +30,24 @@ WITH ins AS (
 )
 SELECT {{job:ins}}, (SELECT count(*) FROM wake) FROM ins;
 
+-- name: insert_job_tagged
+-- insert_job for a job with tags ($17, a non-empty text[]): the same
+-- statement with the tags column, so that an enqueue without tags runs
+-- insert_job unchanged.
+WITH ins AS (
+    INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, due, unique_key, args, fairness_key, limit_key,
+                             traceparent, tracestate, sequence_key, sequence_halt, tags)
+    VALUES ($1, $2, $3, $4, $5, $6, greatest(coalesce($7, now()) + $8 * interval '1 millisecond', now()),
+            coalesce($7, now()) + $8 * interval '1 millisecond' <= now(), $9, $10, $11, $12, $13, $14, $15, $16, $17)
+    ON CONFLICT (tenant, unique_key) WHERE unique_key IS NOT NULL AND state IN ('pending', 'running', 'retrying')
+    DO NOTHING
+    RETURNING {{job}}
+), wake AS (
+    SELECT pg_notify('gaffer_jobs', queue), pg_notify('gaffer_units', concat_ws(E'\t', queue, tenant, fairness_key))
+    FROM ins WHERE run_at <= now()
+)
+SELECT {{job:ins}}, (SELECT count(*) FROM wake) FROM ins;
+
 -- name: get_unfinished_by_unique_key
 SELECT {{job}} FROM gaffer.jobs
 WHERE tenant = $1 AND unique_key = $2 AND state IN ('pending', 'running', 'retrying');
@@ -52,7 +70,8 @@ SELECT current_setting('transaction_isolation'), pg_advisory_xact_lock(173443645
 -- that holds it — in one of the states $15 (NULL: any) and enqueued
 -- within the last $16 ms (NULL: whenever) — is returned (existing true);
 -- else the job is inserted as insert_job does, its key in
--- unique_window_key. Parameters $1-$14 as insert_job's.
+-- unique_window_key. Parameters $1-$14 as insert_job's; $17 its tags
+-- (NULL: none).
 WITH holder AS (
     SELECT {{job}} FROM gaffer.jobs
     WHERE tenant = $1 AND unique_window_key = $9
@@ -62,11 +81,11 @@ WITH holder AS (
     LIMIT 1
 ), ins AS (
     INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, due, unique_window_key, args, fairness_key, limit_key,
-                             traceparent, tracestate)
+                             traceparent, tracestate, tags)
     SELECT $1::text, $2::text, $3::text, $4::smallint, $5::integer, $6::bigint,
            greatest(coalesce($7::timestamptz, now()) + $8::bigint * interval '1 millisecond', now()),
            coalesce($7::timestamptz, now()) + $8::bigint * interval '1 millisecond' <= now(),
-           $9::text, $10::json, $11::text, $12::text, $13::text, $14::text
+           $9::text, $10::json, $11::text, $12::text, $13::text, $14::text, $17::text[]
     WHERE NOT EXISTS (SELECT FROM holder)
     RETURNING {{job}}
 ), wake AS (
@@ -81,7 +100,8 @@ SELECT {{job:holder}}, true, 0 FROM holder;
 -- An enqueue with debounce: $1 tenant, $2 kind, $3 queue, $4 priority,
 -- $5 max_attempts, $6 timeout_ms, $7 args, $8 fairness_key, $9
 -- limit_key, $10 traceparent, $11 tracestate, $12 debounce key, $13
--- window ms, $14 max_wait ms (NULL: no cap). While a job of the tenant
+-- window ms, $14 max_wait ms (NULL: no cap), $15 tags (NULL: none; a
+-- job keeps the tags of the enqueue that made it). While a job of the tenant
 -- with the key has not started (jobs_debounce_idx: pending, attempt 0),
 -- this enqueue updates it instead — its args become $7 and its run_at now + window, but never
 -- past its debounce_until (its first enqueue + max_wait) nor before now —
@@ -92,9 +112,9 @@ SELECT {{job:holder}}, true, 0 FROM holder;
 -- promotes it when its time comes (claim_promote).
 WITH ins AS (
     INSERT INTO gaffer.jobs AS j (tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, due, args, fairness_key, limit_key,
-                             traceparent, tracestate, debounce_key, debounce_until)
+                             traceparent, tracestate, debounce_key, debounce_until, tags)
     VALUES ($1, $2, $3, $4, $5, $6, least(now() + $13 * interval '1 millisecond', now() + $14 * interval '1 millisecond'),
-            $13 <= 0, $7, $8, $9, $10, $11, $12, now() + $14 * interval '1 millisecond')
+            $13 <= 0, $7, $8, $9, $10, $11, $12, now() + $14 * interval '1 millisecond', $15::text[])
     ON CONFLICT (tenant, debounce_key) WHERE debounce_key IS NOT NULL AND state = 'pending' AND attempt = 0
     DO UPDATE SET args = EXCLUDED.args,
         run_at = greatest(least(now() + $13 * interval '1 millisecond', j.debounce_until), now()),
@@ -125,6 +145,23 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::smallint[], $5::integer[], $
             $11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::boolean[])
     WITH ORDINALITY AS r(tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, delay_ms, unique_key, args, fairness_key, limit_key,
                          traceparent, tracestate, sequence_key, sequence_halt, ord)
+ORDER BY ord
+ON CONFLICT (tenant, unique_key) WHERE unique_key IS NOT NULL AND state IN ('pending', 'running', 'retrying')
+DO NOTHING
+RETURNING id, tenant, unique_key;
+
+-- name: insert_jobs_unnest_tagged
+-- insert_jobs_unnest for a batch with tags: $17 each job's tags joined by
+-- ',' (a tag never holds one; NULL: none).
+INSERT INTO gaffer.jobs (tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, due, unique_key, args, fairness_key, limit_key,
+                         traceparent, tracestate, sequence_key, sequence_halt, tags)
+SELECT tenant, kind, queue, priority, max_attempts, timeout_ms, greatest(coalesce(run_at, now()) + delay_ms * interval '1 millisecond', now()),
+       coalesce(run_at, now()) + delay_ms * interval '1 millisecond' <= now(), unique_key, args, fairness_key, limit_key, traceparent, tracestate,
+       sequence_key, sequence_halt, string_to_array(tags, ',')
+FROM unnest($1::text[], $2::text[], $3::text[], $4::smallint[], $5::integer[], $6::bigint[], $7::timestamptz[], $8::bigint[], $9::text[], $10::json[],
+            $11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::boolean[], $17::text[])
+    WITH ORDINALITY AS r(tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, delay_ms, unique_key, args, fairness_key, limit_key,
+                         traceparent, tracestate, sequence_key, sequence_halt, tags, ord)
 ORDER BY ord
 ON CONFLICT (tenant, unique_key) WHERE unique_key IS NOT NULL AND state IN ('pending', 'running', 'retrying')
 DO NOTHING

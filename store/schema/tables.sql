@@ -102,6 +102,10 @@ CREATE TABLE gaffer.jobs (
     -- false for every other job.
     sequence_key     text,
     sequence_halt    boolean     NOT NULL DEFAULT false,
+    -- The job's tags (job.Request.Tags; docs/shaping.md, "Tags and
+    -- search"): NULL when it has none, never empty, so only tagged jobs
+    -- enter jobs_tags_idx. Binaries before migration 0053 never write it.
+    tags             text[],
     -- held: a sequence's job waiting for the job before it to end. No
     -- claim index holds it.
     CONSTRAINT jobs_state_check CHECK (state IN ('pending', 'running', 'retrying', 'completed', 'failed', 'cancelled', 'held')),
@@ -146,6 +150,13 @@ ALTER TABLE gaffer.jobs ADD CONSTRAINT jobs_debounce_key_check
     CHECK (octet_length(debounce_key) <= 255) NOT VALID;
 ALTER TABLE gaffer.jobs ADD CONSTRAINT jobs_sequence_key_check
     CHECK (octet_length(sequence_key) <= 255) NOT VALID;
+-- At most 16 tags, each 1-64 bytes of [A-Za-z0-9_.:/=+@-], checked in
+-- the tags joined by ',': the pattern bounds every piece, and there are
+-- as many pieces as tags (a tag holding ',' would make more).
+ALTER TABLE gaffer.jobs ADD CONSTRAINT jobs_tags_check
+    CHECK (array_ndims(tags) = 1 AND cardinality(tags) BETWEEN 1 AND 16 AND array_position(tags, NULL) IS NULL
+           AND array_to_string(tags, ',') ~ '^[A-Za-z0-9_.:/=+@-]{1,64}(,[A-Za-z0-9_.:/=+@-]{1,64})*$'
+           AND cardinality(string_to_array(array_to_string(tags, ','), ',')) = cardinality(tags)) NOT VALID;
 
 -- The claim path: due jobs of one queue, keyed by fairness unit. A claim
 -- takes each unit's first due jobs by (priority, run_at, id) from its own
@@ -199,6 +210,10 @@ CREATE UNIQUE INDEX jobs_sequence_turn_idx ON gaffer.jobs (tenant, sequence_key)
     WHERE sequence_key IS NOT NULL AND state IN ('pending', 'running', 'retrying');
 CREATE INDEX jobs_sequence_idx ON gaffer.jobs (tenant, sequence_key, id)
     WHERE sequence_key IS NOT NULL;
+-- A search by tags: tags @> (all) and && (any) are its conditions. Only
+-- jobs enqueued with tags enter it.
+CREATE INDEX jobs_tags_idx ON gaffer.jobs USING gin (tags)
+    WHERE tags IS NOT NULL;
 
 -- Retention deletes finished jobs oldest first.
 CREATE INDEX jobs_finalized_idx ON gaffer.jobs (finalized_at)

@@ -136,6 +136,11 @@ func operation(s *schemas, problems openapi3.ResponseBodies, r api.Route, types 
 	}
 	var declared []string
 	for _, p := range r.Params {
+		if p.Prefix {
+			// OpenAPI names each parameter; these the description names.
+			op.Description = strings.TrimSpace(op.Description + " Query parameters " + p.Name + "*: " + p.Description + ".")
+			continue
+		}
 		param, err := parameter(s, p)
 		if err != nil {
 			return nil, fmt.Errorf("parameter %s: %w", p.Name, err)
@@ -239,6 +244,12 @@ func parameter(s *schemas, p api.Param) (*openapi3.Parameter, error) {
 	}
 	if p.Example != "" {
 		param.Example = p.Example
+	}
+	if p.Repeat > 1 {
+		// ?tag=a&tag=b: an array, each element by the schema.
+		schema = openapi3.NewArraySchema().WithItems(schema).WithMaxItems(int64(p.Repeat))
+		explode := true
+		param.Style, param.Explode = openapi3.SerializationForm, &explode
 	}
 	return param.WithDescription(p.Description).WithSchema(schema), nil
 }

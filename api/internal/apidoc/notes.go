@@ -162,6 +162,13 @@ var notes = map[string][]edit{
 	"EnqueueRequest.fairness_key": {maxLength(255),
 		desc("splits the tenant's jobs of the queue into units served in turn; an http job's default is its destination host")},
 	"EnqueueRequest.limit_key": {maxLength(255), desc("counted by limits keyed on limit_key")},
+	"EnqueueRequest.tags": {items(pattern(job.TagPattern), maxLength(job.MaxTagLen)), arrayLen(0, job.MaxTags),
+		desc("labels to search the job by (GET /v1/jobs?tag=); a repeat is dropped (docs/shaping.md)")},
+	"Job.tags": {items(pattern(job.TagPattern), maxLength(job.MaxTagLen)), arrayLen(1, job.MaxTags), desc("the job's tags, in the order enqueued; absent when none")},
+	"BulkJobsFilter.tags": {items(pattern(job.TagPattern), maxLength(job.MaxTagLen)), arrayLen(0, job.MaxTags),
+		desc("jobs carrying all of these tags (with tags_match any: at least one)")},
+	"BulkJobsFilter.tags_match": {enum("all", "any")},
+	"BulkJobsFilter.args":       {desc("jobs whose args hold each value at its path ({\"customer\": 42, \"order.region\": \"eu\"}), at most 8, as GET /v1/jobs's args.PATH; looked for among the newest 10,000 jobs the other fields select")},
 
 	"DLQEntry.reason":         {enum("exhausted", "permanent", "lost")},
 	"DLQFilter.failed_after":  {dateTime()},

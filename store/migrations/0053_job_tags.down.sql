@@ -1,0 +1,1 @@
+ALTER TABLE gaffer.jobs DROP COLUMN tags;
