@@ -264,8 +264,8 @@ func TestCompletionValuesFromTheAPI(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"jobs", "list", "--state", ""}, []string{"pending", "running", "retrying", "completed", "failed", "cancelled"}},
-		{[]string{"jobs", "list", "--state", "failed,"}, []string{"failed,pending", "failed,running", "failed,retrying", "failed,completed", "failed,cancelled"}},
+		{[]string{"jobs", "list", "--state", ""}, []string{"pending", "held", "running", "retrying", "completed", "failed", "cancelled"}},
+		{[]string{"jobs", "list", "--state", "failed,"}, []string{"failed,pending", "failed,held", "failed,running", "failed,retrying", "failed,completed", "failed,cancelled"}},
 		{[]string{"jobs", "list", "--queue", ""}, []string{"default", "mail"}},
 		{[]string{"jobs", "enqueue", "--queue", "m"}, []string{"mail"}},
 		{[]string{"cron", "pause", ""}, []string{"nightly", "hourly"}},
