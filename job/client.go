@@ -111,6 +111,9 @@ func (c *Client) enqueue(ctx context.Context, tx pgx.Tx, r Request) (Result, err
 		db = tx
 	}
 	res, err := c.store.InsertJob(ctx, db, p)
+	if err != nil && p.Batch != 0 {
+		err = enqueueErr(err)
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("enqueue %s: %w", r.Kind, err)
 	}
@@ -169,6 +172,9 @@ func (c *Client) enqueueMany(ctx context.Context, tx pgx.Tx, rs []Request) ([]in
 		db = tx
 	}
 	ids, err := c.store.InsertJobs(ctx, db, ps)
+	if err != nil && len(ps) > 0 && ps[0].Batch != 0 {
+		err = enqueueErr(err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("enqueue %d jobs: %w", len(rs), err)
 	}

@@ -103,6 +103,12 @@ type Request struct {
 	// LimitKey is the key limits with key "limit_key" count the job
 	// under (see Limit). At most 255 bytes.
 	LimitKey string
+	// Batch, when not 0, enqueues the job into that open batch of the
+	// tenant (Client.OpenBatch; docs/shaping.md, "Batches"): the batch's
+	// callback waits for it. A closed batch refuses it (ErrBatchClosed),
+	// nothing written. Not with UniqueKey or Debounce; in EnqueueMany
+	// every request names the same batch, or none does.
+	Batch int64
 }
 
 // Debounce is a Request's trailing debounce.
@@ -181,7 +187,7 @@ func (r Request) Check() (Request, error) {
 func requestOf(p store.InsertParams) Request {
 	r := Request{Kind: p.Kind, Args: p.Args, Tenant: p.Tenant, Queue: p.Queue, Priority: p.Priority,
 		MaxAttempts: p.MaxAttempts, Timeout: p.Timeout, RunAt: p.RunAt, Delay: p.Delay, UniqueKey: p.UniqueKey,
-		FairnessKey: p.FairnessKey, LimitKey: p.LimitKey, UniqueFor: p.UniqueFor}
+		FairnessKey: p.FairnessKey, LimitKey: p.LimitKey, UniqueFor: p.UniqueFor, Batch: p.Batch}
 	if p.DebounceKey != "" {
 		r.Debounce = &Debounce{Key: p.DebounceKey, Window: p.DebounceWindow, MaxWait: p.DebounceMaxWait}
 	}
@@ -197,7 +203,7 @@ func (r Request) params() (store.InsertParams, error) {
 	p := store.InsertParams{
 		Tenant: r.Tenant, Kind: r.Kind, Queue: r.Queue, Priority: r.Priority,
 		MaxAttempts: r.MaxAttempts, Timeout: r.Timeout, RunAt: r.RunAt, Delay: r.Delay, UniqueKey: r.UniqueKey,
-		FairnessKey: r.FairnessKey, LimitKey: r.LimitKey,
+		FairnessKey: r.FairnessKey, LimitKey: r.LimitKey, Batch: r.Batch,
 	}
 	if p.Tenant == "" {
 		p.Tenant = DefaultTenant
@@ -248,6 +254,12 @@ func (r Request) params() (store.InsertParams, error) {
 	}
 	if err := r.debounce(&p); err != nil {
 		return p, err
+	}
+	switch {
+	case r.Batch < 0:
+		return p, &ValidationError{Field: "batch", Message: fmt.Sprintf("must be a batch id, got %d", r.Batch)}
+	case r.Batch != 0 && (r.UniqueKey != "" || r.Debounce != nil):
+		return p, &ValidationError{Field: "batch", Message: "cannot be combined with unique_key or debounce: every job enqueued into a batch is a new job the batch waits for"}
 	}
 	args, err := EncodeArgs(r.Args)
 	if err != nil {

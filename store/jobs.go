@@ -118,6 +118,9 @@ type InsertParams struct {
 	DebounceKey     string
 	DebounceWindow  time.Duration
 	DebounceMaxWait time.Duration
+	// Batch, when not 0, enqueues the job into that open batch of the
+	// tenant (store/batches.go).
+	Batch int64
 }
 
 // Windowed reports whether p's unique key has a window.
@@ -281,6 +284,9 @@ func nullTime(t time.Time) *time.Time {
 // set); jobs enqueued without a window are not looked at, nor do they
 // look at these. See insertJobWindowed.
 func (s *Store) InsertJob(ctx context.Context, q DB, p InsertParams) (InsertResult, error) {
+	if p.Batch != 0 {
+		return s.insertJobInBatch(ctx, q, p)
+	}
 	if p.Windowed() {
 		return s.insertJobWindowed(ctx, q, p)
 	}
@@ -391,6 +397,9 @@ func (s *Store) InsertJobs(ctx context.Context, q DB, ps []InsertParams) ([]int6
 		return nil, nil
 	}
 	for i, p := range ps {
+		if p.Batch != 0 || ps[0].Batch != 0 {
+			return s.insertJobsInBatch(ctx, q, ps)
+		}
 		if p.Windowed() || p.DebounceKey != "" {
 			return nil, fmt.Errorf("insert jobs: job %d: %w", i, ErrWindowInBatch)
 		}

@@ -23,6 +23,8 @@ type JobFilter struct {
 	// has its own partial index in id order (migration cron_status).
 	CronEntry   string
 	WorkflowRun int64
+	// Batch keeps the jobs enqueued into one batch (jobs_batch_idx).
+	Batch int64
 	// NoTimers leaves out Gaffer's own workflow timer jobs (kinds
 	// gaffer.sleep and gaffer.signal).
 	NoTimers bool
@@ -122,6 +124,9 @@ func jobWhere(f JobFilter) (where, error) {
 	}
 	if f.WorkflowRun != 0 {
 		w.add("workflow_run = ?", f.WorkflowRun)
+	}
+	if f.Batch != 0 {
+		w.add("batch_id = ?", f.Batch)
 	}
 	if f.NoTimers {
 		w.addLiteral("kind NOT LIKE 'gaffer.%'")
