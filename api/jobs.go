@@ -35,6 +35,9 @@ type enqueueRequest struct {
 	Debounce    *debounceRequest `json:"debounce"`
 	FairnessKey string           `json:"fairness_key"`
 	LimitKey    string           `json:"limit_key"`
+	// Batch enqueues the job into that open batch of the tenant
+	// (docs/shaping.md, "Batches").
+	Batch int64 `json:"batch"`
 	// AllowUnknownKind enqueues a kind no node or remote worker registered
 	// (refused otherwise with unknown_kind).
 	AllowUnknownKind bool `json:"allow_unknown_kind"`
@@ -117,7 +120,7 @@ func (s *Server) enqueue(r *http.Request, p auth.Principal, body []byte, tx pgx.
 		return 0, nil, fieldProblem("unique_for", fmt.Sprintf("unique_for: must be between %s and 366 days (%s), got 0", job.MinUniqueFor, job.MaxUniqueFor))
 	}
 	jr := job.Request{Kind: req.Kind, Args: req.Args, Tenant: tenant, Queue: req.Queue, RunAt: runAt, Delay: delay,
-		Timeout: timeout, UniqueKey: req.UniqueKey, FairnessKey: req.FairnessKey, LimitKey: req.LimitKey, UniqueFor: uniqueFor}
+		Timeout: timeout, UniqueKey: req.UniqueKey, FairnessKey: req.FairnessKey, LimitKey: req.LimitKey, UniqueFor: uniqueFor, Batch: req.Batch}
 	if d := req.Debounce; d != nil {
 		w := d.Window
 		window, pr := parseDuration("debounce.window", &w)
@@ -175,6 +178,9 @@ func (s *Server) enqueue(r *http.Request, p auth.Principal, body []byte, tx pgx.
 	}
 	res, err := s.cfg.Jobs.EnqueueTx(enqueueContext(r), tx, jr)
 	if err != nil {
+		if jr.Batch != 0 {
+			return 0, nil, batchError(err, jr.Batch)
+		}
 		return 0, nil, err
 	}
 	status := http.StatusCreated
@@ -218,6 +224,13 @@ func (s *Server) listJobs(r *http.Request, p auth.Principal, _ []byte) (int, any
 			return 0, nil, paramProblem("workflow_run", "workflow_run must be a workflow run id (a positive integer), got "+strconv.Quote(v))
 		}
 		f.WorkflowRun = id
+	}
+	if v := q.Get("batch"); v != "" {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || id <= 0 {
+			return 0, nil, paramProblem("batch", "batch must be a batch id (a positive integer), got "+strconv.Quote(clipText(v, 100)))
+		}
+		f.Batch = id
 	}
 	if v := q.Get("state"); v != "" {
 		for _, st := range strings.Split(v, ",") {

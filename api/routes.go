@@ -212,6 +212,7 @@ var routeTable = []Route{
 		Params: []Param{query("state", "", textSchema(`^[a-z]+(,[a-z]+)*$`, 128), "comma-separated states"), queueQuery, kindQuery,
 			query("cron_entry", "", textSchema(cron.NamePattern, 128), "the jobs a cron entry of this name made (scheduled and triggered)"),
 			query("workflow_run", int64(0), `{"minimum":1}`, "the jobs of a workflow run's steps"),
+			query("batch", int64(0), `{"minimum":1}`, "the jobs enqueued into a batch"),
 			query("timers", false, "", "list also the jobs Gaffer runs for workflows' sleep and signal steps (kinds gaffer.sleep, gaffer.signal), left out otherwise unless kind or workflow_run names them; a page leaves them out of the rows it read, so it may hold fewer items than limit, even none, and next_cursor goes on after the last row read"),
 			limitQuery, cursorQuery, tenantQuery},
 		Responses: []Response{{200, "Jobs", list[jobView]{}}}, plain: (*Server).listJobs},

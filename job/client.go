@@ -212,6 +212,8 @@ type Filter struct {
 	// steps, replays included.
 	CronEntry   string
 	WorkflowRun int64
+	// Batch keeps the jobs enqueued into one batch.
+	Batch int64
 	// NoTimers leaves out Gaffer's own workflow timer jobs (kinds
 	// gaffer.sleep and gaffer.signal).
 	NoTimers bool
@@ -299,7 +301,7 @@ func (f Filter) store() store.JobFilter {
 		states[i] = string(s)
 	}
 	return store.JobFilter{Tenant: f.Tenant, States: states, Queue: f.Queue, Kind: f.Kind, CronEntry: f.CronEntry,
-		WorkflowRun: f.WorkflowRun, NoTimers: f.NoTimers, Search: f.Search, BeforeID: f.BeforeID, Limit: f.Limit, MaxBytes: f.MaxBytes}
+		WorkflowRun: f.WorkflowRun, Batch: f.Batch, NoTimers: f.NoTimers, Search: f.Search, BeforeID: f.BeforeID, Limit: f.Limit, MaxBytes: f.MaxBytes}
 }
 
 // CountByState counts the jobs f selects in each state (its States,

@@ -69,6 +69,7 @@ func (m *Main) jobsEnqueue(ctx context.Context, args []string) error {
 	debounceKey := fs.String("debounce-key", "-", "", "while a job of this key has not started, replace its args and move it to run --debounce-window from now, instead of enqueueing (docs/shaping.md)")
 	debounceWindow := fs.String("debounce-window", "-", "", "with --debounce-key: run this long after the last enqueue of the key, e.g. 30s")
 	debounceMaxWait := fs.String("debounce-max-wait", "-", "", "with --debounce-key: run no later than this long after the first enqueue, e.g. 5m (default: no bound)")
+	batch := fs.Int64("batch", "-", 0, "enqueue into this open batch (gaffer batches open; docs/shaping.md)")
 	tenant := fs.String("tenant", "-", "", "tenant (tokens spanning tenants only)")
 	idem := fs.String("idempotency-key", "-", "", "Idempotency-Key header: retries with the same key enqueue once")
 	wait := fs.Bool("wait", "-", false, "wait until the job is completed, failed or cancelled and print its result; exit 1 unless it completed")
@@ -114,6 +115,9 @@ func (m *Main) jobsEnqueue(ctx context.Context, args []string) error {
 	}
 	if *allowUnknown {
 		body["allow_unknown_kind"] = true
+	}
+	if *batch != 0 {
+		body["batch"] = *batch
 	}
 	type enqueued struct {
 		Job       jobRow `json:"job"`
@@ -236,6 +240,7 @@ func (m *Main) jobsList(ctx context.Context, args []string) error {
 	kind := fs.String("kind", "-", "", "kind")
 	cronEntry := fs.String("cron-entry", "-", "", "only the jobs this cron entry made")
 	workflowRun := fs.Int64("workflow-run", "-", 0, "only the jobs of this workflow run's steps")
+	batch := fs.Int64("batch", "-", 0, "only the jobs enqueued into this batch")
 	timers := fs.Bool("timers", "-", false, "also the jobs of workflows' sleep and signal steps (gaffer.sleep, gaffer.signal), left out otherwise")
 	tenant := fs.String("tenant", "-", "", "only this tenant's jobs (tokens spanning tenants only)")
 	pf := addPageFlags(fs, 50)
@@ -246,6 +251,9 @@ func (m *Main) jobsList(ctx context.Context, args []string) error {
 	q := pf.query(nil)
 	if *workflowRun != 0 {
 		q.Set("workflow_run", strconv.FormatInt(*workflowRun, 10))
+	}
+	if *batch != 0 {
+		q.Set("batch", strconv.FormatInt(*batch, 10))
 	}
 	if *timers {
 		q.Set("timers", "true")

@@ -78,6 +78,7 @@ func commands() []command {
 		{"dlq", "list, replay and purge dead letters", (*Main).runDLQ},
 		{"cron", "manage cron entries", (*Main).runCron},
 		{"workflows", "submit and manage workflow runs", (*Main).runWorkflows},
+		{"batches", "open, close and watch batches of jobs with a callback", (*Main).runBatches},
 		{"queues", "list, pause and resume queues", (*Main).runQueues},
 		{"nodes", "list, drain and undrain nodes", (*Main).runNodes},
 		{"limits", "cluster-wide concurrency and rate limits", (*Main).runLimits},
