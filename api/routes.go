@@ -207,7 +207,7 @@ var routeTable = []Route{
 		Params: []Param{traceparentHeader, tracestateHeader}, Body: enqueueRequest{},
 		Responses: []Response{{201, "Enqueued", enqueueResponse{}},
 			{200, "The unique key is held by an unfinished job: that job, nothing enqueued", enqueueResponse{}}},
-		Problems: []string{CodeDestinationNotAllowed, CodeReservedKind, CodeUnknownKind}, atomic: (*Server).enqueue},
+		Problems: []string{CodeDestinationNotAllowed, CodeReservedKind, CodeUnknownKind, CodeNotFound, CodeConflict}, atomic: (*Server).enqueue},
 	{Method: "GET", Path: "/v1/jobs", Scope: auth.ScopeJobsRead, OperationID: "listJobs", Summary: "List jobs, newest first",
 		Params: []Param{query("state", "", textSchema(`^[a-z]+(,[a-z]+)*$`, 128), "comma-separated states"), queueQuery, kindQuery,
 			query("cron_entry", "", textSchema(cron.NamePattern, 128), "the jobs a cron entry of this name made (scheduled and triggered)"),

@@ -369,3 +369,68 @@ func TestBatchCancel(t *testing.T) {
 		t.Fatalf("deleted job: %d callbacks, %+v", n, s)
 	}
 }
+
+// A batch's last job is running when its node is declared dead: the
+// rescue makes it retry (not final), so no callback yet; the stale
+// attempt's completion, when it comes, is refused and counts nothing;
+// the retry completes and the callback fires once, counting it once.
+func TestBatchJobRescuedFromADeadNode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	release := make(chan struct{})
+	started := make(chan int, 4)
+	var callbacks atomic.Int64
+	e.reg.HandleFunc("w", func(ctx context.Context, j *job.Job) error {
+		started <- j.Attempt
+		if j.Attempt == 1 {
+			<-release // the dead node's attempt, which ends late
+		}
+		return nil
+	})
+	e.reg.HandleFunc("cb", func(ctx context.Context, j *job.Job) error {
+		callbacks.Add(1)
+		return nil
+	})
+	b := e.openBatch("default")
+	res, err := e.client.Enqueue(ctx, job.Request{Kind: "w", Batch: b.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client.CloseBatch(ctx, "default", b.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.startWorker(job.WorkerConfig{NodeID: "node-a", Queues: map[string]int{"default": 4}})
+	if a := <-started; a != 1 {
+		t.Fatalf("first attempt %d", a)
+	}
+	// The dead-node rescuer's statement for node-a.
+	rescued, err := e.st.RescueJobs(ctx, nil, "node-a", 10, "node node-a died")
+	if err != nil || len(rescued) != 1 {
+		t.Fatalf("rescue: %v, %v", rescued, err)
+	}
+	if n, _ := e.callbacks(b.ID); n != 0 {
+		t.Fatal("callback while the rescued job still retries")
+	}
+	if a := <-started; a != 2 {
+		t.Fatalf("second attempt %d", a)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for callbacks.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release) // the stale attempt completes now: refused
+	time.Sleep(300 * time.Millisecond)
+	n, s := e.callbacks(b.ID)
+	if n != 1 || callbacks.Load() != 1 || s.Completed != 1 || s.Total != 1 {
+		t.Fatalf("%d callbacks (%d ran), summary %+v", n, callbacks.Load(), s)
+	}
+	got, err := e.client.GetBatch(ctx, "default", b.ID)
+	if err != nil || got.Counts[job.Completed] != 1 {
+		t.Fatalf("batch %+v, %v", got, err)
+	}
+	j, _ := e.client.Get(ctx, "default", res.Job.ID)
+	if j.State != job.Completed || j.Attempt != 2 {
+		t.Fatalf("job %+v", j)
+	}
+}
