@@ -80,15 +80,16 @@ func batchQuery(name string) string {
 }
 
 var (
-	sqlInsertBatch    = batchQuery("insert_batch")
-	sqlBatchAdmit     = query("batch_admit")
-	sqlBatchAdded     = query("batch_added")
-	sqlBatchState     = query("batch_state")
-	sqlGetBatch       = batchQuery("get_batch")
-	sqlCloseBatch     = batchQuery("close_batch")
-	sqlCancelBatch    = batchQuery("cancel_batch")
-	sqlListBatches    = batchQuery("list_batches")
-	sqlBatchJobStates = query("batch_job_states")
+	sqlInsertBatch       = batchQuery("insert_batch")
+	sqlBatchAdmit        = query("batch_admit")
+	sqlBatchAdded        = query("batch_added")
+	sqlBatchState        = query("batch_state")
+	sqlGetBatch          = batchQuery("get_batch")
+	sqlCloseBatch        = batchQuery("close_batch")
+	sqlCancelBatch       = batchQuery("cancel_batch")
+	sqlListBatches       = batchQuery("list_batches")
+	sqlBatchJobStates    = query("batch_job_states")
+	sqlBatchCallbackLags = query("batch_callback_lags")
 )
 
 func scanBatch(row pgx.Row) (Batch, error) {
@@ -310,4 +311,26 @@ func (s *Store) insertJobsInBatch(ctx context.Context, q DB, ps []InsertParams) 
 		return nil, fmt.Errorf("insert jobs: commit: %w", err)
 	}
 	return ids, nil
+}
+
+// BatchCallbackLags returns, for each finished batch whose callback is of
+// kind and has started, the milliseconds from its last job's final state
+// to its callback's start (database clock; an empty batch's is left out).
+func (s *Store) BatchCallbackLags(ctx context.Context, kind string) ([]float64, error) {
+	rows, err := s.pool.Query(ctx, sqlBatchCallbackLags, kind)
+	if err != nil {
+		return nil, fmt.Errorf("batch callback lags: %w", err)
+	}
+	defer rows.Close()
+	var out []float64
+	for rows.Next() {
+		var ms *float64
+		if err := rows.Scan(&ms); err != nil {
+			return nil, err
+		}
+		if ms != nil {
+			out = append(out, *ms)
+		}
+	}
+	return out, rows.Err()
 }

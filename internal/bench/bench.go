@@ -57,15 +57,19 @@ type Result struct {
 	// Soak mode: the series and its summary.
 	Soak *soakResult `json:"soak,omitempty"`
 	// Cost mode: Gaffer and the plain loop at one rate.
-	Cost      *costResult `json:"cost,omitempty"`
-	GoVersion string      `json:"go_version"`
-	CPUs      int         `json:"cpus"`
+	Cost *costResult `json:"cost,omitempty"`
+	// Batches mode.
+	Batch     *batchResult `json:"batch,omitempty"`
+	GoVersion string       `json:"go_version"`
+	CPUs      int          `json:"cpus"`
 }
 
 // Options are a run's settings; each is a flag of gaffer bench (whose
 // help says which modes read it), positive unless said otherwise.
 type Options struct {
 	Jobs, Batch, Concurrency, ClaimBatch, Nodes, Rate, Entries, Limit, Workers int
+	// Batches and BatchSize: bench batches' batches and jobs per batch.
+	Batches, BatchSize int
 	// Duration is how long to measure; Warmup (not negative) the time
 	// before measuring; Hold how long each job runs in the limits mode.
 	Duration, Warmup, Hold time.Duration
@@ -96,7 +100,7 @@ type Options struct {
 var modes = map[string]func(context.Context, *store.Store, Options, *Result) error{
 	"backlog": benchBacklog, "continuous": benchContinuous, "latency": benchLatency, "cron": benchCron, "idle": benchIdle, "enqueue": benchEnqueue,
 	"dashboard": benchDashboard, "fairness": benchFairness, "limits": benchLimits, "remote": benchRemote, "soak": benchSoak,
-	"pressure": benchPressure, "cost": benchCost,
+	"pressure": benchPressure, "cost": benchCost, "batches": benchBatches,
 }
 
 // Modes are the modes' names, sorted.
@@ -161,6 +165,8 @@ func Print(w io.Writer, r Result) error {
 		fmt.Fprintf(w, "idle cluster of %d nodes: %.2f database transactions/s per node\n", r.Nodes, r.TxPerSecPerNode)
 	case "enqueue":
 		fmt.Fprintf(w, "bulk enqueue: %d jobs at %.0f jobs/s\n", r.Jobs, r.EnqueuePerSec)
+	case "batches":
+		printBatches(w, r)
 	case "fairness", "limits":
 		printFair(w, r)
 	case "remote":

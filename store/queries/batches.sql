@@ -53,3 +53,13 @@ LIMIT $4;
 SELECT state, count(*) FROM (
     SELECT state FROM gaffer.jobs WHERE batch_id = $1 AND state IN ('pending', 'running', 'retrying') LIMIT $2
 ) s GROUP BY state;
+
+-- name: batch_callback_lags
+-- gaffer bench batches: for each finished batch whose callback is of kind
+-- $1 and has started, the time from its last job's final state to its
+-- callback's start (database clock), in ms.
+SELECT extract(epoch FROM cb.attempted_at - last.at) * 1000
+FROM gaffer.batches b
+JOIN gaffer.jobs cb ON cb.id = b.callback_job_id
+CROSS JOIN LATERAL (SELECT max(finalized_at) AS at FROM gaffer.jobs WHERE batch_id = b.id) last
+WHERE b.callback_kind = $1 AND b.state = 'finished' AND cb.attempted_at IS NOT NULL;
