@@ -252,3 +252,6 @@ func enqueueErr(err error) error {
 	}
 	return err
 }
+
+// Count is the batch's jobs in state s (a state's name).
+func (b *Batch) Count(s string) int64 { return b.Counts[State(s)] }
