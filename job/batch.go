@@ -200,8 +200,9 @@ type BatchFilter struct {
 	Limit    int
 }
 
-// MaxBatchList bounds one page of ListBatches.
-const MaxBatchList = 500
+// MaxBatchList bounds one page of ListBatches: the API's largest page
+// (1,000) and one more, which tells it whether another page follows.
+const MaxBatchList = 1001
 
 // ListBatches lists batches newest first (without their unfinished
 // counts: Counts has the final states only).
@@ -242,10 +243,11 @@ func capString(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// enqueueErr names a refusal of an enqueue into a batch as job's errors.
+// enqueueErr names a refusal of an enqueue into a batch as job's errors
+// (an enqueue without a batch meets none of them).
 func enqueueErr(err error) error {
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound) && !errors.Is(err, ErrBatchNotFound):
 		return fmt.Errorf("%w: %w", ErrBatchNotFound, err)
 	case errors.Is(err, store.ErrBatchMixed), errors.Is(err, store.ErrBatchUnique):
 		return &ValidationError{Field: "batch", Message: errors.Unwrap(err).Error()}

@@ -273,6 +273,12 @@ func TestBatchCloseAndRefusals(t *testing.T) {
 			t.Fatalf("%+v: %v, want a validation error on batch", r, err)
 		}
 	}
+	for _, rs := range [][]job.Request{{{Kind: "w", Batch: b2.ID}, {Kind: "w"}}, {{Kind: "w"}, {Kind: "w", Batch: b2.ID}}} {
+		var ve *job.ValidationError
+		if _, err := e.client.EnqueueMany(ctx, rs); !errors.As(err, &ve) || ve.Field != "batch" {
+			t.Fatalf("mixed batches: %v, want a validation error on batch", err)
+		}
+	}
 	if _, err := e.client.Enqueue(ctx, job.Request{Kind: "w", Batch: 1 << 40}); !errors.Is(err, job.ErrBatchNotFound) {
 		t.Fatalf("no such batch: %v", err)
 	}

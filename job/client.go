@@ -172,7 +172,7 @@ func (c *Client) enqueueMany(ctx context.Context, tx pgx.Tx, rs []Request) ([]in
 		db = tx
 	}
 	ids, err := c.store.InsertJobs(ctx, db, ps)
-	if err != nil && len(ps) > 0 && ps[0].Batch != 0 {
+	if err != nil {
 		err = enqueueErr(err)
 	}
 	if err != nil {

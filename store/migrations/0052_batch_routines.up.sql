@@ -141,9 +141,11 @@ BEGIN
         SELECT array_agg(id ORDER BY id) INTO failed_ids FROM (
             SELECT id FROM gaffer.jobs WHERE batch_id = b.id AND state = 'failed' ORDER BY id LIMIT 1000) f;
     END IF;
-    INSERT INTO gaffer.jobs (id, tenant, kind, queue, priority, max_attempts, timeout_ms, args)
+    -- Enqueued now, not at the transaction's start (now()): the last job
+    -- of the batch to commit before this one may have started later.
+    INSERT INTO gaffer.jobs (id, tenant, kind, queue, priority, max_attempts, timeout_ms, run_at, created_at, args)
     VALUES (cb, b.tenant, b.callback_kind, b.callback_queue, b.callback_priority, b.callback_max_attempts,
-            b.callback_timeout_ms,
+            b.callback_timeout_ms, clock_timestamp(), clock_timestamp(),
             json_build_object('batch', b.id, 'args', b.callback_args, 'total', b.total,
                 'completed', b.completed, 'failed', b.failed, 'cancelled', b.cancelled,
                 'failed_ids', coalesce(failed_ids, '{}'::bigint[]),
