@@ -440,3 +440,58 @@ func TestBatchJobRescuedFromADeadNode(t *testing.T) {
 		t.Fatalf("job %+v", j)
 	}
 }
+
+// A DLQ replay of a batch's failed job, after the callback fired, makes a
+// job outside the batch: the batch keeps counting the original as failed,
+// and its callback does not fire again when the replay completes.
+func TestBatchReplayAfterTheCallback(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.reg.HandleFunc("w", func(ctx context.Context, j *job.Job) error {
+		if j.ReplayOf == 0 {
+			return job.Permanent(errors.New("bad row"))
+		}
+		return nil
+	})
+	b := e.openBatch("default")
+	res, err := e.client.Enqueue(ctx, job.Request{Kind: "w", Batch: b.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client.CloseBatch(ctx, "default", b.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.startWorker(job.WorkerConfig{NodeID: "node-a", Queues: map[string]int{"default": 2}})
+	deadline := time.Now().Add(10 * time.Second)
+	for n, _ := e.callbacks(b.ID); n == 0 && time.Now().Before(deadline); n, _ = e.callbacks(b.ID) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	n, s := e.callbacks(b.ID)
+	if n != 1 || s.Failed != 1 || len(s.FailedIDs) != 1 || s.FailedIDs[0] != res.Job.ID {
+		t.Fatalf("%d callbacks, summary %+v", n, s)
+	}
+	replay, err := e.client.Retry(ctx, "default", res.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for time.Now().Before(deadline) {
+		if j, _ := e.client.Get(ctx, "default", replay); j != nil && j.State == job.Completed {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var inBatch int
+	e.st.Pool().QueryRow(ctx, `SELECT count(*) FROM gaffer.jobs WHERE batch_id = $1`, b.ID).Scan(&inBatch)
+	if inBatch != 1 {
+		t.Fatalf("the batch holds %d jobs after the replay, want 1 (the replay is outside it)", inBatch)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n, _ := e.callbacks(b.ID); n != 1 {
+		t.Fatalf("%d callbacks after the replay", n)
+	}
+	got, err := e.client.GetBatch(ctx, "default", b.ID)
+	if err != nil || got.Counts[job.Failed] != 1 || got.State != job.BatchFinished {
+		t.Fatalf("batch after the replay: %+v, %v", got, err)
+	}
+}
