@@ -334,3 +334,16 @@ func (s *Store) BatchCallbackLags(ctx context.Context, kind string) ([]float64, 
 	}
 	return out, rows.Err()
 }
+
+var sqlDeleteFinishedBatches = query("delete_finished_batches")
+
+// DeleteFinishedBatches deletes up to limit batches whose callback was
+// enqueued more than age ago, through q (or the pool), and returns how
+// many it deleted.
+func (s *Store) DeleteFinishedBatches(ctx context.Context, q DB, age time.Duration, limit int) (int64, error) {
+	tag, err := s.db(q).Exec(ctx, sqlDeleteFinishedBatches, age.Milliseconds(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete finished batches: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

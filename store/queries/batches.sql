@@ -63,3 +63,16 @@ FROM gaffer.batches b
 JOIN gaffer.jobs cb ON cb.id = b.callback_job_id
 CROSS JOIN LATERAL (SELECT max(finalized_at) AS at FROM gaffer.jobs WHERE batch_id = b.id) last
 WHERE b.callback_kind = $1 AND b.state = 'finished' AND cb.attempted_at IS NOT NULL;
+
+-- name: delete_finished_batches
+-- Retention: $1 age ms, $2 batch size. A batch whose callback was
+-- enqueued longer ago than $1 (batches_finished_idx); its jobs and its
+-- callback are jobs, which job retention deletes on their own.
+WITH doomed AS (
+    SELECT id FROM gaffer.batches
+    WHERE state = 'finished' AND finished_at < now() - $1 * interval '1 millisecond'
+    ORDER BY finished_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM gaffer.batches b USING doomed WHERE b.id = doomed.id;
