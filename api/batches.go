@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gafferhq/gaffer/auth"
 	"github.com/gafferhq/gaffer/job"
 )
@@ -89,7 +91,9 @@ func batchError(err error, id int64) error {
 	return err
 }
 
-func (s *Server) openBatch(r *http.Request, p auth.Principal, body []byte) (int, any, error) {
+// openBatch opens a batch, and with jobs and close fills and closes it,
+// all in the request's transaction: a refusal anywhere writes nothing.
+func (s *Server) openBatch(r *http.Request, p auth.Principal, body []byte, tx pgx.Tx) (int, any, error) {
 	var b openBatchBody
 	if pr := decodeStrict(body, &b); pr != nil {
 		return 0, nil, pr
@@ -110,7 +114,7 @@ func (s *Server) openBatch(r *http.Request, p auth.Principal, body []byte) (int,
 		return 0, nil, err
 	}
 	ctx := r.Context()
-	batch, err := s.cfg.Jobs.OpenBatch(ctx, job.BatchRequest{Tenant: tenant, Kind: b.Callback.Kind, Queue: b.Callback.Queue,
+	batch, err := s.cfg.Jobs.OpenBatchTx(ctx, tx, job.BatchRequest{Tenant: tenant, Kind: b.Callback.Kind, Queue: b.Callback.Queue,
 		Args: b.Callback.Args, Priority: b.Callback.Priority, MaxAttempts: b.Callback.MaxAttempts, Timeout: timeout})
 	if err != nil {
 		return 0, nil, err
@@ -120,17 +124,19 @@ func (s *Server) openBatch(r *http.Request, p auth.Principal, body []byte) (int,
 		if err != nil {
 			return 0, nil, err
 		}
-		if _, err := s.cfg.Jobs.EnqueueMany(enqueueContext(r), reqs); err != nil {
+		if _, err := s.cfg.Jobs.EnqueueManyTx(enqueueContext(r), tx, reqs); err != nil {
 			return 0, nil, batchError(err, batch.ID)
 		}
+		batch.Total = int64(len(reqs))
+		batch.Counts[job.Pending] = int64(len(reqs))
 	}
 	if b.Close {
-		batch, err = s.cfg.Jobs.CloseBatch(ctx, tenant, batch.ID)
-	} else {
-		batch, err = s.cfg.Jobs.GetBatch(ctx, tenant, batch.ID)
-	}
-	if err != nil {
-		return 0, nil, batchError(err, batch.ID)
+		closed, err := s.cfg.Jobs.CloseBatchTx(ctx, tx, tenant, batch.ID)
+		if err != nil {
+			return 0, nil, batchError(err, batch.ID)
+		}
+		closed.Counts[job.Pending] = batch.Counts[job.Pending]
+		batch = closed
 	}
 	return http.StatusCreated, batch, nil
 }
@@ -230,7 +236,7 @@ var batchRoutes = []Route{
 	{Method: "POST", Path: "/v1/batches", Scope: auth.ScopeJobsWrite, OperationID: "openBatch",
 		Summary: "Open a batch with a callback job; optionally enqueue jobs into it and close it in the same call",
 		Body:    openBatchBody{}, Responses: []Response{{201, "The batch", job.Batch{}}},
-		Problems: []string{CodeConflict}, plain: (*Server).openBatch},
+		Problems: []string{CodeConflict, CodeDestinationNotAllowed}, atomic: (*Server).openBatch},
 	{Method: "GET", Path: "/v1/batches", Scope: auth.ScopeJobsRead, OperationID: "listBatches", Summary: "List batches, newest first",
 		Params:    []Param{query("state", "", batchStateEnum, ""), limitQuery, cursorQuery, tenantQuery},
 		Responses: []Response{{200, "Batches", list[job.Batch]{}}}, plain: (*Server).listBatches},

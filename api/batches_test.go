@@ -119,6 +119,15 @@ func TestBatches(t *testing.T) {
 			t.Errorf("%s: field %q, want %q", c.body[:min(len(c.body), 80)], p.Field, c.field)
 		}
 	}
+	// A job refused by its kind's check (an http job to loopback) after
+	// the batch was opened: nothing is written, the batch neither.
+	batches := e.count(`SELECT count(*) FROM gaffer.batches`)
+	jobsBefore := e.count(`SELECT count(*) FROM gaffer.jobs`)
+	e.expectProblem(e.do(e.writer, "POST", "/v1/batches",
+		`{"callback":{"kind":"done"},"jobs":[{"kind":"a"},{"kind":"http","args":{"url":"http://127.0.0.1:1/x"}}],"close":true}`), 400, "destination_not_allowed")
+	if e.count(`SELECT count(*) FROM gaffer.batches`) != batches || e.count(`SELECT count(*) FROM gaffer.jobs`) != jobsBefore {
+		t.Fatal("a refused batch wrote rows")
+	}
 	e.expectProblem(e.do(e.writer, "POST", "/v1/jobs", `{"kind":"x","batch":-1}`), 400, "invalid_field")
 	if r := e.do(e.writer, "GET", "/v1/batches?state=done", ""); r.Status != 400 {
 		t.Fatalf("bad state filter: %d %s", r.Status, r.Body)

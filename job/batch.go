@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gafferhq/gaffer/store"
 )
 
@@ -100,6 +102,20 @@ func batchOf(b store.Batch) *Batch {
 
 // OpenBatch validates r and opens a batch. Errors: *ValidationError.
 func (c *Client) OpenBatch(ctx context.Context, r BatchRequest) (*Batch, error) {
+	return c.openBatch(ctx, nil, r)
+}
+
+// OpenBatchTx is OpenBatch within the caller's transaction: the batch
+// exists if and only if tx commits. With EnqueueManyTx and CloseBatchTx
+// in the same transaction, a batch is opened, filled and closed at once.
+func (c *Client) OpenBatchTx(ctx context.Context, tx pgx.Tx, r BatchRequest) (*Batch, error) {
+	if tx == nil {
+		return nil, errors.New("open batch: nil transaction")
+	}
+	return c.openBatch(ctx, tx, r)
+}
+
+func (c *Client) openBatch(ctx context.Context, tx pgx.Tx, r BatchRequest) (*Batch, error) {
 	// The callback is checked as the job it will be.
 	p, err := c.prepare(Request{Kind: r.Kind, Tenant: r.Tenant, Queue: r.Queue, Args: r.Args,
 		Priority: r.Priority, MaxAttempts: r.MaxAttempts, Timeout: r.Timeout})
@@ -113,7 +129,11 @@ func (c *Client) OpenBatch(ctx context.Context, r BatchRequest) (*Batch, error) 
 	if len(p.Args) > MaxBatchArgsBytes {
 		return nil, &ValidationError{Field: "callback.args", Message: fmt.Sprintf("must be at most %d bytes, got %d", MaxBatchArgsBytes, len(p.Args))}
 	}
-	b, err := c.store.OpenBatch(ctx, nil, store.BatchParams{Tenant: p.Tenant, Kind: p.Kind, Queue: p.Queue, Args: p.Args,
+	var db store.DB
+	if tx != nil {
+		db = tx
+	}
+	b, err := c.store.OpenBatch(ctx, db, store.BatchParams{Tenant: p.Tenant, Kind: p.Kind, Queue: p.Queue, Args: p.Args,
 		Priority: p.Priority, MaxAttempts: p.MaxAttempts, Timeout: p.Timeout})
 	if err != nil {
 		return nil, err
@@ -145,6 +165,20 @@ func (c *Client) CloseBatch(ctx context.Context, tenant string, id int64) (*Batc
 		return nil, batchErr(err)
 	}
 	return c.withCounts(ctx, b)
+}
+
+// CloseBatchTx closes the tenant's batch (as CloseBatch) within the
+// caller's transaction; tenant is required. Its callback, if every job is
+// final, is enqueued in tx. Errors: ErrBatchNotFound.
+func (c *Client) CloseBatchTx(ctx context.Context, tx pgx.Tx, tenant string, id int64) (*Batch, error) {
+	if tx == nil || tenant == "" {
+		return nil, errors.New("close batch: a transaction and a tenant are required")
+	}
+	b, err := c.store.CloseBatchTx(ctx, tx, tenant, id)
+	if err != nil {
+		return nil, batchErr(err)
+	}
+	return batchOf(b), nil
 }
 
 // CancelBatch cancels the tenant's batch as a whole: it is closed, its

@@ -157,26 +157,33 @@ func (s *Store) BatchUnfinished(ctx context.Context, id int64, limit int) (map[s
 // last one is). Closing a batch that is not open changes nothing; either
 // way the batch is returned. Errors: ErrNotFound.
 func (s *Store) CloseBatch(ctx context.Context, tenant string, id int64) (Batch, error) {
-	return s.batchCall(ctx, sqlCloseBatch, "close", tenant, id)
+	return s.batchCall(ctx, nil, sqlCloseBatch, "close", tenant, id)
+}
+
+// CloseBatchTx is CloseBatch within the caller's transaction q.
+func (s *Store) CloseBatchTx(ctx context.Context, q DB, tenant string, id int64) (Batch, error) {
+	return s.batchCall(ctx, q, sqlCloseBatch, "close", tenant, id)
 }
 
 // CancelBatch cancels the tenant's batch as a whole (batch_cancel). The
 // callback still fires, once, when its last job is final. Errors:
 // ErrNotFound.
 func (s *Store) CancelBatch(ctx context.Context, tenant string, id int64) (Batch, error) {
-	return s.batchCall(ctx, sqlCancelBatch, "cancel", tenant, id)
+	return s.batchCall(ctx, nil, sqlCancelBatch, "cancel", tenant, id)
 }
 
-// batchCall runs close_batch or cancel_batch, again after a deadlock with
-// a statement that finished jobs of the batch (PostgreSQL aborted one of
-// the two; the lock order is job then batch, which a cancel cannot keep).
-func (s *Store) batchCall(ctx context.Context, sql, what, tenant string, id int64) (Batch, error) {
+// batchCall runs close_batch or cancel_batch through q (or the pool),
+// again after a deadlock with a statement that finished jobs of the batch
+// (PostgreSQL aborted one of the two; the lock order is job then batch,
+// which a cancel cannot keep) — on the pool only: a caller's transaction
+// is aborted by then.
+func (s *Store) batchCall(ctx context.Context, q DB, sql, what, tenant string, id int64) (Batch, error) {
 	var b Batch
 	var err error
 	for range 5 {
-		b, err = scanBatch(s.pool.QueryRow(ctx, sql, id, tenant))
+		b, err = scanBatch(s.db(q).QueryRow(ctx, sql, id, tenant))
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "40P01" {
+		if q == nil && errors.As(err, &pgErr) && pgErr.Code == "40P01" {
 			continue
 		}
 		break
