@@ -122,6 +122,36 @@ func Example_tags() {
 	}())
 }
 
+// docs/shaping.md, "Batches with a callback".
+func importFile(ctx context.Context, node *gaffer.Node, reg *job.Registry, lines []string) error {
+	type ImportArgs struct{ File string }
+	type RowArgs struct{ Row int }
+	c := node.Client()
+	b, err := c.OpenBatch(ctx, job.BatchRequest{Kind: "import.done", Args: ImportArgs{File: "orders.csv"}})
+	if err != nil {
+		return err
+	}
+	rows := make([]job.Request, 0, len(lines))
+	for i := range lines {
+		rows = append(rows, job.Request{Kind: "import.row", Args: RowArgs{Row: i}, Batch: b.ID})
+	}
+	if _, err := c.EnqueueMany(ctx, rows); err != nil {
+		return err
+	}
+	if _, err := c.CloseBatch(ctx, b.Tenant, b.ID); err != nil {
+		return err
+	}
+
+	// the callback's handler gets the summary
+	job.HandleArgs(reg, "import.done", func(ctx context.Context, j *job.Job, s job.BatchSummary) error {
+		log.Printf("batch %d: %d completed, %d failed", s.Batch, s.Completed, s.Failed)
+		return nil
+	})
+	return nil
+}
+
+var _ = importFile
+
 // README.md, "Using it from Go".
 func Example_readme() {
 	ctx := context.Background()

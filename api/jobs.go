@@ -40,6 +40,9 @@ type enqueueRequest struct {
 	// Tags label the job for search: at most 16, each 1-64 bytes of
 	// letters, digits and _ . : / = + @ - (docs/shaping.md).
 	Tags []string `json:"tags"`
+	// Batch enqueues the job into that open batch of the tenant
+	// (docs/shaping.md, "Batches").
+	Batch int64 `json:"batch"`
 	// AllowUnknownKind enqueues a kind no node or remote worker registered
 	// (refused otherwise with unknown_kind).
 	AllowUnknownKind bool `json:"allow_unknown_kind"`
@@ -137,7 +140,7 @@ func (s *Server) enqueue(r *http.Request, p auth.Principal, body []byte, tx pgx.
 	}
 	jr := job.Request{Kind: req.Kind, Args: req.Args, Tenant: tenant, Queue: req.Queue, RunAt: runAt, Delay: delay,
 		Timeout: timeout, UniqueKey: req.UniqueKey, FairnessKey: req.FairnessKey, LimitKey: req.LimitKey, UniqueFor: uniqueFor, Tags: req.Tags,
-		Sequence: req.Sequence.job()}
+		Sequence: req.Sequence.job(), Batch: req.Batch}
 	if d := req.Debounce; d != nil {
 		w := d.Window
 		window, pr := parseDuration("debounce.window", &w)
@@ -195,6 +198,9 @@ func (s *Server) enqueue(r *http.Request, p auth.Principal, body []byte, tx pgx.
 	}
 	res, err := s.cfg.Jobs.EnqueueTx(enqueueContext(r), tx, jr)
 	if err != nil {
+		if jr.Batch != 0 {
+			return 0, nil, batchError(err, jr.Batch)
+		}
 		return 0, nil, err
 	}
 	status := http.StatusCreated
@@ -239,6 +245,13 @@ func (s *Server) listJobs(r *http.Request, p auth.Principal, _ []byte) (int, any
 			return 0, nil, paramProblem("workflow_run", "workflow_run must be a workflow run id (a positive integer), got "+strconv.Quote(v))
 		}
 		f.WorkflowRun = id
+	}
+	if v := q.Get("batch"); v != "" {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || id <= 0 {
+			return 0, nil, paramProblem("batch", "batch must be a batch id (a positive integer), got "+strconv.Quote(clipText(v, 100)))
+		}
+		f.Batch = id
 	}
 	if v := q.Get("state"); v != "" {
 		for _, st := range strings.Split(v, ",") {

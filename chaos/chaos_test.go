@@ -46,6 +46,7 @@ func summarize(t *testing.T, r Report) {
 	t.Logf("recovery from a node kill to its jobs released: p50 %.2fs p99 %.2fs (%d kills with running jobs)", pct(0.5), pct(0.99), len(rec))
 	t.Logf("scripted workflow runs %v: %d step replays (%d while a dependent waited), %d step jobs cancelled, %d cancelled steps resumed, %d step inputs checked",
 		r.ScriptedRuns, r.StepReplays, r.ReplaysBeforeDependent, r.StepCancels, r.CancelledStepsResumed, r.InputsChecked)
+	t.Logf("batches: %d opened, each checked for exactly one callback after its jobs", r.Batches)
 	t.Logf("SIGTERM: %d of %d landed on a claim in flight, %d jobs claimed while stopping given back; node killed with etcd down: its jobs ran again after %v s",
 		r.SigtermsAimed, r.Faults[FaultSigterm], r.ClaimsReleased, r.EtcdOutageRerun)
 	t.Logf("limit %s (%d per key): %d limited claims audited, %d at the limit; most running at once per key %v; %d changes of limit %s meanwhile",
@@ -84,7 +85,7 @@ func TestChaos(t *testing.T) {
 	for _, v := range r.Violations {
 		t.Errorf("violation: %s", v)
 	}
-	if r.Jobs == 0 || r.Completed == 0 || r.Failed == 0 || r.CronOccurrences == 0 || r.Workflows == 0 {
+	if r.Jobs == 0 || r.Completed == 0 || r.Failed == 0 || r.CronOccurrences == 0 || r.Workflows == 0 || r.Batches == 0 {
 		t.Fatalf("the load did not happen: %+v", r)
 	}
 }

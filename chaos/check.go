@@ -36,6 +36,7 @@ func (h *harness) settleAndCheck() Report {
 		}
 		return n
 	}
+	h.closeBatches(ctx)
 	deadline := time.Now().Add(h.o.Profile.Settle)
 	for {
 		open := count(`SELECT count(*) FROM gaffer.jobs WHERE state IN ('pending', 'held', 'running', 'retrying')`)
@@ -108,6 +109,8 @@ func (h *harness) settleAndCheck() Report {
 	// Workflows: every run ended as its plan wants, no step started
 	// before its dependencies were done, inputs are their results.
 	h.checkWorkflows(ctx, &r, v)
+	// Batches: each one's callback exactly once, after its jobs.
+	h.checkBatches(ctx, &r, v)
 	// Limits: no key ever ran more than its limit at once.
 	h.checkLimit(ctx, &r, v)
 	// Sequences: one job of a sequence at a time, in enqueue order.

@@ -104,18 +104,21 @@ type Options struct {
 
 // Report is what a run found.
 type Report struct {
-	Profile         string         `json:"profile"`
-	Seed            int64          `json:"seed"`
-	Jobs            int            `json:"jobs_accepted"`
-	Completed       int            `json:"completed"`
-	Failed          int            `json:"failed_into_dlq"`
-	Replays         int            `json:"dlq_replays"`
-	CronOccurrences int            `json:"cron_occurrences"`
-	Workflows       int            `json:"workflow_runs"`
-	WorkflowSteps   int            `json:"workflow_steps"`
-	ScriptedRuns    map[string]int `json:"scripted_workflow_runs"`
-	StepReplays     int            `json:"workflow_step_replays"`
-	StepCancels     int            `json:"workflow_step_cancels"`
+	Profile         string `json:"profile"`
+	Seed            int64  `json:"seed"`
+	Jobs            int    `json:"jobs_accepted"`
+	Completed       int    `json:"completed"`
+	Failed          int    `json:"failed_into_dlq"`
+	Replays         int    `json:"dlq_replays"`
+	CronOccurrences int    `json:"cron_occurrences"`
+	Workflows       int    `json:"workflow_runs"`
+	// Batches are the batches opened (each checked for exactly one
+	// callback).
+	Batches       int            `json:"batches"`
+	WorkflowSteps int            `json:"workflow_steps"`
+	ScriptedRuns  map[string]int `json:"scripted_workflow_runs"`
+	StepReplays   int            `json:"workflow_step_replays"`
+	StepCancels   int            `json:"workflow_step_cancels"`
 	// ReplaysBeforeDependent counts replays of allow_failure steps made
 	// while a dependent still waited (the case a double count broke);
 	// CancelledStepsResumed, steps whose job was cancelled in a failed
@@ -176,6 +179,7 @@ type harness struct {
 	mu                       sync.Mutex
 	accepted                 []int64
 	runs                     []*trackedRun
+	batches                  []int64
 	replays                  map[int64]int64
 	drains                   []window
 	sigterms                 []stopWindow
@@ -221,7 +225,7 @@ func Run(t *testing.T, o Options) Report {
 	h.setUp()
 	ctx, stopLoad := context.WithCancel(context.Background())
 	var load sync.WaitGroup
-	for _, fn := range []func(context.Context){h.jobLoad, h.replayLoad, h.workflowLoad, h.scriptedLoad, h.limitChurn} {
+	for _, fn := range []func(context.Context){h.jobLoad, h.replayLoad, h.workflowLoad, h.scriptedLoad, h.limitChurn, h.batchLoad} {
 		load.Add(1)
 		go func() { defer load.Done(); fn(ctx) }()
 	}

@@ -112,6 +112,9 @@ func (c *Client) enqueue(ctx context.Context, tx pgx.Tx, r Request) (Result, err
 		db = tx
 	}
 	res, err := c.store.InsertJob(ctx, db, p)
+	if err != nil && p.Batch != 0 {
+		err = enqueueErr(err)
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("enqueue %s: %w", r.Kind, err)
 	}
@@ -171,6 +174,9 @@ func (c *Client) enqueueMany(ctx context.Context, tx pgx.Tx, rs []Request) ([]in
 	}
 	ids, err := c.store.InsertJobs(ctx, db, ps)
 	if err != nil {
+		err = enqueueErr(err)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("enqueue %d jobs: %w", len(rs), err)
 	}
 	counts := map[kindKey]int{}
@@ -209,6 +215,8 @@ type Filter struct {
 	WorkflowRun int64
 	// Sequence keeps the jobs of one sequence.
 	Sequence string
+	// Batch keeps the jobs enqueued into one batch.
+	Batch int64
 	// NoTimers leaves out Gaffer's own workflow timer jobs (kinds
 	// gaffer.sleep and gaffer.signal).
 	NoTimers bool
@@ -312,7 +320,7 @@ func (f Filter) store() store.JobFilter {
 		states[i] = string(s)
 	}
 	sf := store.JobFilter{Tenant: f.Tenant, States: states, Queue: f.Queue, Kind: f.Kind, CronEntry: f.CronEntry,
-		WorkflowRun: f.WorkflowRun, Sequence: f.Sequence, NoTimers: f.NoTimers, Search: f.Search, BeforeID: f.BeforeID, Limit: f.Limit, MaxBytes: f.MaxBytes}
+		WorkflowRun: f.WorkflowRun, Sequence: f.Sequence, Batch: f.Batch, NoTimers: f.NoTimers, Search: f.Search, BeforeID: f.BeforeID, Limit: f.Limit, MaxBytes: f.MaxBytes}
 	f.storeTags(&sf)
 	return sf
 }

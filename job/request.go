@@ -116,6 +116,12 @@ type Request struct {
 	// Tags label the job for search (Filter.Tags): at most MaxTags, each
 	// matching TagPattern; a repeat is dropped. Default none.
 	Tags []string
+	// Batch, when not 0, enqueues the job into that open batch of the
+	// tenant (Client.OpenBatch; docs/shaping.md, "Batches"): the batch's
+	// callback waits for it. A closed batch refuses it (ErrBatchClosed),
+	// nothing written. Not with UniqueKey or Debounce; in EnqueueMany
+	// every request names the same batch, or none does.
+	Batch int64
 }
 
 // Debounce is a Request's trailing debounce.
@@ -222,7 +228,7 @@ func (r Request) Check() (Request, error) {
 func requestOf(p store.InsertParams) Request {
 	r := Request{Kind: p.Kind, Args: p.Args, Tenant: p.Tenant, Queue: p.Queue, Priority: p.Priority,
 		MaxAttempts: p.MaxAttempts, Timeout: p.Timeout, RunAt: p.RunAt, Delay: p.Delay, UniqueKey: p.UniqueKey,
-		FairnessKey: p.FairnessKey, LimitKey: p.LimitKey, UniqueFor: p.UniqueFor, Tags: p.Tags}
+		FairnessKey: p.FairnessKey, LimitKey: p.LimitKey, UniqueFor: p.UniqueFor, Tags: p.Tags, Batch: p.Batch}
 	if p.DebounceKey != "" {
 		r.Debounce = &Debounce{Key: p.DebounceKey, Window: p.DebounceWindow, MaxWait: p.DebounceMaxWait}
 	}
@@ -244,7 +250,7 @@ func (r Request) params() (store.InsertParams, error) {
 	p := store.InsertParams{
 		Tenant: r.Tenant, Kind: r.Kind, Queue: r.Queue, Priority: r.Priority,
 		MaxAttempts: r.MaxAttempts, Timeout: r.Timeout, RunAt: r.RunAt, Delay: r.Delay, UniqueKey: r.UniqueKey,
-		FairnessKey: r.FairnessKey, LimitKey: r.LimitKey,
+		FairnessKey: r.FairnessKey, LimitKey: r.LimitKey, Batch: r.Batch,
 	}
 	if p.Tenant == "" {
 		p.Tenant = DefaultTenant
@@ -300,6 +306,12 @@ func (r Request) params() (store.InsertParams, error) {
 		return p, err
 	}
 	p.Tags = normalTags(r.Tags)
+	switch {
+	case r.Batch < 0:
+		return p, &ValidationError{Field: "batch", Message: fmt.Sprintf("must be a batch id, got %d", r.Batch)}
+	case r.Batch != 0 && (r.UniqueKey != "" || r.Debounce != nil):
+		return p, &ValidationError{Field: "batch", Message: "cannot be combined with unique_key or debounce: every job enqueued into a batch is a new job the batch waits for"}
+	}
 	args, err := EncodeArgs(r.Args)
 	if err != nil {
 		return p, err

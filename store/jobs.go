@@ -140,6 +140,9 @@ type InsertParams struct {
 	// Tags label the job for search (nil: none; never empty when set).
 	// Validated by the caller; jobs_tags_check bounds them all the same.
 	Tags []string
+	// Batch, when not 0, enqueues the job into that open batch of the
+	// tenant (store/batches.go).
+	Batch int64
 }
 
 // Windowed reports whether p's unique key has a window.
@@ -328,6 +331,9 @@ func (s *Store) InsertJob(ctx context.Context, q DB, p InsertParams) (InsertResu
 	if p.SequenceKey != "" && (p.UniqueKey != "" || p.DebounceKey != "") {
 		return InsertResult{}, ErrSequenceWithKey
 	}
+	if p.Batch != 0 {
+		return s.insertJobInBatch(ctx, q, p)
+	}
 	if p.Windowed() {
 		return s.insertJobWindowed(ctx, q, p)
 	}
@@ -444,6 +450,9 @@ func (s *Store) InsertJobs(ctx context.Context, q DB, ps []InsertParams) ([]int6
 		return nil, nil
 	}
 	for i, p := range ps {
+		if p.Batch != 0 || ps[0].Batch != 0 {
+			return s.insertJobsInBatch(ctx, q, ps)
+		}
 		if p.Windowed() || p.DebounceKey != "" {
 			return nil, fmt.Errorf("insert jobs: job %d: %w", i, ErrWindowInBatch)
 		}

@@ -27,6 +27,8 @@ type JobFilter struct {
 	// Sequence keeps the jobs of one sequence (jobs_sequence_idx, in id
 	// order).
 	Sequence string
+	// Batch keeps the jobs enqueued into one batch (jobs_batch_idx).
+	Batch int64
 	// NoTimers leaves out Gaffer's own workflow timer jobs (kinds
 	// gaffer.sleep and gaffer.signal).
 	NoTimers bool
@@ -210,6 +212,9 @@ func jobWhere(f JobFilter) (where, error) {
 	}
 	if f.Sequence != "" {
 		w.add("sequence_key = ?", f.Sequence)
+	}
+	if f.Batch != 0 {
+		w.add("batch_id = ?", f.Batch)
 	}
 	if len(f.Tags) > 0 {
 		op := "@>"

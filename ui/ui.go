@@ -168,6 +168,8 @@ func (h *Handler) routes() {
 	h.get("GET /ui/dlq/{id}", "dlq_entry", h.dlqEntryPage)
 	h.get("GET /ui/workflows", "workflows", h.workflowsPage)
 	h.get("GET /ui/workflows/{id}", "workflow", h.workflowPage)
+	h.get("GET /ui/batches", "batches", h.batchesPage)
+	h.get("GET /ui/batches/{id}", "batch", h.batchPage)
 
 	h.post("POST /ui/jobs/{id}/cancel", auth.ScopeJobsWrite, h.cancelJob)
 	h.post("POST /ui/jobs/{id}/retry", auth.ScopeJobsWrite, h.retryJob)
@@ -184,6 +186,8 @@ func (h *Handler) routes() {
 	h.post("POST /ui/dlq/purge", auth.ScopeJobsWrite, h.purgeDLQ)
 	h.post("POST /ui/dlq/{id}/delete", auth.ScopeJobsWrite, h.deleteDLQEntry)
 	h.post("POST /ui/workflows/{id}/cancel", auth.ScopeJobsWrite, h.cancelWorkflow)
+	h.post("POST /ui/batches/{id}/close", auth.ScopeJobsWrite, h.closeBatch)
+	h.post("POST /ui/batches/{id}/cancel", auth.ScopeJobsWrite, h.cancelBatch)
 
 	// Forms that create and edit (forms.go): a refusal shows the form
 	// again with what was typed.
@@ -264,8 +268,11 @@ func (h *Handler) get(pattern, name string, pg page) {
 		if p.Tenant == auth.AllTenants {
 			v.Tenant = r.URL.Query().Get("tenant")
 		}
-		if v.Nav == "job" || v.Nav == "workflow" {
+		switch v.Nav {
+		case "job", "workflow":
 			v.Nav += "s"
+		case "batch":
+			v.Nav = "batches"
 		}
 		if err := pg(r, v); err != nil {
 			var to redirect
@@ -371,7 +378,8 @@ func (h *Handler) describe(err error) (int, string) {
 	case errors.Is(err, errBadInput):
 		return http.StatusBadRequest, strings.TrimPrefix(err.Error(), errBadInput.Error()+": ")
 	case errors.Is(err, job.ErrNotFound), errors.Is(err, dlq.ErrNotFound), errors.Is(err, cron.ErrNotFound),
-		errors.Is(err, workflow.ErrNotFound), errors.Is(err, cluster.ErrUnknownNode), errors.Is(err, errNotFound):
+		errors.Is(err, workflow.ErrNotFound), errors.Is(err, cluster.ErrUnknownNode), errors.Is(err, errNotFound),
+		errors.Is(err, job.ErrBatchNotFound):
 		return http.StatusNotFound, err.Error()
 	case errors.Is(err, job.ErrFinished), errors.Is(err, job.ErrNotRetryable), errors.Is(err, dlq.ErrAlreadyReplayed),
 		errors.Is(err, workflow.ErrFinished):

@@ -49,6 +49,9 @@ Modes:
   sequences   enqueue --per-sequence jobs into each of --sequences sequences,
               then time one node working them off; the handler checks that
               no sequence ever ran two jobs at once or out of order
+  batches     --batches batches of --batch-size no-op jobs, each opened,
+              filled and closed, then one node works them off: throughput,
+              and per batch its last job's completion → its callback's start
   cost        enqueue at --rate jobs/s (default 600) for --duration while a
               node of --concurrency slots works them, then while as many
               plain SELECT … FOR UPDATE SKIP LOCKED workers do: PostgreSQL
@@ -60,6 +63,8 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL to measure (default: a throwaway server)")
 	jobs := fs.Int("jobs", "-", 100000, "backlog, enqueue, dashboard: jobs to insert")
 	batch := fs.Int("batch", "-", 10000, "jobs per enqueue call")
+	batches := fs.Int("batches", "-", 1000, "batches: batches to run")
+	batchSize := fs.Int("batch-size", "-", 1000, "batches: jobs per batch")
 	concurrency := fs.Int("concurrency", "-", 2000, "jobs the node runs at once")
 	claimBatch := fs.Int("claim-batch", "-", 1000, "most jobs one claim takes")
 	nodes := fs.Int("nodes", "-", 3, "idle: nodes to run")
@@ -93,7 +98,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	}
 	if fs.NArg() != want || !ok {
 		fs.Usage()
-		return usageError("bench needs a mode: backlog, continuous, latency, cron, idle, enqueue, dashboard, fairness, limits, pressure backend-kill, remote, soak, cost or sequences")
+		return usageError("bench needs a mode: backlog, continuous, latency, cron, idle, enqueue, dashboard, fairness, limits, pressure backend-kill, remote, soak, cost, sequences or batches")
 	}
 	if fs.Arg(0) == "pressure" && fs.Arg(1) != "backend-kill" {
 		return usageError(fmt.Sprintf("bench pressure %q: the pressure built is backend-kill", fs.Arg(1)))
@@ -106,7 +111,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 		}
 	}
 	o := bench.Options{Jobs: *jobs, Batch: *batch, Concurrency: *concurrency, ClaimBatch: *claimBatch, Nodes: *nodes, Rate: *rate,
-		Entries: *entries, Sequences: *sequences, PerSequence: *perSequence, Duration: *duration, Warmup: *warmup, Limit: *limit, Hold: *hold, Workers: *workers,
+		Entries: *entries, Sequences: *sequences, PerSequence: *perSequence, Batches: *batches, BatchSize: *batchSize, Duration: *duration, Warmup: *warmup, Limit: *limit, Hold: *hold, Workers: *workers,
 		Retention: *retention, Sample: *sample, RateSet: rateSet, KillEvery: *killEvery, FetchCooldown: *fetchCooldown,
 		Kinds: func(ctx context.Context, n *gaffer.Node, dbURL string, own ...string) error {
 			hooks, err := newWebhooks(ctx, outbound{}, nil, dbURL, own...)
@@ -126,7 +131,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 		return usageError("--limit and --hold must be positive")
 	}
 	for name, v := range map[string]int{"jobs": o.Jobs, "batch": o.Batch, "concurrency": o.Concurrency, "claim-batch": o.ClaimBatch, "nodes": o.Nodes, "rate": o.Rate, "entries": o.Entries, "workers": o.Workers,
-		"sequences": o.Sequences, "per-sequence": o.PerSequence} {
+		"sequences": o.Sequences, "per-sequence": o.PerSequence, "batches": o.Batches, "batch-size": o.BatchSize} {
 		if v < 1 {
 			return usageError(fmt.Sprintf("--%s must be positive", name))
 		}

@@ -70,7 +70,7 @@ func TestBashCompletion(t *testing.T) {
 		"gaffer jobs list --wo":                  "--workflow-run",
 		"gaffer tokens list --j":                 "--json",
 		"gaffer migrate st":                      "status",
-		"gaffer bench ba":                        "backlog",
+		"gaffer bench ba":                        "backlog batches",
 		"gaffer cron apply --dr":                 "--dry-run",
 		"gaffer server --database-url x --lease": "--lease-ttl",
 		"gaffer completion ":                     "bash fish zsh",

@@ -76,6 +76,7 @@ func (m *Main) jobsEnqueue(ctx context.Context, args []string) error {
 	sequence := fs.String("sequence", "-", "", "enqueue into this sequence: its jobs run one at a time, in enqueue order (docs/shaping.md#sequences)")
 	sequenceArgs := fs.String("sequence-key-args", "-", "", "comma-separated args fields: the sequence is the kind plus their values (instead of --sequence)")
 	onFailure := fs.String("sequence-on-failure", "-", "", "halt (default: a failed job stops its sequence until replayed or resumed) or continue")
+	batch := fs.Int64("batch", "-", 0, "enqueue into this open batch (gaffer batches open; docs/shaping.md)")
 	tenant := fs.String("tenant", "-", "", "tenant (tokens spanning tenants only)")
 	idem := fs.String("idempotency-key", "-", "", "Idempotency-Key header: retries with the same key enqueue once")
 	wait := fs.Bool("wait", "-", false, "wait until the job is completed, failed or cancelled and print its result; exit 1 unless it completed")
@@ -137,6 +138,9 @@ func (m *Main) jobsEnqueue(ctx context.Context, args []string) error {
 	}
 	if *allowUnknown {
 		body["allow_unknown_kind"] = true
+	}
+	if *batch != 0 {
+		body["batch"] = *batch
 	}
 	type enqueued struct {
 		Job       jobRow `json:"job"`
@@ -267,6 +271,7 @@ func (m *Main) jobsList(ctx context.Context, args []string) error {
 	cronEntry := fs.String("cron-entry", "-", "", "only the jobs this cron entry made")
 	workflowRun := fs.Int64("workflow-run", "-", 0, "only the jobs of this workflow run's steps")
 	sequence := fs.String("sequence", "-", "", "only the jobs of this sequence")
+	batch := fs.Int64("batch", "-", 0, "only the jobs enqueued into this batch")
 	timers := fs.Bool("timers", "-", false, "also the jobs of workflows' sleep and signal steps (gaffer.sleep, gaffer.signal), left out otherwise")
 	tenant := fs.String("tenant", "-", "", "only this tenant's jobs (tokens spanning tenants only)")
 	sf := addSearchFlags(fs, "only")
@@ -281,6 +286,9 @@ func (m *Main) jobsList(ctx context.Context, args []string) error {
 	}
 	if *workflowRun != 0 {
 		q.Set("workflow_run", strconv.FormatInt(*workflowRun, 10))
+	}
+	if *batch != 0 {
+		q.Set("batch", strconv.FormatInt(*batch, 10))
 	}
 	if *timers {
 		q.Set("timers", "true")

@@ -79,6 +79,7 @@ func commands() []command {
 		{"sequences", "see and resume sequences (jobs run one at a time, in order)", (*Main).runSequences},
 		{"cron", "manage cron entries", (*Main).runCron},
 		{"workflows", "submit and manage workflow runs", (*Main).runWorkflows},
+		{"batches", "open, close and watch batches of jobs with a callback", (*Main).runBatches},
 		{"queues", "list, pause and resume queues", (*Main).runQueues},
 		{"nodes", "list, drain and undrain nodes", (*Main).runNodes},
 		{"limits", "cluster-wide concurrency and rate limits", (*Main).runLimits},

@@ -225,6 +225,15 @@ func TestDashboardInBrowser(t *testing.T) {
 	e.jsonOK(&run, "workflows", "submit", "--file", def)
 	e.waitSQL("the run waits for its signal", `SELECT count(*) FROM gaffer.workflow_steps WHERE run_id = $1 AND state = 'completed'`, "3", run.ID)
 
+	// A batch of two jobs, closed: its callback (noop) runs once they are.
+	var batch struct {
+		ID int64 `json:"id"`
+	}
+	e.jsonOK(&batch, "batches", "open", "--callback", "noop")
+	enqueue("--kind", "noop", "--batch", fmt.Sprint(batch.ID))
+	enqueue("--kind", "noop", "--batch", fmt.Sprint(batch.ID))
+	e.ok("batches", "close", fmt.Sprint(batch.ID))
+
 	b := newBrowser(t, base)
 
 	// Signing in.
@@ -249,6 +258,8 @@ func TestDashboardInBrowser(t *testing.T) {
 		{"dlq-entry", "/ui/dlq/" + entry1, "main", "permanent"},
 		{"workflows", "/ui/workflows", "#workflows", "nightly-etl"},
 		{"workflow", fmt.Sprintf("/ui/workflows/%d", run.ID), "#workflow", "approve"},
+		{"batches", "/ui/batches", "#batches", "noop"},
+		{"batch", fmt.Sprintf("/ui/batches/%d", batch.ID), "#batch", "of 2 jobs final"},
 	}
 	for _, p := range pages {
 		b.visit(p.path)

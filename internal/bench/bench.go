@@ -60,8 +60,10 @@ type Result struct {
 	Cost *costResult `json:"cost,omitempty"`
 	// Sequences mode: the sequences and the proof.
 	Sequences *sequenceResult `json:"sequences,omitempty"`
-	GoVersion string          `json:"go_version"`
-	CPUs      int             `json:"cpus"`
+	// Batches mode.
+	Batch     *batchResult `json:"batch,omitempty"`
+	GoVersion string       `json:"go_version"`
+	CPUs      int          `json:"cpus"`
 }
 
 // Options are a run's settings; each is a flag of gaffer bench (whose
@@ -71,6 +73,8 @@ type Options struct {
 	// Sequences and PerSequence: the sequences mode's sequences and jobs
 	// per sequence.
 	Sequences, PerSequence int
+	// Batches and BatchSize: bench batches' batches and jobs per batch.
+	Batches, BatchSize int
 	// Duration is how long to measure; Warmup (not negative) the time
 	// before measuring; Hold how long each job runs in the limits mode.
 	Duration, Warmup, Hold time.Duration
@@ -101,7 +105,7 @@ type Options struct {
 var modes = map[string]func(context.Context, *store.Store, Options, *Result) error{
 	"backlog": benchBacklog, "continuous": benchContinuous, "latency": benchLatency, "cron": benchCron, "idle": benchIdle, "enqueue": benchEnqueue,
 	"dashboard": benchDashboard, "fairness": benchFairness, "limits": benchLimits, "remote": benchRemote, "soak": benchSoak,
-	"pressure": benchPressure, "cost": benchCost, "sequences": benchSequences,
+	"pressure": benchPressure, "cost": benchCost, "sequences": benchSequences, "batches": benchBatches,
 }
 
 // Modes are the modes' names, sorted.
@@ -166,6 +170,8 @@ func Print(w io.Writer, r Result) error {
 		fmt.Fprintf(w, "idle cluster of %d nodes: %.2f database transactions/s per node\n", r.Nodes, r.TxPerSecPerNode)
 	case "enqueue":
 		fmt.Fprintf(w, "bulk enqueue: %d jobs at %.0f jobs/s\n", r.Jobs, r.EnqueuePerSec)
+	case "batches":
+		printBatches(w, r)
 	case "fairness", "limits":
 		printFair(w, r)
 	case "remote":

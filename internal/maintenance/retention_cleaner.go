@@ -155,6 +155,9 @@ type Deleted struct {
 	Jobs, DLQEntries, IdempotencyKeys int64
 	// WorkflowRuns are finished runs; their steps went with them.
 	WorkflowRuns int64
+	// Batches are finished batches (their callback enqueued longer ago
+	// than the job retention).
+	Batches int64
 	// CronOccurrences are records of cron occurrences.
 	CronOccurrences int64
 	// DeadNodes are rows of nodes that left or were lost.
@@ -187,6 +190,9 @@ func (c *RetentionCleaner) RunOnce(ctx context.Context) (Deleted, error) {
 		{&d.WorkflowRuns, func(q pgx.Tx) (int64, error) {
 			return c.store.DeleteFinishedWorkflowRuns(ctx, q, c.cfg.WorkflowRetention, c.cfg.BatchSize)
 		}},
+		{&d.Batches, func(q pgx.Tx) (int64, error) {
+			return c.store.DeleteFinishedBatches(ctx, q, c.cfg.JobRetention, c.cfg.BatchSize)
+		}},
 		{&d.IdempotencyKeys, func(q pgx.Tx) (int64, error) {
 			return c.store.DeleteOldIdempotencyKeys(ctx, q, c.cfg.IdempotencyRetention, c.cfg.BatchSize)
 		}},
@@ -214,7 +220,7 @@ func (c *RetentionCleaner) RunOnce(ctx context.Context) (Deleted, error) {
 		}
 	}
 	if d != (Deleted{}) {
-		c.log.Debug("deleted expired rows", "jobs", d.Jobs, "dlq_entries", d.DLQEntries, "workflow_runs", d.WorkflowRuns,
+		c.log.Debug("deleted expired rows", "jobs", d.Jobs, "dlq_entries", d.DLQEntries, "workflow_runs", d.WorkflowRuns, "batches", d.Batches,
 			"idempotency_keys", d.IdempotencyKeys, "sessions", d.Sessions, "webhook_secrets", d.WebhookSecrets,
 			"cron_occurrences", d.CronOccurrences, "dead_nodes", d.DeadNodes, "revoked_tokens", d.RevokedTokens)
 	}

@@ -245,3 +245,26 @@ func TestRetentionDeletesOnlyUnderTheFence(t *testing.T) {
 		t.Fatalf("%d rows before a sweep whose every transaction rolled back, %d after: a delete ran outside the fence", before, after)
 	}
 }
+
+// A finished batch goes once its callback was enqueued longer ago than
+// the job retention; an open, closed or recently finished one stays.
+func TestRetentionDeletesFinishedBatches(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	add := func(state string, finishedAgo string) {
+		e.exec(`INSERT INTO gaffer.batches (tenant, callback_kind, state, callback_job_id, finished_at)
+			VALUES ('default', 'cb', $1, CASE WHEN $1 = 'finished' THEN 1 END, now() - $2::interval)`, state, finishedAgo)
+	}
+	add("finished", "2 days")
+	add("finished", "3 days")
+	add("finished", "1 hour")
+	add("closed", "5 days")
+	add("open", "5 days")
+	d := e.sweep(maintenance.RetentionCleanerConfig{BatchSize: 1})
+	if d.Batches != 2 {
+		t.Errorf("deleted %d batches, want 2", d.Batches)
+	}
+	if left := e.strings(`SELECT state || ' ' || (finished_at > now() - interval '1 day') FROM gaffer.batches ORDER BY id`); !slices.Equal(left, []string{"closed false", "finished true", "open false"}) {
+		t.Errorf("left %v", left)
+	}
+}

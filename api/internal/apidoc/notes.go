@@ -46,8 +46,15 @@ var componentNames = map[string]string{
 	"api.workflowBody":     "WorkflowCreate",
 	"api.workflowStepBody": "WorkflowStepCreate",
 	"api.signalBody":       "SignalRequest",
-	"workflow.Run":         "WorkflowRun",
-	"workflow.StepState":   "WorkflowStep",
+
+	"api.openBatchBody":        "BatchCreate",
+	"api.batchCallbackBody":    "BatchCallback",
+	"api.batchJobBody":         "BatchJob",
+	"api.addBatchJobsBody":     "BatchJobsAdd",
+	"api.addBatchJobsResponse": "BatchJobsAdded",
+	"job.Batch":                "Batch",
+	"workflow.Run":             "WorkflowRun",
+	"workflow.StepState":       "WorkflowStep",
 
 	"api.rotateSecretBody": "RotateWebhookSecret",
 	"api.newSecretView":    "NewWebhookSecret",

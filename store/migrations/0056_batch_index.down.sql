@@ -1,0 +1,2 @@
+-- gaffer:no-transaction
+DROP INDEX CONCURRENTLY IF EXISTS gaffer.jobs_batch_idx;
