@@ -558,3 +558,57 @@ func TestSequenceNextStartsWithoutWaitingForAPoll(t *testing.T) {
 	}
 	t.Logf("4 jobs in %s", time.Since(first))
 }
+
+// A batch of a sequence's jobs: the callback waits for the held ones
+// too, and a batch cancelled while some of its jobs are held counts them
+// cancelled, so it still finishes with one callback.
+func TestSequenceInABatch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	for _, cancel := range []bool{false, true} {
+		b, err := e.client.OpenBatch(ctx, job.BatchRequest{Kind: "seq.batch.done", Queue: "idle"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rs []job.Request
+		for range 3 {
+			rs = append(rs, job.Request{Kind: "seq.batch", Queue: "idle", Batch: b.ID, Sequence: &job.Sequence{Key: fmt.Sprintf("batch-%d", b.ID)}})
+		}
+		ids, err := e.client.EnqueueMany(ctx, rs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.client.CloseBatch(ctx, "", b.ID); err != nil {
+			t.Fatal(err)
+		}
+		if cancel {
+			if _, err := e.client.CancelBatch(ctx, "", b.ID); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			// Nothing works queue "idle": end the jobs as a worker would,
+			// the head first; each end gives the next its turn.
+			for _, id := range ids {
+				if j, _ := e.client.Get(ctx, "", id); j.State != job.Pending {
+					t.Fatalf("job %d is %s when its turn came, want pending", id, j.State)
+				}
+				if mid, _ := e.client.GetBatch(ctx, "", b.ID); mid.CallbackJobID != 0 {
+					t.Fatalf("callback enqueued while job %d had not ended", id)
+				}
+				e.exec(`UPDATE gaffer.jobs SET state = 'completed', finalized_at = now() WHERE id = $1`, id)
+			}
+		}
+		got, err := e.client.GetBatch(ctx, "", b.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := job.Completed
+		if cancel {
+			want = job.Cancelled
+		}
+		if got.CallbackJobID == 0 || got.Counts[want] != 3 {
+			t.Fatalf("cancel %v: batch %+v, want 3 %s and a callback", cancel, got, want)
+		}
+	}
+}
