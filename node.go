@@ -47,6 +47,9 @@ type Node struct {
 	scheduler *cron.Scheduler
 	services  []backgroundService
 	done      chan struct{}
+	// beforeLeave runs once a drain ordered through the cluster finished,
+	// before the node stops and closes its pools (OnDrainedStop).
+	beforeLeave func()
 
 	mu      sync.Mutex
 	started bool
@@ -254,9 +257,26 @@ func (n *Node) handleNotification(channel, payload string) {
 // Its jobs are finished or released already; a handler that ignores its
 // cancelled context is not waited for long.
 func (n *Node) onLeave() {
+	n.mu.Lock()
+	before := n.beforeLeave
+	n.mu.Unlock()
+	if before != nil {
+		before()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	n.Stop(ctx)
+}
+
+// OnDrainedStop sets f to run when a drain ordered through the cluster
+// has finished, before the node stops and closes its pools: a server
+// shuts its HTTP listener down there, so that the requests it is still
+// serving — the drain order itself among them, when the node was asked
+// to drain itself — finish on open pools.
+func (n *Node) OnDrainedStop(f func()) {
+	n.mu.Lock()
+	n.beforeLeave = f
+	n.mu.Unlock()
 }
 
 // Done is closed once the node has stopped — after Stop, or after a drain

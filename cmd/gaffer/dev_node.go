@@ -117,6 +117,13 @@ func (m *Main) runDevNode(ctx context.Context, args []string) error {
 		node.Stop(context.Background())
 		return err
 	}
+	// A drain ordered through the cluster: the requests in flight (the
+	// order itself, when this node was asked) finish before the node
+	// closes its pools.
+	node.OnDrainedStop(func() {
+		node.RemoteWorkers().EndWaits()
+		shutdownHTTP(srv, *nf.shutdownTimeout, log)
+	})
 	select {
 	case <-ctx.Done():
 		// A second SIGTERM (dev's second Ctrl-C) stops the node at once.

@@ -46,14 +46,15 @@ func followSequence(t *testing.T, base, token string, ids []int64, within time.D
 	t.Helper()
 	jobs := make([]seqJob, len(ids))
 	for deadline := time.Now().Add(within); ; time.Sleep(100 * time.Millisecond) {
-		for i, id := range ids {
-			if code := devGet(t, base, token, fmt.Sprintf("/v1/jobs/%d", id), &jobs[i]); code != 200 {
-				t.Fatalf("job %d: %d", id, code)
+		// Read from the last job to the first: a job seen not held was
+		// given its turn after the one before it ended, so the later
+		// read of that one sees it ended.
+		for i := len(ids) - 1; i >= 0; i-- {
+			if code := devGet(t, base, token, fmt.Sprintf("/v1/jobs/%d", ids[i]), &jobs[i]); code != 200 {
+				t.Fatalf("job %d: %d", ids[i], code)
 			}
 		}
 		for i := 1; i < len(jobs); i++ {
-			// Read in enqueue order: a job seen not held was promoted after
-			// the one before it ended, so that one reads ended too.
 			if jobs[i].State != "held" && jobs[i-1].State != "completed" && jobs[i-1].State != "failed" && jobs[i-1].State != "cancelled" {
 				t.Fatalf("job %d is %s while job %d before it in the sequence is %s", jobs[i].ID, jobs[i].State, jobs[i-1].ID, jobs[i-1].State)
 			}

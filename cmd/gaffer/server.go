@@ -305,6 +305,13 @@ func (m *Main) runServer(ctx context.Context, args []string) error {
 		node.Stop(context.Background())
 		return err
 	}
+	// A drain ordered through the cluster: the requests in flight (the
+	// order itself, when this node was asked) finish before the node
+	// closes its pools.
+	node.OnDrainedStop(func() {
+		node.RemoteWorkers().EndWaits()
+		shutdownHTTP(srv, *nf.shutdownTimeout, log)
+	})
 	select {
 	case <-ctx.Done():
 		// The node claims nothing new from the signal on (G6); requests in
