@@ -55,7 +55,7 @@ func TestDashboardFormsInBrowser(t *testing.T) {
 		e.ok("jobs", "enqueue", "--kind", "http", "--queue", "billing", "--args", fmt.Sprintf(`{"url":%q}`, hook.URL+"/fail"))
 	}
 	e.waitSQL("the run waits for its signal", `SELECT state FROM gaffer.workflow_steps WHERE run_id = $1 AND name = 'approve'`, "active", run.ID)
-	e.waitSQL("billing's history sampled", `SELECT coalesce(sum(completed), 0) >= 12 AND coalesce(sum(failed), 0) >= 3 FROM gaffer.queue_throughput WHERE queue = 'billing'`, "true")
+	e.waitSQL("billing's history sampled", `SELECT coalesce(sum(completed), 0) >= 12 AND coalesce(sum(failed), 0) >= 3 FROM gaffer.queue_throughput WHERE queue = 'billing' AND tenant = '*'`, "true")
 
 	b := newBrowser(t, base)
 	b.login(admin)
