@@ -42,6 +42,23 @@ Modes:
               latency's load at --rate while PostgreSQL terminates every
               connection of the node every --kill-every (as a pooler or an
               operator does); report enqueue→start and the kills
+  pressure idle-in-tx
+              a load at --rate jobs/s (default: half of a 30s continuous
+              run) for --duration; after --clean, a session of its own
+              takes an xid and a REPEATABLE READ snapshot of gaffer.jobs
+              and sits idle in transaction for --hold-for (default: to the
+              end). Every --sample (default 10s): throughput, enqueue→start
+              p50/p99, gaffer.jobs' size and dead rows; the phases'
+              figures, and how long after the release every interval's p99
+              is back within the clean phase's worst. The issue's goal run
+              (10 minutes at 50% of capacity, back within 60s):
+                bench pressure idle-in-tx --clean 1m --hold-for 10m
+                  --duration 13m --sample 10s
+  pressure readers
+              the same load and phases, the pressure being --readers
+              sessions running REPEATABLE READ transactions one after
+              another, each scanning gaffer.jobs and gaffer.dlq whole
+              again and again for at least --read-for; reports the scans
   soak        enqueue at --rate jobs/s (default: 80% of a 30s continuous
               run) for --duration, finished jobs deleted after --retention;
               every --sample: throughput, enqueue→start p99, table and
@@ -68,18 +85,22 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	concurrency := fs.Int("concurrency", "-", 2000, "jobs the node runs at once")
 	claimBatch := fs.Int("claim-batch", "-", 1000, "most jobs one claim takes")
 	nodes := fs.Int("nodes", "-", 3, "idle: nodes to run")
-	rate := fs.Int("rate", "-", 0, "latency (default 100), fairness (default 20), cost (default 600), soak (default 80% of capacity): jobs per second")
+	rate := fs.Int("rate", "-", 0, "latency (default 100), fairness (default 20), cost (default 600), soak (default 80% of capacity), pressure idle-in-tx and readers (default 50% of capacity): jobs per second")
 	entries := fs.Int("entries", "-", 10, "cron: entries")
 	limit := fs.Int("limit", "-", 50, "limits: the binding limit's concurrency")
 	hold := fs.Duration("hold", "-", 100*time.Millisecond, "limits: how long each job runs under the binding limit")
 	sequences := fs.Int("sequences", "-", 10000, "sequences: how many sequences")
 	perSequence := fs.Int("per-sequence", "-", 100, "sequences: jobs per sequence")
 	workers := fs.Int("workers", "-", 8, "remote: remote workers (each a goroutine calling the API over HTTP)")
-	duration := fs.Duration("duration", "-", 30*time.Second, "continuous, latency, cron, idle, pressure, soak: how long to measure")
+	duration := fs.Duration("duration", "-", 30*time.Second, "continuous, latency, cron, idle, pressure, soak: how long to measure (pressure idle-in-tx and readers: --clean and --hold-for included)")
 	killEvery := fs.Duration("kill-every", "-", 250*time.Millisecond, "pressure backend-kill: how often the node's connections are terminated")
+	clean := fs.Duration("clean", "-", 10*time.Second, "pressure idle-in-tx, readers: the clean phase before the pressure (a multiple of --sample)")
+	holdFor := fs.Duration("hold-for", "-", 0, "pressure idle-in-tx, readers: how long the pressure lasts, a multiple of --sample (default: to the end of --duration)")
+	readers := fs.Int("readers", "-", 2, "pressure readers: reading sessions")
+	readFor := fs.Duration("read-for", "-", 5*time.Second, "pressure readers: how long each reader's transaction lasts at least")
 	fetchCooldown := fs.Duration("fetch-cooldown", "-", 0, "the node's least time between two claims of a queue (default: the node's, 2ms)")
 	retention := fs.Duration("retention", "-", 5*time.Minute, "soak: how long finished jobs are kept")
-	sample := fs.Duration("sample", "-", time.Minute, "soak: the sampling interval")
+	sample := fs.Duration("sample", "-", 0, "soak (default 1m), pressure idle-in-tx and readers (default 10s): the sampling interval")
 	svg := fs.String("svg", "-", "", "soak: write a plot of the series to this SVG file")
 	replot := fs.String("replot", "-", "", "soak: run nothing; redraw --svg from this earlier --json result")
 	warmup := fs.Duration("warmup", "-", 5*time.Second, "continuous: time before measuring")
@@ -98,10 +119,16 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	}
 	if fs.NArg() != want || !ok {
 		fs.Usage()
-		return usageError("bench needs a mode: backlog, continuous, latency, cron, idle, enqueue, dashboard, fairness, limits, pressure backend-kill, remote, soak, cost, sequences or batches")
+		return usageError("bench needs a mode: backlog, continuous, latency, cron, idle, enqueue, dashboard, fairness, limits, pressure backend-kill|idle-in-tx|readers, remote, soak, cost, sequences or batches")
 	}
-	if fs.Arg(0) == "pressure" && fs.Arg(1) != "backend-kill" {
-		return usageError(fmt.Sprintf("bench pressure %q: the pressure built is backend-kill", fs.Arg(1)))
+	if fs.Arg(0) == "pressure" && !slices.Contains([]string{"backend-kill", "idle-in-tx", "readers"}, fs.Arg(1)) {
+		return usageError(fmt.Sprintf("bench pressure %q: the pressures are backend-kill, idle-in-tx and readers", fs.Arg(1)))
+	}
+	if *sample == 0 {
+		*sample = time.Minute
+		if fs.Arg(0) == "pressure" {
+			*sample = 10 * time.Second
+		}
 	}
 	rateSet := *rate != 0
 	if *rate == 0 {
@@ -113,6 +140,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	o := bench.Options{Jobs: *jobs, Batch: *batch, Concurrency: *concurrency, ClaimBatch: *claimBatch, Nodes: *nodes, Rate: *rate,
 		Entries: *entries, Sequences: *sequences, PerSequence: *perSequence, Batches: *batches, BatchSize: *batchSize, Duration: *duration, Warmup: *warmup, Limit: *limit, Hold: *hold, Workers: *workers,
 		Retention: *retention, Sample: *sample, RateSet: rateSet, KillEvery: *killEvery, FetchCooldown: *fetchCooldown,
+		Pressure: fs.Arg(1), Clean: *clean, HoldFor: *holdFor, Readers: *readers, ReadFor: *readFor,
 		Kinds: func(ctx context.Context, n *gaffer.Node, dbURL string, own ...string) error {
 			hooks, err := newWebhooks(ctx, outbound{}, nil, dbURL, own...)
 			if err != nil {
@@ -131,13 +159,21 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 		return usageError("--limit and --hold must be positive")
 	}
 	for name, v := range map[string]int{"jobs": o.Jobs, "batch": o.Batch, "concurrency": o.Concurrency, "claim-batch": o.ClaimBatch, "nodes": o.Nodes, "rate": o.Rate, "entries": o.Entries, "workers": o.Workers,
-		"sequences": o.Sequences, "per-sequence": o.PerSequence, "batches": o.Batches, "batch-size": o.BatchSize} {
+		"sequences": o.Sequences, "per-sequence": o.PerSequence, "batches": o.Batches, "batch-size": o.BatchSize, "readers": o.Readers} {
 		if v < 1 {
 			return usageError(fmt.Sprintf("--%s must be positive", name))
 		}
 	}
-	if o.KillEvery <= 0 {
-		return usageError("--kill-every must be positive")
+	if o.KillEvery <= 0 || o.ReadFor <= 0 {
+		return usageError("--kill-every and --read-for must be positive")
+	}
+	if fs.Arg(1) == "idle-in-tx" || fs.Arg(1) == "readers" {
+		if o.Clean < o.Sample || o.Clean%o.Sample != 0 || o.HoldFor < 0 || o.HoldFor%o.Sample != 0 {
+			return usageError("--clean must be a positive multiple of --sample, and --hold-for a multiple of it")
+		}
+		if o.Clean+o.HoldFor >= o.Duration || o.Duration%o.Sample != 0 {
+			return usageError("--duration must be a multiple of --sample and outlast --clean and --hold-for")
+		}
 	}
 	if o.Duration <= 0 || o.Warmup < 0 || o.FetchCooldown < 0 {
 		return usageError("--duration must be positive, and --warmup and --fetch-cooldown not negative")

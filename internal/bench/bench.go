@@ -85,9 +85,20 @@ type Options struct {
 	// --rate was given (else the soak measures capacity and takes 80%).
 	Retention, Sample time.Duration
 	RateSet           bool
+	// Pressure is bench pressure's kind: backend-kill (also when empty),
+	// idle-in-tx or readers.
+	Pressure string
 	// Pressure backend-kill: how often the node's connections are
 	// terminated.
 	KillEvery time.Duration
+	// Pressure idle-in-tx and readers: the clean phase before the
+	// pressure, and how long it lasts (0: to the end of the measure);
+	// both whole multiples of Sample.
+	Clean, HoldFor time.Duration
+	// Pressure readers: the reading sessions, and how long each of their
+	// transactions lasts at least.
+	Readers int
+	ReadFor time.Duration
 	// FetchCooldown is the nodes' least time between two claims of a
 	// queue (gaffer.Config.FetchCooldown; 0: its default).
 	FetchCooldown time.Duration
@@ -160,9 +171,7 @@ func Print(w io.Writer, r Result) error {
 		fmt.Fprintf(w, "enqueue → handler start, %d jobs at %.0f/s: p50 %.2fms  p95 %.2fms  p99 %.2fms  max %.2fms\n",
 			r.Latency.N, r.JobsPerSec, r.Latency.P50, r.Latency.P95, r.Latency.P99, r.Latency.Max)
 	case "pressure":
-		fmt.Fprintf(w, "%s: %d connections of the node terminated, every %s\n", r.Pressure.Kind, r.Pressure.Terminated, r.Pressure.Every)
-		fmt.Fprintf(w, "enqueue → handler start, %d jobs at %.0f/s: p50 %.2fms  p95 %.2fms  p99 %.2fms  max %.2fms\n",
-			r.Latency.N, r.JobsPerSec, r.Latency.P50, r.Latency.P95, r.Latency.P99, r.Latency.Max)
+		printPressure(w, r)
 	case "cron":
 		fmt.Fprintf(w, "cron lateness (scheduled instant → job inserted, database clock), %d fires: p50 %.2fms  p95 %.2fms  p99 %.2fms  max %.2fms\n",
 			r.Latency.N, r.Latency.P50, r.Latency.P95, r.Latency.P99, r.Latency.Max)

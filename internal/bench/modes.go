@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -158,74 +157,15 @@ func benchLatency(ctx context.Context, st *store.Store, o Options, r *Result) er
 	return measureLatency(ctx, st, o, r, o.URL, nil)
 }
 
-// pressureResult is what bench pressure did to the node while it measured.
-type pressureResult struct {
-	Kind       string `json:"kind"`
-	Every      string `json:"every"`
-	Terminated int    `json:"terminated"`
-}
-
-// benchNodeApp names the bench node's connections in pg_stat_activity.
-const benchNodeApp = "gaffer-bench-node"
-
-// benchPressure is bench latency's load while PostgreSQL terminates every
-// connection of the node (its pool, its lease pool, its LISTEN) every
-// o.KillEvery: what a pooler recycling server connections, or an
-// operator's pg_terminate_backend, does to it. The enqueuing client's
-// connections are spared.
-func benchPressure(ctx context.Context, st *store.Store, o Options, r *Result) error {
-	u, err := url.Parse(o.URL)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return fmt.Errorf("bench pressure needs a postgres:// URL to name the node's connections")
-	}
-	q := u.Query()
-	q.Set("application_name", benchNodeApp)
-	u.RawQuery = q.Encode()
-	p := &pressureResult{Kind: "backend-kill", Every: o.KillEvery.String()}
-	r.Pressure = p
-	return measureLatency(ctx, st, o, r, u.String(), func(ctx context.Context) {
-		tick := time.NewTicker(o.KillEvery)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			var n int
-			if err := st.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
-				WHERE application_name = $1 AND pid <> pg_backend_pid()`, benchNodeApp).Scan(&n); err == nil {
-				p.Terminated += n
-			}
-		}
-	})
-}
-
-// measureLatency enqueues one job at a time at o.Rate for o.Duration to a
-// node connecting to nodeURL, and records enqueue → handler start; during,
-// when set, runs meanwhile, until the measure ends.
+// measureLatency puts a load of o.Rate jobs/s on a node connecting to
+// nodeURL for o.Duration and records each job's enqueue → handler start;
+// during, when set, runs meanwhile, until the load ends.
 func measureLatency(ctx context.Context, st *store.Store, o Options, r *Result, nodeURL string, during func(context.Context)) error {
-	var mu sync.Mutex
-	started := map[int64]time.Time{}
-	node, err := benchNode(ctx, nodeURL, o, nil, func(n *gaffer.Node) {
-		n.HandleFunc("bench.mark", func(ctx context.Context, j *job.Job) error {
-			now := time.Now()
-			mu.Lock()
-			started[j.ID] = now
-			mu.Unlock()
-			return nil
-		})
-	})
+	l, err := startLoad(ctx, st, o, nodeURL, o.Rate, o.Duration)
 	if err != nil {
 		return err
 	}
-	if err := node.Start(ctx); err != nil {
-		return err
-	}
-	defer node.Stop(context.Background())
-	time.Sleep(time.Second) // the first, immediate poll has passed
-	client := job.NewClient(st.Pool(), nil)
-	enqueued := map[int64]time.Time{}
+	defer l.stop()
 	cpu := startCPU()
 	if during != nil {
 		dctx, stop := context.WithCancel(ctx)
@@ -236,42 +176,14 @@ func measureLatency(ctx context.Context, st *store.Store, o Options, r *Result, 
 		}()
 		defer func() { stop(); <-done }()
 	}
-	tick := time.NewTicker(time.Second / time.Duration(o.Rate))
-	defer tick.Stop()
-	end := time.Now().Add(o.Duration)
-	for time.Now().Before(end) {
-		<-tick.C
-		t0 := time.Now()
-		res, err := client.Enqueue(ctx, job.Request{Kind: "bench.mark", Queue: Queue})
-		if err != nil {
-			return err
-		}
-		enqueued[res.Job.ID] = t0
+	if err := l.wait(ctx, time.After(o.Duration)); err != nil {
+		return err
 	}
-	// The last jobs get a second to start, and up to ten more while any
-	// has not (under pressure a start can take seconds: that is the
-	// figure).
-	time.Sleep(time.Second)
-	for wait := time.Now().Add(10 * time.Second); time.Now().Before(wait); time.Sleep(50 * time.Millisecond) {
-		mu.Lock()
-		n := len(started)
-		mu.Unlock()
-		if n >= len(enqueued) {
-			break
-		}
+	_, ms, err := l.finish()
+	if err != nil {
+		return err
 	}
 	cpu.stop(r)
-	mu.Lock()
-	defer mu.Unlock()
-	var ms []float64
-	for id, t0 := range enqueued {
-		if t1, ok := started[id]; ok {
-			ms = append(ms, float64(t1.Sub(t0).Microseconds())/1000)
-		}
-	}
-	if len(ms) < len(enqueued) {
-		return fmt.Errorf("%d of %d jobs did not start within 11 seconds of the end", len(enqueued)-len(ms), len(enqueued))
-	}
 	r.Latency = percentiles(ms)
 	r.Jobs, r.Seconds = len(ms), o.Duration.Seconds()
 	r.JobsPerSec = float64(len(ms)) / o.Duration.Seconds()

@@ -2,20 +2,13 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/gafferhq/gaffer"
-	"github.com/gafferhq/gaffer/job"
 	"github.com/gafferhq/gaffer/store"
 )
 
@@ -65,53 +58,21 @@ type soakSizeSpan struct {
 	MaxMB      float64 `json:"max_mb"`
 }
 
-// soakLatencies collects enqueue → start latencies into one bucket per
-// sampling interval, by start time.
-type soakLatencies struct {
-	mu      sync.Mutex
-	start   time.Time
-	every   time.Duration
-	buckets [][]float32
-}
-
-func (l *soakLatencies) add(now time.Time, ms float32) {
-	i := int(now.Sub(l.start) / l.every)
-	l.mu.Lock()
-	for len(l.buckets) <= i {
-		l.buckets = append(l.buckets, nil)
+// shareOfCapacity measures capacity with a 30-second bench continuous and
+// returns it with the rate that is share of it.
+func shareOfCapacity(ctx context.Context, st *store.Store, o Options, share float64) (float64, int, error) {
+	probe := o
+	probe.Duration = 30 * time.Second
+	var pr Result
+	if err := benchContinuous(ctx, st, probe, &pr); err != nil {
+		return 0, 0, fmt.Errorf("measure capacity: %w", err)
 	}
-	l.buckets[i] = append(l.buckets[i], ms)
-	l.mu.Unlock()
-}
-
-// take returns bucket i and frees it.
-func (l *soakLatencies) take(i int) []float64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if i >= len(l.buckets) {
-		return nil
+	if _, err := st.DeleteQueueJobs(ctx, Queue); err != nil {
+		return 0, 0, err
 	}
-	out := make([]float64, len(l.buckets[i]))
-	for k, v := range l.buckets[i] {
-		out[k] = float64(v)
-	}
-	l.buckets[i] = nil
-	return out
-}
-
-// enqueuedAt reads the enqueue instant (Unix nanoseconds) a soak job
-// carries as {"t": n}.
-func enqueuedAt(args []byte) (time.Time, bool) {
-	i := 0
-	for i < len(args) && (args[i] < '0' || args[i] > '9') {
-		i++
-	}
-	j := i
-	for j < len(args) && args[j] >= '0' && args[j] <= '9' {
-		j++
-	}
-	ns, err := strconv.ParseInt(string(args[i:j]), 10, 64)
-	return time.Unix(0, ns), err == nil
+	rate := int(pr.JobsPerSec * share)
+	fmt.Fprintf(os.Stderr, "capacity %.0f jobs/s; the load runs at %.0f%%: %d jobs/s\n", pr.JobsPerSec, share*100, rate)
+	return pr.JobsPerSec, rate, nil
 }
 
 // benchSoak enqueues at a steady --rate (or 80% of a capacity it first
@@ -122,119 +83,39 @@ func benchSoak(ctx context.Context, st *store.Store, o Options, r *Result) error
 	soak := &soakResult{Rate: o.Rate, Retention: o.Retention.String()}
 	r.Soak = soak
 	if !o.RateSet {
-		probe := o
-		probe.Duration = 30 * time.Second
-		var pr Result
-		if err := benchContinuous(ctx, st, probe, &pr); err != nil {
-			return fmt.Errorf("measure capacity: %w", err)
-		}
-		if _, err := st.DeleteQueueJobs(ctx, Queue); err != nil {
+		var err error
+		if soak.Capacity, soak.Rate, err = shareOfCapacity(ctx, st, o, 0.8); err != nil {
 			return err
 		}
-		soak.Capacity = pr.JobsPerSec
-		soak.Rate = int(pr.JobsPerSec * 0.8)
-		fmt.Fprintf(os.Stderr, "capacity %.0f jobs/s; soaking at 80%%: %d jobs/s\n", pr.JobsPerSec, soak.Rate)
 	}
 	if err := st.VacuumJobs(ctx); err != nil {
 		return err
 	}
-	lat := &soakLatencies{every: o.Sample}
-	reg := prometheus.NewRegistry()
-	node, err := benchNode(ctx, o.URL, o, reg, func(n *gaffer.Node) {
-		n.HandleFunc("bench.soak", func(ctx context.Context, j *job.Job) error {
-			now := time.Now()
-			if t0, ok := enqueuedAt(j.Args); ok {
-				lat.add(now, float32(now.Sub(t0).Microseconds())/1000)
-			}
-			return nil
-		})
-	})
+	l, err := startLoad(ctx, st, o, o.URL, soak.Rate, o.Sample)
 	if err != nil {
 		return err
 	}
-	lat.start = time.Now()
-	if err := node.Start(ctx); err != nil {
-		return err
-	}
-	defer node.Stop(context.Background())
-
-	var mu sync.Mutex
-	sent := 0
-	enqErr := make(chan error, 1)
-	genCtx, stopGen := context.WithCancel(ctx)
-	defer stopGen()
-	go func() {
-		client := job.NewClient(st.Pool(), nil)
-		reqs := make([]job.Request, 5000)
-		for i := range reqs {
-			reqs[i] = job.Request{Kind: "bench.soak", Queue: Queue}
-		}
-		for genCtx.Err() == nil {
-			due := int(float64(soak.Rate)*time.Since(lat.start).Seconds()) - sent
-			if due <= 0 {
-				time.Sleep(2 * time.Millisecond)
-				continue
-			}
-			n := min(due, len(reqs))
-			args := json.RawMessage(`{"t":` + strconv.FormatInt(time.Now().UnixNano(), 10) + `}`)
-			for i := range n {
-				reqs[i].Args = args
-			}
-			if _, err := client.EnqueueMany(genCtx, reqs[:n]); err != nil {
-				if genCtx.Err() == nil {
-					enqErr <- err
-				}
-				return
-			}
-			mu.Lock()
-			sent += n
-			mu.Unlock()
-		}
-	}()
-
+	defer l.stop()
 	cpu := startCPU()
 	tick := time.NewTicker(o.Sample)
 	defer tick.Stop()
-	lastDone, lastSent := 0.0, 0
 	for i := 0; time.Duration(i)*o.Sample < o.Duration; i++ {
-		select {
-		case <-tick.C:
-		case err := <-enqErr:
-			return fmt.Errorf("enqueue: %w", err)
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := l.wait(ctx, tick.C); err != nil {
+			return err
 		}
-		done, err := completedCount(reg)
+		s, _, err := l.sample(ctx, st, i)
 		if err != nil {
 			return err
 		}
-		mu.Lock()
-		nowSent := sent
-		mu.Unlock()
-		size, err := st.JobTableSize(ctx)
-		if err != nil {
-			return err
-		}
-		// The bucket of the interval that just ended: jobs started in it.
-		p := percentiles(lat.take(i))
-		s := soakSample{
-			Minute:         float64(i+1) * o.Sample.Minutes(),
-			JobsPerSec:     (done - lastDone) / o.Sample.Seconds(),
-			EnqueuedPerSec: float64(nowSent-lastSent) / o.Sample.Seconds(),
-			P50:            p.P50, P99: p.P99, Max: p.Max,
-			TableMB: float64(size.TableBytes) / (1 << 20), IndexMB: float64(size.IndexBytes) / (1 << 20),
-			LiveRows: size.LiveRows, DeadRows: size.DeadRows, Vacuums: size.Vacuums,
-		}
-		lastDone, lastSent = done, nowSent
 		soak.Samples = append(soak.Samples, s)
 		fmt.Fprintf(os.Stderr, "%6.1f min  %7.0f jobs/s (enqueued %7.0f)  p50 %7.1f ms  p99 %7.1f ms  max %7.1f ms  table %7.1f MB  indexes %7.1f MB  rows %d live %d dead  vacuums %d\n",
 			s.Minute, s.JobsPerSec, s.EnqueuedPerSec, s.P50, s.P99, s.Max, s.TableMB, s.IndexMB, s.LiveRows, s.DeadRows, s.Vacuums)
 	}
-	stopGen()
+	l.stopGen()
 	cpu.stop(r)
 	r.Seconds = o.Duration.Seconds()
-	r.Jobs = int(lastDone)
-	r.JobsPerSec = lastDone / r.Seconds
+	r.Jobs = int(l.lastDone)
+	r.JobsPerSec = l.lastDone / r.Seconds
 	r.Concurrency, r.ClaimBatch = o.Concurrency, o.ClaimBatch
 	soak.summarize(o.Retention)
 	return nil
