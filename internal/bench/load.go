@@ -29,6 +29,7 @@ type load struct {
 	reg  *prometheus.Registry
 	lat  *intervalLatencies
 	rate int
+	span time.Duration // how long it enqueues
 
 	mu   sync.Mutex
 	sent int
@@ -44,9 +45,10 @@ type load struct {
 
 // startLoad starts a node on nodeURL (the pool of its first argument, st,
 // enqueues) and, once its first, immediate poll has passed, the enqueuing
-// at rate; latencies are filed per interval of every. stop ends both.
+// at rate for o.Duration; latencies are filed per interval of every. stop
+// ends both.
 func startLoad(ctx context.Context, st *store.Store, o Options, nodeURL string, rate int, every time.Duration) (*load, error) {
-	l := &load{reg: prometheus.NewRegistry(), lat: &intervalLatencies{every: every}, rate: rate,
+	l := &load{reg: prometheus.NewRegistry(), lat: &intervalLatencies{every: every}, rate: rate, span: o.Duration,
 		errc: make(chan error, 1), genDone: make(chan struct{})}
 	node, err := benchNode(ctx, nodeURL, o, l.reg, func(n *gaffer.Node) {
 		n.HandleFunc(loadKind, func(ctx context.Context, j *job.Job) error {
@@ -79,9 +81,13 @@ func (l *load) enqueue(ctx context.Context, client *job.Client) {
 		reqs[i] = job.Request{Kind: loadKind, Queue: Queue}
 	}
 	for ctx.Err() == nil {
+		elapsed := min(time.Since(l.lat.start), l.span)
 		l.mu.Lock()
-		due := int(float64(l.rate)*time.Since(l.lat.start).Seconds()) - l.sent
+		due := int(float64(l.rate)*elapsed.Seconds()) - l.sent
 		l.mu.Unlock()
+		if due <= 0 && elapsed == l.span {
+			return
+		}
 		if due <= 0 {
 			time.Sleep(time.Millisecond)
 			continue

@@ -146,9 +146,10 @@ func TestPressureIdleInTxHoldsAnXID(t *testing.T) {
 	})
 	mu.Lock()
 	defer mu.Unlock()
-	// About 2 s of 50 ms looks.
-	if len(held) != 1 || held[got.Pressure.HeldXID] < 20 {
-		t.Errorf("pg_stat_activity showed the holder idle in transaction with xids %v; the result reports xid %d", held, got.Pressure.HeldXID)
+	// About 2 s of 50 ms looks: 40, not the 100 of a hold kept to the end
+	// and through the wait for the last jobs.
+	if n := held[got.Pressure.HeldXID]; len(held) != 1 || n < 20 || n > 60 {
+		t.Errorf("pg_stat_activity showed the holder idle in transaction with xids %v (times seen); the result reports xid %d", held, got.Pressure.HeldXID)
 	}
 }
 
