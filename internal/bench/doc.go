@@ -6,5 +6,7 @@
 //
 // gaffer bench (cmd/gaffer/bench.go) reads the flags, starts a throwaway
 // PostgreSQL when none is given, and calls Run; the modes live here, one
-// file each (modes.go the plain ones, fair.go, remote.go, soak.go, ui.go).
+// file each (modes.go the plain ones, fair.go, remote.go, soak.go, ui.go,
+// pressure.go, cost.go, …); load.go is the steady load, with its enqueue →
+// start, that latency, soak and the pressures share.
 package bench
