@@ -64,6 +64,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"dev", "--webhook-allow", "hooks:99999"}, map[string]string{"GAFFER_TOKEN": "short"}, `allow entry "hooks:99999"`},
 		{[]string{"dev", "--webhook-allow", "hooks:99999"}, map[string]string{"GAFFER_DEV_TOKEN": "short"}, "--token must be at least 16 characters"},
 		{[]string{"bench", "sideways"}, nil, "bench needs a mode"},
+		{[]string{"bench", "pressure", "sideways"}, nil, "the pressures are backend-kill, idle-in-tx and readers"},
+		{[]string{"bench", "pressure", "idle-in-tx", "--clean", "5s"}, nil, "--clean must be a positive multiple of --sample"},
+		{[]string{"bench", "pressure", "readers", "--hold-for", "20s"}, nil, "--duration must be a multiple of --sample and outlast"},
+		{[]string{"bench", "pressure", "readers", "--readers", "0"}, nil, "--readers must be positive"},
 	}
 	for _, c := range cases {
 		_, stderr, err := run(t, c.env, c.args...)
