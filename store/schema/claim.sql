@@ -7,7 +7,8 @@
 --   claim          the claim: the gate, then rounds, then where the next
 --                  claim starts
 --   claim_units    the next units with due jobs, in rotation order
---   claim_take     a round's candidates from its units, in claim order
+--   claim_take     a round's candidates from its units (two or more), in
+--                  claim order
 --   claim_unit     one unit's part: its first due jobs past a position
 --   claim_promote  scheduled jobs whose time came made due (run first,
 --                  in the claim's transaction)
@@ -150,25 +151,15 @@ $fn$;
 -- (k-1)/weight. Each unit gives its first due jobs past its cursor (c_*),
 -- up to its share by weight of all the units will have given, and one
 -- at least (so there may be more candidates than take). unit_more says, per unit, whether it gave its whole share (it
--- may have more: the claim looks into it again if it is not full). A
--- claim of one unit (the usual case) returns its jobs' ids and kinds
--- only (the rest is the unit's, in order: the caller fills it in if it
--- needs it).
+-- may have more: the claim looks into it again if it is not full). The
+-- claim takes a round of one unit (the usual case) itself, from
+-- claim_unit: a statement less.
 CREATE FUNCTION gaffer.claim_take(q text, take integer, ks text[], u_tenant text[], u_fkey text[], u_past integer[],
     c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[],
     OUT cand_id bigint[], OUT cand_kind text[], OUT cand_tenant text[], OUT cand_fkey text[],
     OUT cand_unit integer[], OUT cand_k integer[], OUT unit_more boolean[])
 LANGUAGE plpgsql AS $fn$
 BEGIN
-    IF cardinality(u_tenant) = 1 THEN
-        SELECT array_agg(x.id), array_agg(x.kind) INTO cand_id, cand_kind
-        FROM (SELECT c.prio, c.run_at, c.id FROM unnest(c_tenant, c_fkey, c_prio, c_run_at, c_id) AS c(tenant, fkey, prio, run_at, id)
-              WHERE c.tenant = u_tenant[1] AND c.fkey = u_fkey[1]
-              UNION ALL SELECT NULL, NULL, NULL LIMIT 1) cur
-        CROSS JOIN LATERAL gaffer.claim_unit(q, u_tenant[1], u_fkey[1], ks, cur.prio, cur.run_at, cur.id, take) x;
-        unit_more := ARRAY[coalesce(cardinality(cand_id), 0) >= take];
-        RETURN;
-    END IF;
     WITH units AS (
         SELECT u.ord::integer AS unit, u.tenant, u.fkey, coalesce(u_past[u.ord], 0) AS past, coalesce(tw.weight, 1) AS weight,
                -- Its share by weight of what the units will have given in
@@ -271,21 +262,18 @@ DECLARE
     weighed integer;
     refused boolean;
     turnless integer;
+    -- what of the limits can apply to this queue's jobs: a limit of
+    -- every kind (lim_any), the kinds limits name (lim_kinds)
+    lim_any boolean;
+    lim_kinds text[];
+    limited boolean;
+    stopped boolean;
 BEGIN
     next_tenant := after_tenant;
     next_fkey := after_fkey;
     started_at := now();
     busy := false;
-    IF n < 1 OR EXISTS (SELECT 1 FROM gaffer.queues qq WHERE qq.name = q AND qq.paused) THEN
-        RETURN;
-    END IF;
-    IF worker THEN
-        PERFORM 1 FROM gaffer.nodes nd
-        WHERE nd.id = claimer AND nd.kind = 'remote' AND nd.state <> 'dead' AND nd.drain_requested_at IS NULL;
-        IF NOT FOUND THEN
-            RETURN;
-        END IF;
-    ELSIF EXISTS (SELECT 1 FROM gaffer.nodes nd WHERE nd.id = claimer AND nd.drain_requested_at IS NOT NULL) THEN
+    IF n < 1 THEN
         RETURN;
     END IF;
     -- The limits stay as this claim reads them until it commits. While
@@ -293,6 +281,21 @@ BEGIN
     -- claims in flight, and the caller claims again shortly.
     IF NOT gaffer.limits_hold() THEN
         busy := true;
+        RETURN;
+    END IF;
+    -- The gate, in one statement: a paused queue, a draining node, or a
+    -- remote worker that is draining, gone or unknown claims nothing; and
+    -- which limits can apply here at all (the rounds look closer only at
+    -- candidates these could apply to).
+    SELECT EXISTS (SELECT 1 FROM gaffer.queues qq WHERE qq.name = q AND qq.paused)
+           OR CASE WHEN worker
+                   THEN NOT EXISTS (SELECT 1 FROM gaffer.nodes nd WHERE nd.id = claimer AND nd.kind = 'remote'
+                                      AND nd.state <> 'dead' AND nd.drain_requested_at IS NULL)
+                   ELSE EXISTS (SELECT 1 FROM gaffer.nodes nd WHERE nd.id = claimer AND nd.drain_requested_at IS NOT NULL) END,
+           coalesce(bool_or(l.kind IS NULL), false), coalesce(array_agg(l.kind) FILTER (WHERE l.kind IS NOT NULL), '{}')
+    INTO stopped, lim_any, lim_kinds
+    FROM (SELECT 1) one LEFT JOIN gaffer.limits l ON l.queue IS NULL OR l.queue = q;
+    IF stopped THEN
         RETURN;
     END IF;
     IF side THEN
@@ -337,20 +340,24 @@ BEGIN
             IF nfound < m THEN
                 finding := false; -- every unit was found
             END IF;
-            IF visited = 0 AND grace_ms > 0 AND nfound > 1 AND EXISTS (
-                SELECT 1 FROM unnest(f_tenant, f_fkey) AS u(t, k) JOIN unnest(k_tenant, k_fkey) AS kn(t, k) ON kn.t = u.t AND kn.k = u.k) THEN
-                -- The grace: a unit the last claim served is among those found.
-                SELECT array_agg(u.t ORDER BY u.ord), array_agg(u.k ORDER BY u.ord) INTO f_tenant, f_fkey
-                FROM unnest(f_tenant, f_fkey) WITH ORDINALITY AS u(t, k, ord)
-                -- (CASE: a served unit is never probed. A scalar probe
-                -- ordered as the claim index is, not EXISTS: the generic
-                -- plan of an EXISTS may scan the table instead.)
-                WHERE CASE WHEN EXISTS (SELECT 1 FROM unnest(k_tenant, k_fkey) AS kn(t, k) WHERE kn.t = u.t AND kn.k = u.k) THEN true
-                           ELSE (SELECT j.id FROM gaffer.jobs j
-                                 WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q
-                                   AND j.tenant COLLATE "C" = u.t AND j.fairness_key COLLATE "C" = u.k
-                                   AND j.run_at <= now() - grace_ms * interval '1 millisecond'
-                                 ORDER BY j.priority, j.run_at, j.id LIMIT 1) IS NOT NULL END;
+            IF visited = 0 AND grace_ms > 0 AND nfound > 1 THEN
+                -- (An IF of its own: an EXISTS is a statement, run only when
+                -- it can matter.)
+                IF EXISTS (
+                    SELECT 1 FROM unnest(f_tenant, f_fkey) AS u(t, k) JOIN unnest(k_tenant, k_fkey) AS kn(t, k) ON kn.t = u.t AND kn.k = u.k) THEN
+                    -- The grace: a unit the last claim served is among those found.
+                    SELECT array_agg(u.t ORDER BY u.ord), array_agg(u.k ORDER BY u.ord) INTO f_tenant, f_fkey
+                    FROM unnest(f_tenant, f_fkey) WITH ORDINALITY AS u(t, k, ord)
+                    -- (CASE: a served unit is never probed. A scalar probe
+                    -- ordered as the claim index is, not EXISTS: the generic
+                    -- plan of an EXISTS may scan the table instead.)
+                    WHERE CASE WHEN EXISTS (SELECT 1 FROM unnest(k_tenant, k_fkey) AS kn(t, k) WHERE kn.t = u.t AND kn.k = u.k) THEN true
+                               ELSE (SELECT j.id FROM gaffer.jobs j
+                                     WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q
+                                       AND j.tenant COLLATE "C" = u.t AND j.fairness_key COLLATE "C" = u.k
+                                       AND j.run_at <= now() - grace_ms * interval '1 millisecond'
+                                     ORDER BY j.priority, j.run_at, j.id LIMIT 1) IS NOT NULL END;
+                END IF;
             END IF;
             visited := visited + nfound;
             u_tenant := u_tenant || f_tenant;
@@ -377,8 +384,24 @@ BEGIN
                   SELECT * FROM unnest(c_tenant, c_fkey, c_prio, c_run_at, c_id) AS c(t, k, p, r, i)
                   WHERE NOT EXISTS (SELECT 1 FROM unnest(d_tenant, d_fkey) AS d(t, k) WHERE d.t = c.t AND d.k = c.k)) x;
         END IF;
-        SELECT * INTO cand_id, cand_kind, cand_tenant, cand_fkey, cand_unit, cand_k, unit_more
-        FROM gaffer.claim_take(q, take, ks, u_tenant, u_fkey, u_past, r_tenant, r_fkey, r_prio, r_run_at, r_id) p;
+        IF cardinality(u_tenant) = 1 THEN
+            -- One unit: its first due jobs past its cursor, ids and kinds
+            -- only (the rest is the unit's, in order, filled in below when
+            -- it is needed).
+            SELECT array_agg(x.id), array_agg(x.kind) INTO cand_id, cand_kind
+            FROM (SELECT c.prio, c.run_at, c.id FROM unnest(r_tenant, r_fkey, r_prio, r_run_at, r_id) AS c(tenant, fkey, prio, run_at, id)
+                  WHERE c.tenant = u_tenant[1] AND c.fkey = u_fkey[1]
+                  UNION ALL SELECT NULL, NULL, NULL LIMIT 1) cur
+            CROSS JOIN LATERAL gaffer.claim_unit(q, u_tenant[1], u_fkey[1], ks, cur.prio, cur.run_at, cur.id, take) x;
+            cand_tenant := NULL;
+            cand_fkey := NULL;
+            cand_unit := NULL;
+            cand_k := NULL;
+            unit_more := ARRAY[coalesce(cardinality(cand_id), 0) >= take];
+        ELSE
+            SELECT * INTO cand_id, cand_kind, cand_tenant, cand_fkey, cand_unit, cand_k, unit_more
+            FROM gaffer.claim_take(q, take, ks, u_tenant, u_fkey, u_past, r_tenant, r_fkey, r_prio, r_run_at, r_id) p;
+        END IF;
         weighed := 0;
         admitted := NULL;
         d_tenant := '{}';
@@ -390,10 +413,15 @@ BEGIN
         IF cand_id IS NOT NULL THEN
             -- Do the limits apply? Decided on the kinds and tenants taken:
             -- the default http-per-host limit costs a queue of other kinds
-            -- nothing.
-            IF EXISTS (SELECT 1 FROM gaffer.limits l
-                       WHERE (l.queue IS NULL OR l.queue = q) AND (l.tenant IS NULL OR l.tenant = ANY (coalesce(cand_tenant, u_tenant)))
-                         AND (l.kind IS NULL OR l.kind = ANY (cand_kind))) THEN
+            -- nothing. (The gate's figures first, which cost no statement;
+            -- the limits themselves only when one of them may apply.)
+            limited := false;
+            IF lim_any OR cand_kind && lim_kinds THEN
+                limited := EXISTS (SELECT 1 FROM gaffer.limits l
+                                   WHERE (l.queue IS NULL OR l.queue = q) AND (l.tenant IS NULL OR l.tenant = ANY (coalesce(cand_tenant, u_tenant)))
+                                     AND (l.kind IS NULL OR l.kind = ANY (cand_kind)));
+            END IF;
+            IF limited THEN
                 IF cand_tenant IS NULL THEN
                     -- One unit's candidates: its tenant and key, in order.
                     cand_tenant := array_fill(u_tenant[1], ARRAY[cardinality(cand_id)]);
