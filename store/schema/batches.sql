@@ -89,8 +89,7 @@ $$;
 
 CREATE TRIGGER batch_job_finished AFTER UPDATE OF state ON gaffer.jobs
     FOR EACH ROW
-    WHEN (NEW.batch_id IS NOT NULL AND OLD.state IN ('pending', 'held', 'running', 'retrying')
-          AND NEW.state IN ('completed', 'failed', 'cancelled'))
+    WHEN (NEW.batch_id IS NOT NULL AND gaffer.job_ends(OLD.state, NEW.state))
     EXECUTE FUNCTION gaffer.batch_job_finished();
 
 -- An unfinished batch job was deleted (a bulk delete of pending jobs):

@@ -136,8 +136,7 @@ $fn$;
 
 CREATE TRIGGER sequence_turn_ended AFTER UPDATE OF state ON gaffer.jobs
     FOR EACH ROW
-    WHEN (OLD.sequence_key IS NOT NULL AND NEW.state IN ('completed', 'failed', 'cancelled')
-          AND OLD.state NOT IN ('completed', 'failed', 'cancelled'))
+    WHEN (OLD.sequence_key IS NOT NULL AND gaffer.job_ends(OLD.state, NEW.state))
     EXECUTE FUNCTION gaffer.sequence_left();
 
 CREATE TRIGGER sequence_job_deleted AFTER DELETE ON gaffer.jobs

@@ -136,30 +136,72 @@ CREATE TABLE gaffer.jobs (
     autovacuum_vacuum_cost_delay = 0
 );
 
+-- The checks of a job's row that take long to write out (jobs_tags_check,
+-- jobs_progress_check and jobs_tracestate_check, below) call these,
+-- and the triggers that follow a job to its end (batch_job_finished,
+-- sequence_turn_ended) call job_ends. Every statement that writes
+-- gaffer.jobs reads the table's checks and its triggers' conditions anew
+-- from their stored form, so a condition written out costs every such
+-- statement, for every job, the reading of it; a call is short to read,
+-- and it runs only for a row that holds the value (the check or the
+-- condition tests it for NULL first). PL/pgSQL, so that the planner does
+-- not write them out again inline.
+CREATE FUNCTION gaffer.job_tags_ok(tags text[]) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    -- At most 16 tags, each 1-64 bytes of [A-Za-z0-9_.:/=+@-], checked
+    -- in the tags joined by ',': the pattern bounds every piece, and
+    -- there are as many pieces as tags (a tag holding ',' would make
+    -- more).
+    RETURN array_ndims(tags) = 1 AND cardinality(tags) BETWEEN 1 AND 16 AND array_position(tags, NULL) IS NULL
+       AND array_to_string(tags, ',') ~ '^[A-Za-z0-9_.:/=+@-]{1,64}(,[A-Za-z0-9_.:/=+@-]{1,64})*$'
+       AND cardinality(string_to_array(array_to_string(tags, ','), ',')) = cardinality(tags);
+END
+$fn$;
+
+CREATE FUNCTION gaffer.job_progress_ok(progress double precision, message text) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    RETURN progress BETWEEN 0 AND 100 AND octet_length(message) <= 1024;
+END
+$fn$;
+
+-- A tracestate of at most 512 bytes, only beside a traceparent.
+CREATE FUNCTION gaffer.job_tracestate_ok(tracestate text, traceparent text) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    RETURN octet_length(tracestate) <= 512 AND traceparent IS NOT NULL;
+END
+$fn$;
+
+-- Whether a change of a job's state from old_state to new_state ends it:
+-- final states are terminal, so a job ends once.
+CREATE FUNCTION gaffer.job_ends(old_state text, new_state text) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    RETURN new_state IN ('completed', 'failed', 'cancelled') AND old_state NOT IN ('completed', 'failed', 'cancelled');
+END
+$fn$;
+
 -- These checks bound what a tenant can make the table hold even if a
 -- caller skipped job's validation. They were added to a table with rows,
 -- NOT VALID so that adding them scanned nothing; every insert and update
--- is checked all the same.
+-- is checked all the same. The long ones call a function (below).
 ALTER TABLE gaffer.jobs ADD CONSTRAINT jobs_progress_check
-    CHECK (progress BETWEEN 0 AND 100 AND octet_length(progress_message) <= 1024) NOT VALID;
+    CHECK (progress IS NULL AND progress_message IS NULL OR gaffer.job_progress_ok(progress, progress_message)) NOT VALID;
 -- The one traceparent form stored, a tracestate of at most 512 bytes.
 ALTER TABLE gaffer.jobs ADD CONSTRAINT jobs_traceparent_check
     CHECK (traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$') NOT VALID;
 ALTER TABLE gaffer.jobs ADD CONSTRAINT jobs_tracestate_check
-    CHECK (tracestate IS NULL OR (octet_length(tracestate) <= 512 AND traceparent IS NOT NULL)) NOT VALID;
+    CHECK (tracestate IS NULL OR gaffer.job_tracestate_ok(tracestate, traceparent)) NOT VALID;
 ALTER TABLE gaffer.jobs ADD CONSTRAINT jobs_unique_window_key_check
     CHECK (octet_length(unique_window_key) <= 255) NOT VALID;
 ALTER TABLE gaffer.jobs ADD CONSTRAINT jobs_debounce_key_check
     CHECK (octet_length(debounce_key) <= 255) NOT VALID;
 ALTER TABLE gaffer.jobs ADD CONSTRAINT jobs_sequence_key_check
     CHECK (octet_length(sequence_key) <= 255) NOT VALID;
--- At most 16 tags, each 1-64 bytes of [A-Za-z0-9_.:/=+@-], checked in
--- the tags joined by ',': the pattern bounds every piece, and there are
--- as many pieces as tags (a tag holding ',' would make more).
 ALTER TABLE gaffer.jobs ADD CONSTRAINT jobs_tags_check
-    CHECK (array_ndims(tags) = 1 AND cardinality(tags) BETWEEN 1 AND 16 AND array_position(tags, NULL) IS NULL
-           AND array_to_string(tags, ',') ~ '^[A-Za-z0-9_.:/=+@-]{1,64}(,[A-Za-z0-9_.:/=+@-]{1,64})*$'
-           AND cardinality(string_to_array(array_to_string(tags, ','), ',')) = cardinality(tags)) NOT VALID;
+    CHECK (tags IS NULL OR gaffer.job_tags_ok(tags)) NOT VALID;
 
 -- The claim path: due jobs of one queue, keyed by fairness unit. A claim
 -- takes each unit's first due jobs by (priority, run_at, id) from its own
