@@ -122,7 +122,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	n.worker, err = job.NewWorker(job.WorkerConfig{
 		Pool: pool, LeasePool: leasePool, Registry: n.registry, NodeID: n.id, Metrics: n.metrics, Logger: n.log,
 		Queues: cfg.Queues, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
-		ClaimBatch: cfg.ClaimBatch, FetchCooldown: cfg.FetchCooldown, TracerProvider: cfg.TracerProvider,
+		ClaimBatch: cfg.ClaimBatch, FetchCooldown: cfg.FetchCooldown, TrickleCooldown: cfg.TrickleCooldown, TracerProvider: cfg.TracerProvider,
 	})
 	if err != nil {
 		return nil, n.closeOnError(err)

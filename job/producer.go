@@ -30,6 +30,11 @@ type producer struct {
 	claimCap  int
 	capped    atomic.Bool // claimCap > 0, for other goroutines
 	lastClaim time.Time
+	// short says the last claim found some due jobs, fewer than it asked
+	// for: the queue keeps up with a trickle, and the next claim waits
+	// TrickleCooldown. (An empty claim, a poll's in a quiet spell, holds
+	// nothing back.)
+	short bool
 	// cursor is where this loop's claims of the queue stand (the side
 	// claims keep none: they read their units from the start).
 	cursor store.ClaimCursor
@@ -95,7 +100,11 @@ func (p *producer) fill(ctx context.Context) {
 		if free <= 0 {
 			return // a finishing job wakes the loop
 		}
-		if wait := w.cfg.FetchCooldown - clock.Since(w.clock, p.lastClaim); wait > 0 {
+		cooldown := w.cfg.FetchCooldown
+		if p.short {
+			cooldown = max(cooldown, w.cfg.TrickleCooldown)
+		}
+		if wait := cooldown - clock.Since(w.clock, p.lastClaim); wait > 0 {
 			if !clock.Sleep(ctx, w.clock, wait) {
 				return
 			}
@@ -120,6 +129,7 @@ func (p *producer) fill(ctx context.Context) {
 			// in). Only an empty claim says the queue has nothing for this
 			// node now.
 			p.more.Store(len(got.Jobs) > 0)
+			p.short = len(got.Jobs) > 0 && len(got.Jobs) < n
 			p.adaptCap(len(got.Jobs), n)
 			p.cursor.Advance(got, n, p.lastClaim)
 			p.side.served(got.Jobs)

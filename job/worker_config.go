@@ -45,6 +45,14 @@ type WorkerConfig struct {
 	// Default 2ms; longer costs the database less per job at moderate
 	// rates (docs/benchmarks.md, "What a job costs the database").
 	FetchCooldown time.Duration
+	// TrickleCooldown is the least time between a claim that found fewer
+	// due jobs than it had slots for — the queue keeps up with its work —
+	// and the next claim of that queue, if longer than FetchCooldown: at
+	// a steady trickle of enqueues, the jobs enqueued meanwhile share one
+	// claim instead of each waking a claim of its own. A claim after a
+	// quiet spell is not held back, nor one after a full claim (a backlog
+	// is claimed as fast as slots free). Default 8ms; negative: none.
+	TrickleCooldown time.Duration
 	// ClaimBatch caps the jobs one claim takes. Default 500.
 	ClaimBatch int
 	// CheckInterval is how often running jobs are checked for cancellation
@@ -100,6 +108,9 @@ func (c *WorkerConfig) setDefaults() error {
 	}
 	if c.FetchCooldown == 0 {
 		c.FetchCooldown = 2 * time.Millisecond
+	}
+	if c.TrickleCooldown == 0 {
+		c.TrickleCooldown = 8 * time.Millisecond
 	}
 	if c.ClaimBatch == 0 {
 		c.ClaimBatch = 500

@@ -661,3 +661,54 @@ func TestCompleteTxEffectsExactlyOnce(t *testing.T) {
 		t.Fatal("a stale attempt's effect landed")
 	}
 }
+
+// At a steady trickle — a job enqueued every 10 ms, slots to spare — a
+// claim that found fewer jobs than it had slots for holds the next claim
+// of its queue back TrickleCooldown, so that the jobs enqueued meanwhile
+// share one claim. Every job of a claim starts at the claim's instant
+// (attempted_at), so the distinct instants count the claims: at most one
+// a cooldown. Red with the cooldown off: a claim a job.
+func TestTrickleCooldownLetsJobsShareAClaim(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.reg.HandleFunc("trickle", func(ctx context.Context, j *job.Job) error { return nil })
+	const cooldown = 100 * time.Millisecond
+	e.startWorker(job.WorkerConfig{PollInterval: time.Hour, TrickleCooldown: cooldown})
+	time.Sleep(200 * time.Millisecond) // the first, immediate poll has happened
+	var ids []int64
+	start := time.Now()
+	for range 40 {
+		ids = append(ids, e.enqueue(job.Request{Kind: "trickle"}).ID)
+		time.Sleep(10 * time.Millisecond)
+	}
+	took := time.Since(start)
+	claims := map[time.Time]bool{}
+	for _, id := range ids {
+		j := e.waitState(id, job.Completed)
+		claims[*j.AttemptedAt] = true
+	}
+	if most := int(took/cooldown) + 2; len(claims) > most {
+		t.Fatalf("%d jobs over %s started in %d claims, want at most %d (one a %s cooldown)", len(ids), took, len(claims), most, cooldown)
+	}
+	t.Logf("%d jobs over %s in %d claims", len(ids), took, len(claims))
+}
+
+// A backlog is claimed as fast as slots free: a full claim holds nothing
+// back, whatever TrickleCooldown says.
+func TestTrickleCooldownHoldsNoBacklogBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.reg.HandleFunc("backlog", func(ctx context.Context, j *job.Job) error { return nil })
+	reqs := make([]job.Request, 40)
+	for i := range reqs {
+		reqs[i] = job.Request{Kind: "backlog"}
+	}
+	ids, err := e.client.EnqueueMany(context.Background(), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.startWorker(job.WorkerConfig{PollInterval: time.Hour, TrickleCooldown: time.Hour, Queues: map[string]int{job.DefaultQueue: 4}})
+	for _, id := range ids {
+		e.waitState(id, job.Completed) // 10 s at most: an hour's cooldown would fail it
+	}
+}

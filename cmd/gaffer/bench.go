@@ -99,6 +99,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	readers := fs.Int("readers", "-", 2, "pressure readers: reading sessions")
 	readFor := fs.Duration("read-for", "-", 5*time.Second, "pressure readers: how long each reader's transaction lasts at least")
 	fetchCooldown := fs.Duration("fetch-cooldown", "-", 0, "the node's least time between two claims of a queue (default: the node's, 2ms)")
+	trickleCooldown := fs.Duration("trickle-cooldown", "-", 0, "the node's least time between a claim that found fewer jobs than it had slots for and the next (default: the node's, 8ms; negative: none)")
 	retention := fs.Duration("retention", "-", 5*time.Minute, "soak: how long finished jobs are kept")
 	sample := fs.Duration("sample", "-", 0, "soak (default 1m), pressure idle-in-tx and readers (default 10s): the sampling interval")
 	svg := fs.String("svg", "-", "", "soak: write a plot of the series to this SVG file")
@@ -139,7 +140,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	}
 	o := bench.Options{Jobs: *jobs, Batch: *batch, Concurrency: *concurrency, ClaimBatch: *claimBatch, Nodes: *nodes, Rate: *rate,
 		Entries: *entries, Sequences: *sequences, PerSequence: *perSequence, Batches: *batches, BatchSize: *batchSize, Duration: *duration, Warmup: *warmup, Limit: *limit, Hold: *hold, Workers: *workers,
-		Retention: *retention, Sample: *sample, RateSet: rateSet, KillEvery: *killEvery, FetchCooldown: *fetchCooldown,
+		Retention: *retention, Sample: *sample, RateSet: rateSet, KillEvery: *killEvery, FetchCooldown: *fetchCooldown, TrickleCooldown: *trickleCooldown,
 		Pressure: fs.Arg(1), Clean: *clean, HoldFor: *holdFor, Readers: *readers, ReadFor: *readFor,
 		Kinds: func(ctx context.Context, n *gaffer.Node, dbURL string, own ...string) error {
 			hooks, err := newWebhooks(ctx, outbound{}, nil, dbURL, own...)

@@ -102,6 +102,9 @@ type Options struct {
 	// FetchCooldown is the nodes' least time between two claims of a
 	// queue (gaffer.Config.FetchCooldown; 0: its default).
 	FetchCooldown time.Duration
+	// TrickleCooldown is the nodes' least time between a short claim and
+	// the next (gaffer.Config.TrickleCooldown; 0: its default).
+	TrickleCooldown time.Duration
 	// tracer is what the OTEL_* variables ask for, as on a server: the
 	// no-op provider unless they do.
 	Tracer trace.TracerProvider
