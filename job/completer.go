@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -22,6 +23,13 @@ type completer struct {
 	// written is called with the queues of each batch written: their
 	// attempts are over, so limit slots they held are free now.
 	written func(queues map[string]bool)
+	// ended is called with each batch's leases once the completer is
+	// done with them (written, refused, or given up on): until then
+	// their leases are renewed like running attempts'.
+	ended func(leases []store.Lease)
+
+	// hold, when set (tests only), is called before each batch is written.
+	hold atomic.Pointer[func()]
 
 	mu     sync.Mutex
 	closed bool
@@ -37,8 +45,8 @@ type completion struct {
 	span  trace.Span   // the attempt's, ended once written; nil: tracing off
 }
 
-func newCompleter(st *store.Store, m *Metrics, log hclog.Logger, maxBatch int, written func(map[string]bool)) *completer {
-	c := &completer{store: st, metrics: m, log: log, maxBatch: maxBatch, written: written,
+func newCompleter(st *store.Store, m *Metrics, log hclog.Logger, maxBatch int, written func(map[string]bool), ended func([]store.Lease)) *completer {
+	c := &completer{store: st, metrics: m, log: log, maxBatch: maxBatch, written: written, ended: ended,
 		in: make(chan completion, 4*maxBatch), done: make(chan struct{})}
 	go c.loop()
 	return c
@@ -97,6 +105,18 @@ func (c *completer) flush(batch []completion) {
 	cs := make([]store.Completion, len(batch))
 	for i, x := range batch {
 		cs[i] = x.c
+	}
+	if c.ended != nil {
+		defer func() {
+			leases := make([]store.Lease, len(cs))
+			for i := range cs {
+				leases[i] = cs[i].Lease
+			}
+			c.ended(leases)
+		}()
+	}
+	if hold := c.hold.Load(); hold != nil {
+		(*hold)()
 	}
 	var accepted []int64
 	err := retryWrite(func(ctx context.Context) error {

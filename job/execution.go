@@ -30,7 +30,7 @@ type execution struct {
 
 	mu        sync.Mutex
 	renewedAt time.Time // monotonic: when the lease was last set
-	finished  bool      // the handler returned; its outcome is being written
+	finished  bool      // the handler returned; its outcome is being written (the lease still renewed)
 	released  bool      // the node gave the lease back; drop the outcome
 	lost      bool      // a heartbeat was refused: another attempt owns the job
 }
@@ -113,10 +113,15 @@ func (w *Worker) run(ctx context.Context, e *execution) {
 	released := e.released
 	e.finished = true
 	e.mu.Unlock()
+	// The attempt stays in executing, its lease renewed, until its outcome
+	// is written: a completion queued behind a slow database must not lose
+	// the lease it completes (an attempt spent, a last attempt dead-lettered
+	// after its handler succeeded). The completer forgets those it takes.
+	queued := false
 	defer func() {
-		w.mu.Lock()
-		delete(w.executing, e.lease)
-		w.mu.Unlock()
+		if !queued {
+			w.forget([]store.Lease{e.lease})
+		}
 	}()
 	if released {
 		// The lease went back at the drain deadline; another attempt owns the job.
@@ -132,7 +137,7 @@ func (w *Worker) run(ctx context.Context, e *execution) {
 	if err != nil && errors.Is(cause, ErrTimeout) && errKind == "error" {
 		errKind = "timeout"
 	}
-	w.record(e, err, errKind, stack, cause, backoffFor(reg, known))
+	queued = w.record(e, err, errKind, stack, cause, backoffFor(reg, known))
 }
 
 func backoffFor(reg registration, known bool) Backoff {

@@ -6,8 +6,9 @@ import (
 	"github.com/gafferhq/gaffer/store"
 )
 
-// watch heartbeats running attempts whose lease is a third spent and
-// checks the others for cancellation requests.
+// watch heartbeats attempts whose lease is a third spent (running, or
+// with their outcome still being written) and checks the other running
+// ones for cancellation requests.
 func (w *Worker) watch(ctx context.Context) {
 	ticker := w.clock.NewTicker(w.cfg.CheckInterval)
 	defer ticker.Stop()
@@ -28,9 +29,12 @@ func (w *Worker) checkRunning(ctx context.Context) {
 	for _, e := range w.executing {
 		e.mu.Lock()
 		switch {
-		case e.finished || e.released || e.lost:
+		case e.released || e.lost:
 		case now.Sub(e.renewedAt) >= w.cfg.LeaseTTL/3:
+			// Also an attempt whose handler returned: its lease must
+			// outlast the write of its outcome, however slow.
 			renew = append(renew, e)
+		case e.finished:
 		case now.Sub(e.started) >= w.cfg.CheckInterval:
 			check = append(check, e)
 		}

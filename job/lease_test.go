@@ -309,3 +309,55 @@ func TestLeasesKeptWhileThePoolIsSaturated(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// An attempt whose handler returned holds its lease until its outcome is
+// written: a completion queued behind a slow database for three lease
+// lengths is renewed all along, the rescuer never takes the job, and the
+// completion lands on attempt 1. (Unrenewed, the lease ran out a lease
+// length after the handler returned: the attempt was lost, and a job on
+// its last attempt dead-lettered after its handler had succeeded.)
+func TestLeaseHeldWhileCompletionIsWritten(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	returned := make(chan struct{}, 1)
+	e.reg.HandleFunc("quick", func(ctx context.Context, j *job.Job) error {
+		returned <- struct{}{}
+		return nil
+	})
+	w := e.startWorker(job.WorkerConfig{LeaseTTL: time.Second})
+	release := w.HoldCompletions()
+	defer release()
+	j := e.enqueue(job.Request{Kind: "quick", MaxAttempts: 1})
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler did not run")
+	}
+	r := newRescuer(e)
+	returnedAt := time.Now()
+	for time.Since(returnedAt) < 3*time.Second {
+		if n, err := r.RunOnce(ctx); err != nil || n != 0 {
+			t.Fatalf("the rescuer took %d jobs (%v) while their completion waited", n, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	held, err := e.st.GetJob(ctx, "", j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held.State != string(job.Running) || held.LeaseExpiresAt == nil || !held.LeaseExpiresAt.After(time.Now()) {
+		t.Fatalf("while its completion waited: state %s, lease until %v", held.State, held.LeaseExpiresAt)
+	}
+	release()
+	done := e.waitState(j.ID, job.Completed)
+	if done.Attempt != 1 || len(done.Errors) != 0 {
+		t.Fatalf("completed on attempt %d with errors %v", done.Attempt, done.Errors)
+	}
+	// Written, the attempt is no longer held (nor renewed) here.
+	for deadline := time.Now().Add(5 * time.Second); len(w.RunningJobs()) != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("node still holds %v after the completion was written", w.RunningJobs())
+		}
+	}
+}

@@ -11,8 +11,9 @@ import (
 )
 
 // record writes an attempt's outcome, compare-and-set on its lease, and
-// ends its span.
-func (w *Worker) record(e *execution, err error, errKind, stack string, cause error, backoff Backoff) {
+// ends its span. It reports whether it queued the outcome with the
+// completer, which then forgets the attempt once it is written.
+func (w *Worker) record(e *execution, err error, errKind, stack string, cause error, backoff Backoff) (queued bool) {
 	j := e.job
 	var (
 		snooze *SnoozeError
@@ -23,18 +24,18 @@ func (w *Worker) record(e *execution, err error, errKind, stack string, cause er
 	case err == nil && j.completedInTx:
 		e.km.completed.Inc() // committed by the handler's own transaction
 		endAttempt(e.span, attemptEnd{outcome: OutcomeCompleted})
-		return
+		return false
 	case err == nil:
 		// The completer ends the span once the completion is written.
 		w.completer.add(completion{c: store.Completion{Lease: e.lease, Result: j.result}, queue: j.Queue, kind: j.Kind, km: e.km, span: e.span})
-		return
+		return true
 	case errors.As(err, &snooze):
 		werr := w.write(e, "snooze", func(ctx context.Context) error {
 			_, err := w.store.SnoozeJob(ctx, e.lease, snooze.Delay)
 			return err
 		}, w.metrics.snoozed)
 		endAttempt(e.span, written(attemptEnd{outcome: OutcomeSnoozed}, werr))
-		return
+		return false
 	case errors.As(err, &cancel) || errors.Is(cause, ErrCancelled):
 		reason := "cancelled"
 		if cancel != nil {
@@ -44,7 +45,7 @@ func (w *Worker) record(e *execution, err error, errKind, stack string, cause er
 			return w.store.CancelRunningJob(ctx, e.lease, reason)
 		}, w.metrics.cancelled)
 		endAttempt(e.span, written(attemptEnd{outcome: OutcomeCancelled}, werr))
-		return
+		return false
 	}
 	// The message is stored and shown to the tenant's readers: no URL
 	// passwords or query values (a failed call's error quotes its URL).
@@ -79,6 +80,7 @@ func (w *Worker) record(e *execution, err error, errKind, stack string, cause er
 		end.outcome = OutcomeCancelled
 	}
 	endAttempt(e.span, written(end, werr))
+	return false
 }
 
 // written is end, unless the outcome's write was refused (the attempt no

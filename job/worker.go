@@ -86,7 +86,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		return errors.New("worker: cannot restart a stopped worker")
 	}
 	w.started = true
-	w.completer = newCompleter(w.store, w.metrics, w.log, w.cfg.ClaimBatch, w.wakeAfterWrite)
+	w.completer = newCompleter(w.store, w.metrics, w.log, w.cfg.ClaimBatch, w.wakeAfterWrite, w.forget)
 	for _, p := range w.producers {
 		p.runner.Start(ctx, p.loop)
 	}
@@ -234,8 +234,10 @@ func (w *Worker) Stop(ctx context.Context) error {
 			w.log.Warn("handlers still running after their jobs were released; not waiting for them")
 		}
 	}
-	w.watcher.Stop()
+	// The completions still queued are written with their leases renewed:
+	// the watcher stops after them.
 	w.completer.close()
+	w.watcher.Stop()
 	for _, p := range w.producers {
 		close(p.quit)
 	}
@@ -272,6 +274,16 @@ func (w *Worker) ReleaseRunning() error {
 	}
 	w.log.Info("released running jobs at the drain deadline", "released", len(released), "running", len(leases))
 	return nil
+}
+
+// forget stops tracking attempts whose outcomes the completer is done
+// with: their leases are no longer renewed.
+func (w *Worker) forget(leases []store.Lease) {
+	w.mu.Lock()
+	for _, l := range leases {
+		delete(w.executing, l)
+	}
+	w.mu.Unlock()
 }
 
 func waitGroupDone(wg *sync.WaitGroup) <-chan struct{} {
