@@ -31,9 +31,10 @@ type producer struct {
 	capped    atomic.Bool // claimCap > 0, for other goroutines
 	lastClaim time.Time
 	// short says the last claim found some due jobs, fewer than it asked
-	// for: the queue keeps up with a trickle, and the next claim waits
-	// TrickleCooldown. (An empty claim, a poll's in a quiet spell, holds
-	// nothing back.)
+	// for, and no limit refused any: the queue keeps up with a trickle,
+	// and the next claim waits TrickleCooldown. (An empty claim, a poll's
+	// in a quiet spell, holds nothing back; nor does one a limit cut, with
+	// due jobs left for the next slot it frees.)
 	short bool
 	// cursor is where this loop's claims of the queue stand (the side
 	// claims keep none: they read their units from the start).
@@ -129,7 +130,7 @@ func (p *producer) fill(ctx context.Context) {
 			// in). Only an empty claim says the queue has nothing for this
 			// node now.
 			p.more.Store(len(got.Jobs) > 0)
-			p.short = len(got.Jobs) > 0 && len(got.Jobs) < n
+			p.short = len(got.Jobs) > 0 && len(got.Jobs) < n && !got.Limited
 			p.adaptCap(len(got.Jobs), n)
 			p.cursor.Advance(got, n, p.lastClaim)
 			p.side.served(got.Jobs)

@@ -51,7 +51,9 @@ type WorkerConfig struct {
 	// a steady trickle of enqueues, the jobs enqueued meanwhile share one
 	// claim instead of each waking a claim of its own. A claim after a
 	// quiet spell is not held back, nor one after a full claim (a backlog
-	// is claimed as fast as slots free). Default 8ms; negative: none.
+	// is claimed as fast as slots free), nor one a limit cut short (the
+	// jobs it held back start as soon as a slot frees). Default 8ms;
+	// negative: none.
 	TrickleCooldown time.Duration
 	// ClaimBatch caps the jobs one claim takes. Default 500.
 	ClaimBatch int

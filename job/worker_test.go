@@ -712,3 +712,30 @@ func TestTrickleCooldownHoldsNoBacklogBack(t *testing.T) {
 		e.waitState(id, job.Completed) // 10 s at most: an hour's cooldown would fail it
 	}
 }
+
+// A queue a limit binds is worked as fast as the limit lets it: a claim
+// the limit cut short (one job of the many due) holds nothing back, and
+// the slot the job frees is claimed again at once, whatever
+// TrickleCooldown says. Red when a limit-cut claim counts as a trickle's:
+// the second job waits out the hour.
+func TestTrickleCooldownHoldsNoLimitedQueueBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.client.SetLimit(ctx, job.Limit{Name: "one-at-a-time", Queue: "solo", Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	e.reg.HandleFunc("limited", func(ctx context.Context, j *job.Job) error { return nil })
+	reqs := make([]job.Request, 10)
+	for i := range reqs {
+		reqs[i] = job.Request{Kind: "limited", Queue: "solo"}
+	}
+	ids, err := e.client.EnqueueMany(ctx, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.startWorker(job.WorkerConfig{PollInterval: time.Hour, TrickleCooldown: time.Hour, Queues: map[string]int{"solo": 4}})
+	for _, id := range ids {
+		e.waitState(id, job.Completed) // 10 s at most: an hour's cooldown would fail it
+	}
+}

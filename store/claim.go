@@ -110,6 +110,9 @@ type Claimed struct {
 	// (the change waits for the claims in flight; claims made meanwhile
 	// take nothing): claim again in a few milliseconds.
 	Busy bool
+	// Limited says a limit refused some of the jobs the claim weighed:
+	// if it came back short, due jobs may be left for when a slot frees.
+	Limited bool
 }
 
 // Claim claims up to Limit due jobs of one queue, in one statement
@@ -239,8 +242,8 @@ func readClaim(br pgx.BatchResults, maxBytes, used int) (claimRead, error) {
 	var (
 		out                  claimRead
 		nextTenant, nextFkey *string
-		busy                 *bool
-		sc                   = newJobScanner(&nextTenant, &nextFkey, &busy)
+		busy, limited        *bool
+		sc                   = newJobScanner(&nextTenant, &nextFkey, &busy, &limited)
 		sawTrailer           bool
 	)
 	for rows.Next() {
@@ -255,6 +258,7 @@ func readClaim(br pgx.BatchResults, maxBytes, used int) (claimRead, error) {
 				out.Next = &Unit{Tenant: *nextTenant, FairnessKey: *nextFkey}
 			}
 			out.Busy = busy != nil && *busy
+			out.Limited = limited != nil && *limited
 			continue
 		}
 		n := j.WireBytes()

@@ -465,3 +465,28 @@ func TestLateClaimGetsNothingFromARateBucket(t *testing.T) {
 		t.Fatalf("the bucket went from %+v to %+v", before, after)
 	}
 }
+
+// A claim says when a limit refused jobs it weighed (Claimed.Limited),
+// so that a short claim's caller knows due jobs may be left for the next
+// slot: its trickle cooldown must not hold those back. Not said by a
+// claim no limit cut, though the default http limit exists; nor by the
+// next claim (the signal is the claim's transaction's only).
+func TestClaimSaysWhenALimitRefused(t *testing.T) {
+	t.Parallel()
+	st := pgtest.NewStore(t)
+	setLimit(t, st, store.LimitRow{Name: "solo-one", Queue: "solo", Concurrency: 1})
+	insertJobs(t, st, store.InsertParams{Kind: "k", Queue: "solo"}, store.InsertParams{Kind: "k", Queue: "solo"},
+		store.InsertParams{Kind: "k", Queue: "free"}, store.InsertParams{Kind: "k", Queue: "free"})
+	if got := claim(t, st, store.ClaimParams{Queue: "solo", Limit: 10}); len(got.Jobs) != 1 || !got.Limited {
+		t.Fatalf("limit of 1 over 2 due jobs: claimed %d, limited %v; want 1, true", len(got.Jobs), got.Limited)
+	}
+	if got := claim(t, st, store.ClaimParams{Queue: "free", Limit: 10}); len(got.Jobs) != 2 || got.Limited {
+		t.Fatalf("no limit on the queue: claimed %d, limited %v; want 2, false", len(got.Jobs), got.Limited)
+	}
+	if got := claim(t, st, store.ClaimParams{Queue: "solo", Limit: 10}); len(got.Jobs) != 0 || !got.Limited {
+		t.Fatalf("the limit full: claimed %d, limited %v; want 0, true", len(got.Jobs), got.Limited)
+	}
+	if got := claim(t, st, store.ClaimParams{Queue: "free", Limit: 10}); len(got.Jobs) != 0 || got.Limited {
+		t.Fatalf("nothing due, after a limited claim: claimed %d, limited %v; want 0, false", len(got.Jobs), got.Limited)
+	}
+}

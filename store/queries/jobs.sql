@@ -178,8 +178,9 @@ SELECT gaffer.claim_promote($1);
 -- picks and locks the jobs, fairly among the queue's units and within the
 -- limits, and this statement starts them, each a new attempt under this
 -- lease. Then one trailer row (id 0) says where the caller's next claim
--- starts among the units, and whether a limit being changed kept the
--- claim from claiming (busy).
+-- starts among the units, whether a limit being changed kept the claim
+-- from claiming (busy), and whether a limit refused any of the jobs it
+-- weighed (then a claim that came back short may have left due jobs).
 -- $1 queue, $2 limit, $3 lease token, $4 lease ms, $5 node or remote
 -- worker, $6 a remote worker's claim, $7 its tenant (NULL: any), $8 its
 -- kinds (NULL: any), $9-$10 a side claim's units (NULL: the queue's),
@@ -197,9 +198,11 @@ WITH pick AS MATERIALIZED (
     WHERE j.id = picked.id
     RETURNING {{job:j}}
 )
-SELECT s.*, NULL::text, NULL::text, NULL::boolean FROM started s
+SELECT s.*, NULL::text, NULL::text, NULL::boolean, NULL::boolean FROM started s
 UNION ALL
-SELECT {{job:zero}}, pick.next_tenant, pick.next_fkey, pick.busy FROM pick;
+SELECT {{job:zero}}, pick.next_tenant, pick.next_fkey, pick.busy,
+       coalesce(current_setting('gaffer.claim_refused', true) = 'on', false)
+FROM pick;
 
 -- name: complete_jobs
 -- $1 ids, $2 attempts, $3 tokens, $4 results (NULL for none)

@@ -448,6 +448,13 @@ BEGIN
             -- A limit refused some: does one leave no room for any job of
             -- the queue? Then nothing more can start in this claim.
             refused := coalesce(cardinality(admitted), 0) < weighed;
+            IF refused THEN
+                -- For claim_jobs' trailer: this claim may leave due jobs a
+                -- limit held back (the caller then claims again as soon as
+                -- a slot frees, with no cooldown). Until the transaction
+                -- ends, which is the claim's.
+                PERFORM set_config('gaffer.claim_refused', 'on', true);
+            END IF;
             IF refused AND coalesce(cardinality(ids), 0) < n AND gaffer.limits_full(q, NULL, NULL) THEN
                 IF NOT side THEN
                     next_tenant := CASE WHEN finding THEN below_t END;
