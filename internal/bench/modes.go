@@ -179,8 +179,8 @@ func measureLatency(ctx context.Context, st *store.Store, o Options, r *Result, 
 	if err := l.wait(ctx, time.After(o.Duration)); err != nil {
 		return err
 	}
-	_, ms, err := l.finish()
-	if err != nil {
+	sent, ms, unstarted := l.finish()
+	if err := unstartedError(sent, unstarted); err != nil {
 		return err
 	}
 	cpu.stop(r)
