@@ -155,18 +155,25 @@ func (c *completer) flush(batch []completion) {
 }
 
 // retryWrite runs fn with a fresh timeout, retrying with backoff for up to
-// about half a minute. Outcomes must be written even while the node stops,
-// so fn's context does not derive from any caller's.
+// about half a minute; at once, a few times in a row, when the server had
+// terminated its connection (the pool dropped it; the next is likely
+// alive). Outcomes must be written even while the node stops, so fn's
+// context does not derive from any caller's.
 func retryWrite(fn func(ctx context.Context) error) error {
 	delay := 50 * time.Millisecond
 	var err error
-	for attempt := 0; attempt < 8; attempt++ {
+	for waits, lost := 0, 0; waits < 8; {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err = fn(ctx)
 		cancel()
 		if err == nil || isFinal(err) {
 			return err
 		}
+		if store.ConnectionLost(err) && lost < maxImmediateRetries {
+			lost++
+			continue
+		}
+		waits++
 		time.Sleep(delay)
 		delay = min(delay*2, 5*time.Second)
 	}

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/gafferhq/gaffer/job"
 )
 
@@ -80,5 +82,78 @@ func TestDeafWorkerPollsSoon(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("a job enqueued while the worker could not hear notifications waited for the hour's poll")
+	}
+}
+
+// When the server terminates every connection of a node's pool at once
+// (a pooler recycling them, pg_terminate_backend, as bench pressure
+// backend-kill does), the claim meets the dead connections one after
+// another: each is claimed on again at once, not after a growing wait
+// (10 ms doubling: a second and more past eight dead connections).
+func TestClaimPastTerminatedConnectionsAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	done := make(chan int64, 1)
+	e.reg.HandleFunc("k", func(ctx context.Context, j *job.Job) error {
+		done <- j.ID
+		return nil
+	})
+	cfg := e.st.Pool().Config().Copy()
+	cfg.ConnConfig.RuntimeParams["application_name"] = "doomed-worker"
+	cfg.MaxConns, cfg.MinConns = 8, 0
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close) // after the worker's stop, which writes its completion
+	w, err := job.NewWorker(job.WorkerConfig{Pool: pool, Registry: e.reg, NodeID: "doomed", PollInterval: time.Hour, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		w.Stop(stopCtx)
+	})
+	time.Sleep(200 * time.Millisecond) // the initial poll has passed
+	// Eight live connections in the pool, idle, then all terminated.
+	var conns []*pgxpool.Conn
+	for range 8 {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Exec(ctx, "SELECT 1"); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+	var killed int
+	if err := e.st.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = 'doomed-worker' AND datname = current_database()`).Scan(&killed); err != nil || killed != 8 {
+		t.Fatalf("terminated %d of the pool's 8 backends (%v)", killed, err)
+	}
+	id := e.enqueue(job.Request{Kind: "k"}).ID
+	start := time.Now()
+	w.Wake(job.DefaultQueue)
+	select {
+	case got := <-done:
+		if got != id {
+			t.Fatalf("ran %d, want %d", got, id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job did not start")
+	}
+	// Waiting after each dead connection takes at least 1.1 s here (the
+	// waits' lower bounds: 5, 10, 20 … 500 ms).
+	if took := time.Since(start); took > 600*time.Millisecond {
+		t.Fatalf("the job started %s after the wake, past 8 terminated connections: the claim waited between them", took)
 	}
 }

@@ -2,6 +2,7 @@ package job
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -46,9 +47,17 @@ type producer struct {
 	// busyWait is how long the claim loop waits before claiming again
 	// after a claim a limit's change kept from claiming.
 	busyWait time.Duration
-	// failures counts the claims in a row that failed.
-	failures int
+	// failures counts the claims in a row that failed and waited before
+	// the next; lostInRow those in a row made again at once, their
+	// connection lost.
+	failures, lostInRow int
 }
+
+// maxImmediateRetries bounds the claims and writes made again at once,
+// in a row, after their connection was lost: one more than the most
+// connections a node's pool opens by default, each of which may have
+// been terminated at once with the others.
+const maxImmediateRetries = 21
 
 // claimRetryWait is the wait before claiming again after the k-th failed
 // claim in a row: 10 ms, doubling up to a second.
@@ -120,7 +129,7 @@ func (p *producer) fill(ctx context.Context) {
 		}
 		p.lastClaim = w.clock.Now()
 		busy := false
-		rows, ok := p.claimAndLaunch(ctx, n, nil, func(got store.Claimed) {
+		rows, err := p.claimAndLaunch(ctx, n, nil, func(got store.Claimed) {
 			if got.Busy {
 				busy = true // a limit was being changed: it saw nothing
 				return
@@ -138,21 +147,29 @@ func (p *producer) fill(ctx context.Context) {
 		// The slots this claim held back are free again for a side claim
 		// that found none.
 		p.side.slotFreed()
-		if !ok {
+		if err != nil {
 			if ctx.Err() != nil || !w.claiming.Load() {
 				return
 			}
-			// A claim that failed (its connection terminated, the
-			// database restarting) is tried again soon on another
-			// connection, backing off to a second while it keeps failing:
-			// a lost connection costs milliseconds, not a poll.
+			// A claim whose connection the server had terminated (a
+			// pooler's recycling, pg_terminate_backend) is made again at
+			// once: the pool dropped that connection, and finding that the
+			// next one died alike costs no wait (when every connection was
+			// terminated at once, each may be met in turn). Other failures
+			// (the database down or restarting) are tried again soon,
+			// backing off to a second while they last: a lost connection
+			// costs milliseconds, not a poll.
+			if store.ConnectionLost(err) && p.lostInRow < maxImmediateRetries {
+				p.lostInRow++
+				continue
+			}
 			p.failures++
 			if !clock.Sleep(ctx, w.clock, jitter(claimRetryWait(p.failures), 0.5)) {
 				return
 			}
 			continue
 		}
-		p.failures = 0
+		p.failures, p.lostInRow = 0, 0
 		if busy {
 			// The change waits for the claims in flight and commits at
 			// once: claim again shortly, a fresh claim, backing off up to
@@ -178,9 +195,9 @@ func (p *producer) free() int {
 
 // claimAndLaunch claims up to n jobs (of the units only, for a side
 // claim) and starts them, holding n slots reserved meanwhile; taken sees
-// the claimed rows before they start. It reports how many it started,
-// and false when the claim failed or claiming stopped.
-func (p *producer) claimAndLaunch(ctx context.Context, n int, units []store.Unit, taken func(store.Claimed)) (int, bool) {
+// the claimed rows before they start. It reports how many it started;
+// the claim's error, or errNotClaiming when claiming stopped.
+func (p *producer) claimAndLaunch(ctx context.Context, n int, units []store.Unit, taken func(store.Claimed)) (int, error) {
 	w := p.w
 	p.reserved.Add(int64(n))
 	defer p.reserved.Add(-int64(n))
@@ -188,7 +205,7 @@ func (p *producer) claimAndLaunch(ctx context.Context, n int, units []store.Unit
 	w.claimGate.RLock()
 	if !w.claiming.Load() {
 		w.claimGate.RUnlock()
-		return 0, false
+		return 0, errNotClaiming
 	}
 	got, err := p.claim(ctx, n, units)
 	rows := got.Jobs
@@ -197,13 +214,13 @@ func (p *producer) claimAndLaunch(ctx context.Context, n int, units []store.Unit
 		if ctx.Err() == nil {
 			w.log.Error("claim jobs", "queue", p.queue, "side_claim", units != nil, "error", err)
 		}
-		return 0, false
+		return 0, err
 	}
 	if ctx.Err() != nil {
 		// The worker stopped while the claim was in flight: give the
 		// jobs back rather than start them.
 		p.release(rows)
-		return 0, false
+		return 0, errNotClaiming
 	}
 	if taken != nil {
 		taken(got)
@@ -212,8 +229,11 @@ func (p *producer) claimAndLaunch(ctx context.Context, n int, units []store.Unit
 		p.active.Add(1)
 		w.launch(p, row, claimedAt)
 	}
-	return len(rows), true
+	return len(rows), nil
 }
+
+// errNotClaiming: the worker stopped claiming, or stopped, meanwhile.
+var errNotClaiming = errors.New("not claiming")
 
 // claim takes up to n due jobs. The statement is not cancelled with ctx:
 // pgx answers a cancelled context by closing the connection, and a claim

@@ -133,7 +133,7 @@ func (l *Listener) loop(ctx context.Context) {
 			// lost meanwhile, only latency: every node also polls.
 			ceiling = time.Minute
 		}
-		if listened || terminated(err) {
+		if listened || ConnectionLost(err) {
 			// A connection that was listening, or was being set up, was
 			// lost (terminated by a pooler or an operator, a restart):
 			// connect again at once, and back off only if connecting
@@ -203,11 +203,14 @@ func (l *Listener) session(ctx context.Context, connected func()) error {
 	}
 }
 
-// terminated says whether err ended a connection the server had accepted:
-// the server terminated it (57P01 admin_shutdown: pg_terminate_backend, a
-// fast shutdown; 57P02 crash_shutdown) or the connection broke under it.
-// A connection refused (the server down, or starting: 57P03) is not.
-func terminated(err error) bool {
+// ConnectionLost says whether err ended a connection the server had
+// accepted: the server terminated it (57P01 admin_shutdown:
+// pg_terminate_backend, a pooler recycling it, a fast shutdown; 57P02
+// crash_shutdown) or the connection broke under it, or it was found
+// closed already. The pool drops such a connection, and the next one is
+// likely alive: try again at once. A connection refused (the server
+// down, or starting: 57P03) is not lost; wait before trying again.
+func ConnectionLost(err error) bool {
 	var connectErr *pgconn.ConnectError
 	if errors.As(err, &connectErr) {
 		return false
@@ -216,7 +219,8 @@ func terminated(err error) bool {
 	if errors.As(err, &pgErr) {
 		return pgErr.Code == "57P01" || pgErr.Code == "57P02"
 	}
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, pgconn.ErrConnClosed) || pgconn.SafeToRetry(err)
 }
 
 // ErrListenDeaf means the LISTEN connection did not receive a

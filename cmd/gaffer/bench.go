@@ -59,6 +59,12 @@ Modes:
               sessions running REPEATABLE READ transactions one after
               another, each scanning gaffer.jobs and gaffer.dlq whole
               again and again for at least --read-for; reports the scans
+  pressure restart
+              the same load and phases (--rate default 100, --sample 1s,
+              --hold-for one sample), the pressure being a restart of the bench's
+              throwaway PostgreSQL as after a crash (immediate shutdown,
+              recovery on start); reports how long the server took to
+              come back, and each second's enqueue→start p50/p99 through it
   soak        enqueue at --rate jobs/s (default: 80% of a 30s continuous
               run) for --duration, finished jobs deleted after --retention;
               every --sample: throughput, enqueue→start p99, table and
@@ -85,7 +91,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	concurrency := fs.Int("concurrency", "-", 2000, "jobs the node runs at once")
 	claimBatch := fs.Int("claim-batch", "-", 1000, "most jobs one claim takes")
 	nodes := fs.Int("nodes", "-", 3, "idle: nodes to run")
-	rate := fs.Int("rate", "-", 0, "latency (default 100), fairness (default 20), cost (default 600), soak (default 80% of capacity), pressure idle-in-tx and readers (default 50% of capacity): jobs per second")
+	rate := fs.Int("rate", "-", 0, "latency (default 100), fairness (default 20), cost (default 600), soak (default 80% of capacity), pressure idle-in-tx and readers (default 50% of capacity), pressure backend-kill and restart (default 100): jobs per second")
 	entries := fs.Int("entries", "-", 10, "cron: entries")
 	limit := fs.Int("limit", "-", 50, "limits: the binding limit's concurrency")
 	hold := fs.Duration("hold", "-", 100*time.Millisecond, "limits: how long each job runs under the binding limit")
@@ -94,14 +100,14 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	workers := fs.Int("workers", "-", 8, "remote: remote workers (each a goroutine calling the API over HTTP)")
 	duration := fs.Duration("duration", "-", 30*time.Second, "continuous, latency, cron, idle, pressure, soak: how long to measure (pressure idle-in-tx and readers: --clean and --hold-for included)")
 	killEvery := fs.Duration("kill-every", "-", 250*time.Millisecond, "pressure backend-kill: how often the node's connections are terminated")
-	clean := fs.Duration("clean", "-", 10*time.Second, "pressure idle-in-tx, readers: the clean phase before the pressure (a multiple of --sample)")
-	holdFor := fs.Duration("hold-for", "-", 0, "pressure idle-in-tx, readers: how long the pressure lasts, a multiple of --sample (default: to the end of --duration)")
+	clean := fs.Duration("clean", "-", 10*time.Second, "pressure idle-in-tx, readers, restart: the clean phase before the pressure (a multiple of --sample)")
+	holdFor := fs.Duration("hold-for", "-", 0, "pressure idle-in-tx, readers: how long the pressure lasts, a multiple of --sample (default: to the end of --duration); restart: the first phase after it (default one sample)")
 	readers := fs.Int("readers", "-", 2, "pressure readers: reading sessions")
 	readFor := fs.Duration("read-for", "-", 5*time.Second, "pressure readers: how long each reader's transaction lasts at least")
 	fetchCooldown := fs.Duration("fetch-cooldown", "-", 0, "the node's least time between two claims of a queue (default: the node's, 2ms)")
 	trickleCooldown := fs.Duration("trickle-cooldown", "-", 0, "the node's least time between a claim that found fewer jobs than it had slots for and the next (default: the node's, 8ms; negative: none)")
 	retention := fs.Duration("retention", "-", 5*time.Minute, "soak: how long finished jobs are kept")
-	sample := fs.Duration("sample", "-", 0, "soak (default 1m), pressure idle-in-tx and readers (default 10s): the sampling interval")
+	sample := fs.Duration("sample", "-", 0, "soak (default 1m), pressure idle-in-tx and readers (default 10s), pressure restart (default 1s): the sampling interval")
 	svg := fs.String("svg", "-", "", "soak: write a plot of the series to this SVG file")
 	replot := fs.String("replot", "-", "", "soak: run nothing; redraw --svg from this earlier --json result")
 	warmup := fs.Duration("warmup", "-", 5*time.Second, "continuous: time before measuring")
@@ -120,18 +126,30 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	}
 	if fs.NArg() != want || !ok {
 		fs.Usage()
-		return usageError("bench needs a mode: backlog, continuous, latency, cron, idle, enqueue, dashboard, fairness, limits, pressure backend-kill|idle-in-tx|readers, remote, soak, cost, sequences or batches")
+		return usageError("bench needs a mode: backlog, continuous, latency, cron, idle, enqueue, dashboard, fairness, limits, pressure backend-kill|idle-in-tx|readers|restart, remote, soak, cost, sequences or batches")
 	}
-	if fs.Arg(0) == "pressure" && !slices.Contains([]string{"backend-kill", "idle-in-tx", "readers"}, fs.Arg(1)) {
-		return usageError(fmt.Sprintf("bench pressure %q: the pressures are backend-kill, idle-in-tx and readers", fs.Arg(1)))
+	if fs.Arg(0) == "pressure" && !slices.Contains([]string{"backend-kill", "idle-in-tx", "readers", "restart"}, fs.Arg(1)) {
+		return usageError(fmt.Sprintf("bench pressure %q: the pressures are backend-kill, idle-in-tx, readers and restart", fs.Arg(1)))
+	}
+	restart := fs.Arg(0) == "pressure" && fs.Arg(1) == "restart"
+	if restart && *dbURL != "" {
+		return usageError("bench pressure restart restarts the bench's own throwaway PostgreSQL: leave out --database-url")
 	}
 	if *sample == 0 {
 		*sample = time.Minute
-		if fs.Arg(0) == "pressure" {
+		switch {
+		case restart:
+			*sample = time.Second
+		case fs.Arg(0) == "pressure":
 			*sample = 10 * time.Second
 		}
 	}
-	rateSet := *rate != 0
+	if restart && *holdFor == 0 {
+		*holdFor = *sample
+	}
+	// pressure restart's default is latency's 100 jobs/s, not a share of
+	// a capacity measured first.
+	rateSet := *rate != 0 || restart
 	if *rate == 0 {
 		*rate = map[string]int{"fairness": 20, "cost": 600}[fs.Arg(0)]
 		if *rate == 0 {
@@ -168,7 +186,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	if o.KillEvery <= 0 || o.ReadFor <= 0 {
 		return usageError("--kill-every and --read-for must be positive")
 	}
-	if fs.Arg(1) == "idle-in-tx" || fs.Arg(1) == "readers" {
+	if fs.Arg(1) == "idle-in-tx" || fs.Arg(1) == "readers" || restart {
 		if o.Clean < o.Sample || o.Clean%o.Sample != 0 || o.HoldFor < 0 || o.HoldFor%o.Sample != 0 {
 			return usageError("--clean must be a positive multiple of --sample, and --hold-for a multiple of it")
 		}
@@ -213,6 +231,9 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 		}
 		defer srv.Stop()
 		o.URL = srv.URL()
+		if restart {
+			o.Restart = srv.Restart
+		}
 	}
 	st, err := store.Open(ctx, o.URL, 8)
 	if err != nil {

@@ -86,13 +86,17 @@ type Options struct {
 	Retention, Sample time.Duration
 	RateSet           bool
 	// Pressure is bench pressure's kind: backend-kill (also when empty),
-	// idle-in-tx or readers.
+	// idle-in-tx, readers or restart.
 	Pressure string
+	// Restart restarts the measured PostgreSQL as a crash does, and
+	// returns once it accepts connections again: pressure restart's, set
+	// only when the bench runs its own throwaway server.
+	Restart func(ctx context.Context) error
 	// Pressure backend-kill: how often the node's connections are
 	// terminated.
 	KillEvery time.Duration
-	// Pressure idle-in-tx and readers: the clean phase before the
-	// pressure, and how long it lasts (0: to the end of the measure);
+	// Pressure idle-in-tx, readers and restart: the clean phase before
+	// the pressure, and how long it lasts (0: to the end of the measure);
 	// both whole multiples of Sample.
 	Clean, HoldFor time.Duration
 	// Pressure readers: the reading sessions, and how long each of their

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +34,11 @@ type load struct {
 
 	mu   sync.Mutex
 	sent int
+	// outage says the server may be down for a while (pressure restart):
+	// an enqueue that fails is counted and tried again, and a sample
+	// that cannot read the table's size records none.
+	outage       atomic.Bool
+	enqueueFails int
 
 	errc    chan error
 	stopGen context.CancelFunc
@@ -103,6 +109,13 @@ func (l *load) enqueue(ctx context.Context, client *job.Client) {
 		} else {
 			_, err = client.EnqueueMany(ctx, reqs[:n])
 		}
+		if err != nil && l.outage.Load() && ctx.Err() == nil {
+			l.mu.Lock()
+			l.enqueueFails++
+			l.mu.Unlock()
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				l.errc <- fmt.Errorf("enqueue: %w", err)
@@ -139,8 +152,8 @@ func (l *load) sample(ctx context.Context, st *store.Store, i int) (soakSample, 
 	l.mu.Lock()
 	sent := l.sent
 	l.mu.Unlock()
-	size, err := st.JobTableSize(ctx)
-	if err != nil {
+	size, err := tableSize(ctx, st)
+	if err != nil && !l.outage.Load() {
 		return soakSample{}, nil, err
 	}
 	ms := l.lat.take(i)
@@ -180,6 +193,24 @@ func unstartedError(sent, unstarted int) error {
 		return nil
 	}
 	return fmt.Errorf("%d of %d jobs did not start within 11 seconds of the end", unstarted, sent)
+}
+
+// failures is how many enqueues failed and were tried again.
+func (l *load) failures() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.enqueueFails
+}
+
+// tableSize reads gaffer.jobs' size, past the dead connections a restart
+// or a termination left in st's pool (each fails once, and is dropped).
+func tableSize(ctx context.Context, st *store.Store) (store.JobTableSize, error) {
+	for tries := 0; ; tries++ {
+		z, err := st.JobTableSize(ctx)
+		if err == nil || !store.ConnectionLost(err) || tries == 16 {
+			return z, err
+		}
+	}
 }
 
 // stop ends the enqueuing, if finish has not, and stops the node.

@@ -57,11 +57,15 @@ type pressureResult struct {
 	// gaffer.jobs and its indexes when the load began and when it ended.
 	SizeStart *jobsSize `json:"jobs_size_start,omitempty"`
 	SizeEnd   *jobsSize `json:"jobs_size_end,omitempty"`
-	// idle-in-tx and readers: the jobs enqueued, and how many of them had
-	// not started 11 s after the load ended (the node fell behind it;
-	// the latencies are of the jobs that started).
+	// idle-in-tx, readers and restart: the jobs enqueued, and how many of
+	// them had not started 11 s after the load ended (the node fell
+	// behind it; the latencies are of the jobs that started).
 	Sent      int `json:"sent,omitempty"`
 	Unstarted int `json:"unstarted_at_end"`
+	// restart: how long PostgreSQL took to accept connections again, and
+	// the enqueues that failed meanwhile (each tried again 10 ms later).
+	ReadyAfter      float64 `json:"server_ready_after_s,omitempty"`
+	EnqueueFailures int     `json:"enqueue_failures,omitempty"`
 }
 
 // phaseFigures are a phase's throughput (completions) and enqueue →
@@ -85,7 +89,7 @@ type jobsSize struct {
 }
 
 func jobsSizeOf(ctx context.Context, st *store.Store) (*jobsSize, error) {
-	z, err := st.JobTableSize(ctx)
+	z, err := tableSize(ctx, st)
 	if err != nil {
 		return nil, err
 	}
@@ -110,8 +114,13 @@ func benchPressure(ctx context.Context, st *store.Store, o Options, r *Result) e
 		return measurePressure(ctx, st, o, r, &holder{url: o.URL})
 	case "readers":
 		return measurePressure(ctx, st, o, r, &readers{url: o.URL, n: o.Readers, readFor: o.ReadFor})
+	case "restart":
+		if o.Restart == nil {
+			return fmt.Errorf("bench pressure restart restarts the bench's own throwaway PostgreSQL: run it without --database-url")
+		}
+		return measurePressure(ctx, st, o, r, &restarter{restart: o.Restart})
 	}
-	return fmt.Errorf("no pressure %q: backend-kill, idle-in-tx or readers", o.Pressure)
+	return fmt.Errorf("no pressure %q: backend-kill, idle-in-tx, readers or restart", o.Pressure)
 }
 
 // benchBackendKill is bench latency's load while PostgreSQL terminates
@@ -185,6 +194,9 @@ func measurePressure(ctx context.Context, st *store.Store, o Options, r *Result,
 		return err
 	}
 	defer l.stop()
+	// Through a restart the enqueuing tries again, and a sample records no
+	// size, while the server is down: the outage is the figure.
+	l.outage.Store(pr.kind() == "restart")
 	cpu := startCPU()
 	applied := false
 	defer func() {
@@ -240,7 +252,11 @@ func measurePressure(ctx context.Context, st *store.Store, o Options, r *Result,
 	// the intervals say when, and Unstarted how far.
 	var rest []float64
 	p.Sent, rest, p.Unstarted = l.finish()
+	p.EnqueueFailures = l.failures()
 	cpu.stop(r)
+	if pr.kind() == "restart" {
+		r.PostgresCores = 0 // its processes were replaced: not measured
+	}
 	if p.SizeEnd, err = jobsSizeOf(ctx, st); err != nil {
 		return err
 	}
@@ -343,6 +359,51 @@ func (h *holder) stop(*pressureResult) error {
 		err = h.tx.Rollback(ctx)
 	}
 	return errors.Join(err, h.conn.Close(ctx))
+}
+
+// restarter is the restart pressure: PostgreSQL stopped as a crash stops
+// it (every session cut, recovery on start) and started again, beside
+// the load. The restart runs in the background, so that the samples go
+// on through it; it is in place until the server accepts connections.
+type restarter struct {
+	restart func(ctx context.Context) error
+	began   time.Time
+	done    chan struct{}
+	err     error
+	ready   time.Duration
+}
+
+func (rs *restarter) kind() string { return "restart" }
+
+func (rs *restarter) start(ctx context.Context, p *pressureResult) error {
+	rs.began, rs.done = time.Now(), make(chan struct{})
+	go func() {
+		defer close(rs.done)
+		rs.err = rs.restart(ctx)
+		rs.ready = time.Since(rs.began)
+	}()
+	return nil
+}
+
+func (rs *restarter) inPlace(context.Context, *store.Store) (bool, error) {
+	select {
+	case <-rs.done:
+		return false, nil
+	default:
+		return true, nil
+	}
+}
+
+func (rs *restarter) stop(p *pressureResult) error {
+	if rs.done == nil {
+		return nil
+	}
+	<-rs.done
+	p.ReadyAfter = rs.ready.Seconds()
+	if rs.err != nil {
+		return fmt.Errorf("restart PostgreSQL: %w", rs.err)
+	}
+	return nil
 }
 
 // readers is the readers pressure: n sessions, each running REPEATABLE
@@ -454,8 +515,12 @@ func printPressure(w io.Writer, r Result) {
 		return
 	}
 	what := fmt.Sprintf("a transaction idle with xid %d and a REPEATABLE READ snapshot", p.HeldXID)
-	if p.Kind == "readers" {
+	switch p.Kind {
+	case "readers":
 		what = fmt.Sprintf("%d readers: %d REPEATABLE READ transactions, %d scans of gaffer.jobs and gaffer.dlq", p.Readers, p.Transactions, p.Scans)
+	case "restart":
+		what = fmt.Sprintf("PostgreSQL restarted as after a crash, accepting connections again %.2fs later (%d enqueues failed meanwhile and were tried again)",
+			p.ReadyAfter, p.EnqueueFailures)
 	}
 	end := "to the end"
 	if p.Released {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gafferhq/gaffer"
 	"github.com/gafferhq/gaffer/internal/bench"
+	"github.com/gafferhq/gaffer/internal/pgserver"
 	"github.com/gafferhq/gaffer/internal/pgtest"
 	"github.com/gafferhq/gaffer/store"
 )
@@ -235,5 +236,64 @@ func TestPressureReportsANodeThatFellBehind(t *testing.T) {
 	}
 	if len(p.Samples) != 3 || p.Before == nil || p.Under == nil || p.After == nil {
 		t.Errorf("%d samples and the phases %v %v %v: want 3 and all three", len(p.Samples), p.Before, p.Under, p.After)
+	}
+}
+
+// bench pressure restart restarts the server under the load, as a crash
+// does, on a server of its own (a test's shared one would cut every other
+// test): the postmaster is a new one afterwards, the outage is reported,
+// and every job enqueued, before and through it, starts.
+func TestPressureRestartRestartsTheServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL server and runs a 6-second load")
+	}
+	ctx := context.Background()
+	srv, err := pgserver.Start(ctx, pgserver.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	s, err := store.Open(ctx, srv.URL(), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var before time.Time
+	if err := s.Pool().QueryRow(ctx, `SELECT pg_postmaster_start_time()`).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	o := bench.Options{Pressure: "restart", URL: srv.URL(), Restart: srv.Restart, Rate: 50, RateSet: true, Concurrency: 4, ClaimBatch: 100,
+		Duration: 6 * time.Second, Sample: time.Second, Clean: 2 * time.Second, HoldFor: time.Second,
+		Kinds: func(context.Context, *gaffer.Node, string, ...string) error { return nil }}
+	r, err := bench.Run(ctx, s, "pressure", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(r)
+	var got struct {
+		Jobs     int
+		Pressure struct {
+			Samples    []json.RawMessage
+			ReadyAfter float64 `json:"server_ready_after_s"`
+			Sent       int
+			Unstarted  int `json:"unstarted_at_end"`
+			Seen       int `json:"samples_seen_in_place"`
+		}
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	var after time.Time
+	for tries := 0; ; tries++ { // past the pool's connections the restart cut
+		if err = s.Pool().QueryRow(ctx, `SELECT pg_postmaster_start_time()`).Scan(&after); err == nil || tries == 10 {
+			break
+		}
+	}
+	if err != nil || !after.After(before) {
+		t.Fatalf("postmaster started at %s before the bench and %s after it (%v): not restarted", before, after, err)
+	}
+	p := got.Pressure
+	if p.ReadyAfter <= 0 || len(p.Samples) != 6 || p.Unstarted != 0 || got.Jobs != p.Sent || p.Sent < 250 {
+		t.Errorf("ready after %.2fs, %d samples, %d of %d jobs unstarted, %d measured: %s", p.ReadyAfter, len(p.Samples), p.Unstarted, p.Sent, got.Jobs, b)
 	}
 }
