@@ -127,7 +127,10 @@ func (l *Listener) loop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		ceiling := 5 * time.Second
+		// Connecting fails while the server is down or starting: try
+		// again often enough that LISTEN is back within half a second of
+		// the server (until then the claim loops poll every 50 ms).
+		ceiling := 500 * time.Millisecond
 		if errors.Is(err, ErrListenDeaf) {
 			// Not a blip: the set-up is wrong, and says how. Nothing is
 			// lost meanwhile, only latency: every node also polls.
