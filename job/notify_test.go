@@ -2,11 +2,14 @@ package job_test
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/gafferhq/gaffer/internal/faultproxy"
 	"github.com/gafferhq/gaffer/job"
 )
 
@@ -156,4 +159,74 @@ func TestClaimPastTerminatedConnectionsAtOnce(t *testing.T) {
 	if took := time.Since(start); took > 600*time.Millisecond {
 		t.Fatalf("the job started %s after the wake, past 8 terminated connections: the claim waited between them", took)
 	}
+}
+
+// A claim that committed while its answer was on the way when the
+// connection broke (a backend terminated, a restart, a network cut)
+// started a job under a lease the node never heard of. The node gives
+// such a claim's jobs back before its next claim, found by the claim's
+// lease token: the job runs again within moments, not a lease (a
+// minute here) later, and the attempt is not counted. Red without it:
+// the job stays running on the node until the lease expires.
+func TestClaimWhoseAnswerWasLostIsGivenBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	ran := make(chan int, 4)
+	e.reg.HandleFunc("k", func(ctx context.Context, j *job.Job) error {
+		ran <- j.Attempt
+		return nil
+	})
+	cfg := e.st.Pool().Config().Copy()
+	proxy, err := faultproxy.Start(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	host, port, _ := net.SplitHostPort(proxy.Addr())
+	p, _ := strconv.Atoi(port)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(p)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	w, err := job.NewWorker(job.WorkerConfig{Pool: pool, Registry: e.reg, NodeID: "cut-off", PollInterval: 100 * time.Millisecond,
+		LeaseTTL: time.Minute, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every answer takes 400 ms to come back: the claim commits, and the
+	// connection is cut while its answer is still in the proxy.
+	proxy.SetLatency(400 * time.Millisecond)
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		w.Stop(stopCtx)
+	})
+	id := e.enqueue(job.Request{Kind: "k"}).ID
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		if j, err := e.st.GetJob(ctx, "", id); err == nil && j.State == string(job.Running) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker's claim did not commit")
+		}
+	}
+	proxy.Set(faultproxy.Reset) // the answer never arrives
+	proxy.SetLatency(0)
+	proxy.Set(faultproxy.Pass)
+	select {
+	case attempt := <-ran:
+		if attempt != 2 {
+			t.Fatalf("the job ran as attempt %d, want 2 (the lost claim's 1 given back)", attempt)
+		}
+	case <-time.After(10 * time.Second):
+		j, _ := e.st.GetJob(ctx, "", id)
+		t.Fatalf("the job did not run within 10 s of its claim's lost answer: %s on %v, lease until %v", j.State, j.Node, j.LeaseExpiresAt)
+	}
+	e.waitState(id, job.Completed)
 }

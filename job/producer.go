@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -51,7 +53,16 @@ type producer struct {
 	// the next; lostInRow those in a row made again at once, their
 	// connection lost.
 	failures, lostInRow int
+	// lostTokens are the lease tokens of failed claims (this loop's and
+	// the side claims'), which may have committed with their answer lost
+	// on the way: what they took is given back before the next claim.
+	lostMu     sync.Mutex
+	lostTokens []int64
 }
+
+// maxLostTokens bounds the failed claims remembered while the database
+// stays out of reach; older ones' jobs wait for their leases to expire.
+const maxLostTokens = 64
 
 // maxImmediateRetries bounds the claims and writes made again at once,
 // in a row, after their connection was lost: one more than the most
@@ -130,6 +141,7 @@ func (p *producer) fill(ctx context.Context) {
 		if p.claimCap > 0 {
 			n = min(n, p.claimCap)
 		}
+		p.releaseLost()
 		p.lastClaim = w.clock.Now()
 		busy := false
 		rows, err := p.claimAndLaunch(ctx, n, nil, func(got store.Claimed) {
@@ -210,13 +222,15 @@ func (p *producer) claimAndLaunch(ctx context.Context, n int, units []store.Unit
 		w.claimGate.RUnlock()
 		return 0, errNotClaiming
 	}
-	got, err := p.claim(ctx, n, units)
+	token := rand.Int64()
+	got, err := p.claim(ctx, n, units, token)
 	rows := got.Jobs
 	w.claimGate.RUnlock()
 	if err != nil {
 		if ctx.Err() == nil {
 			w.log.Error("claim jobs", "queue", p.queue, "side_claim", units != nil, "error", err)
 		}
+		p.noteLost(token)
 		return 0, err
 	}
 	if ctx.Err() != nil {
@@ -247,16 +261,56 @@ var errNotClaiming = errors.New("not claiming")
 // worker stopped meanwhile.
 //
 // A side claim (units set) takes only those units' jobs, from their start.
-func (p *producer) claim(ctx context.Context, n int, units []store.Unit) (store.Claimed, error) {
+func (p *producer) claim(ctx context.Context, n int, units []store.Unit, token int64) (store.Claimed, error) {
 	w := p.w
 	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.LeaseTTL)
 	defer cancel()
-	params := store.ClaimParams{Queue: p.queue, Limit: n, Token: rand.Int64(), LeaseTTL: w.cfg.LeaseTTL, Node: w.cfg.NodeID, Units: units}
+	params := store.ClaimParams{Queue: p.queue, Limit: n, Token: token, LeaseTTL: w.cfg.LeaseTTL, Node: w.cfg.NodeID, Units: units}
 	if units == nil {
 		p.cursor.Prepare(&params, w.clock.Now(), w.cfg.CursorReset)
 		params.Served, params.Grace = p.side.graceFor()
 	}
 	return w.store.Claim(claimCtx, params)
+}
+
+// noteLost remembers the lease token of a claim that failed: it may have
+// committed, its answer lost when the connection broke (a backend
+// terminated, a restart, a network cut), leaving jobs running under a
+// lease this node never heard of until the lease ran out.
+func (p *producer) noteLost(token int64) {
+	p.lostMu.Lock()
+	defer p.lostMu.Unlock()
+	if len(p.lostTokens) == maxLostTokens {
+		p.lostTokens = p.lostTokens[1:]
+	}
+	p.lostTokens = append(p.lostTokens, token)
+}
+
+// releaseLost gives back what the failed claims noteLost remembered took,
+// if anything: one try, before a claim; the tokens stay for the next
+// claim's try while it fails.
+func (p *producer) releaseLost() {
+	p.lostMu.Lock()
+	tokens := append([]int64(nil), p.lostTokens...)
+	p.lostMu.Unlock()
+	if len(tokens) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	w := p.w
+	released, err := w.leases.ReleaseLostClaims(ctx, w.cfg.NodeID, tokens, "released: node "+w.cfg.NodeID+" never got the answer of the claim that started it")
+	if err != nil {
+		return
+	}
+	p.lostMu.Lock()
+	// Drop those tried; a side claim may have added one meanwhile (or
+	// pushed the oldest out).
+	p.lostTokens = slices.DeleteFunc(p.lostTokens, func(t int64) bool { return slices.Contains(tokens, t) })
+	p.lostMu.Unlock()
+	if len(released) > 0 {
+		w.log.Info("gave back jobs a claim had started whose answer never arrived", "queue", p.queue, "jobs", len(released))
+	}
 }
 
 // release gives back jobs claimed after the worker began to stop, without

@@ -165,6 +165,29 @@ func (s *Store) ReleaseJobs(ctx context.Context, leases []Lease, reason string) 
 	return released, nil
 }
 
+// ReleaseLostClaims gives back, as ReleaseJobs does, the attempts that
+// node's claims with the lease tokens started: claims whose answers it
+// never got (the connection broke after the claim was sent, and the
+// claim may have committed). It returns the ids released.
+func (s *Store) ReleaseLostClaims(ctx context.Context, node string, tokens []int64, reason string) ([]int64, error) {
+	rows, err := s.pool.Query(ctx, sqlLostClaims, node, tokens)
+	if err != nil {
+		return nil, fmt.Errorf("release lost claims: %w", err)
+	}
+	leases, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Lease, error) {
+		var l Lease
+		err := row.Scan(&l.ID, &l.Attempt, &l.Token)
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("release lost claims: %w", err)
+	}
+	if len(leases) == 0 {
+		return nil, nil
+	}
+	return s.ReleaseJobs(ctx, leases, reason)
+}
+
 // CancelRequestedAmong returns the ids, of those given, whose cancellation
 // has been requested.
 func (s *Store) CancelRequestedAmong(ctx context.Context, ids []int64) ([]int64, error) {

@@ -188,6 +188,7 @@ var (
 	sqlCancelRunningJob     = query("cancel_running_job")
 	sqlHeartbeatJobs        = query("heartbeat_jobs")
 	sqlReleaseJobs          = query("release_jobs")
+	sqlLostClaims           = query("lost_claims")
 	sqlCancelRequestedAmong = query("cancel_requested_among")
 	sqlRescueJobs           = query("rescue_jobs")
 	sqlRequestCancel        = query("request_cancel")

@@ -302,6 +302,12 @@ WITH upd AS (
 )
 SELECT id, (SELECT count(*) FROM wake) FROM upd;
 
+-- name: lost_claims
+-- The attempts claims of node $1 with lease tokens $2 started and it may
+-- never have heard of (the connection broke after a claim was sent).
+SELECT id, attempt, lease_token FROM gaffer.jobs
+WHERE state = 'running' AND node = $1 AND lease_token = ANY ($2::bigint[]);
+
 -- name: cancel_requested_among
 SELECT id FROM gaffer.jobs WHERE id = ANY($1::bigint[]) AND cancel_requested;
 
