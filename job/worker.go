@@ -42,6 +42,10 @@ type Worker struct {
 	claimGate sync.RWMutex
 	watcher   service.Runner
 	handlers  sync.WaitGroup
+	// lostReleaser gives back, in the background, what failed claims may
+	// have started (producer.noteLost); lostWake starts it.
+	lostReleaser service.Runner
+	lostWake     chan struct{}
 
 	mu        sync.Mutex
 	started   bool
@@ -61,7 +65,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	w := &Worker{
 		cfg: cfg, store: store.New(cfg.Pool), leases: store.New(cfg.LeasePool), log: cfg.Logger.Named("worker"), metrics: cfg.Metrics, clock: clock.Real,
 		tracer:    newAttemptTracer(cfg.TracerProvider, cfg.NodeID),
-		producers: map[string]*producer{}, executing: map[store.Lease]*execution{},
+		producers: map[string]*producer{}, executing: map[store.Lease]*execution{}, lostWake: make(chan struct{}, 1),
 	}
 	for q, n := range cfg.Queues {
 		p := &producer{w: w, queue: q, limit: n, wakeCh: make(chan struct{}, 1),
@@ -91,6 +95,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		p.runner.Start(ctx, p.loop)
 	}
 	w.watcher.Start(ctx, w.watch)
+	w.lostReleaser.Start(ctx, w.releaseLostClaims)
 	return nil
 }
 
@@ -238,6 +243,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	// the watcher stops after them.
 	w.completer.close()
 	w.watcher.Stop()
+	w.lostReleaser.Stop()
 	for _, p := range w.producers {
 		close(p.quit)
 	}

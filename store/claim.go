@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 var (
@@ -232,11 +234,11 @@ type claimRead struct {
 func readClaim(br pgx.BatchResults, maxBytes, used int) (claimRead, error) {
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
-		return claimRead{}, fmt.Errorf("claim jobs: promote: %w", err)
+		return claimRead{}, fmt.Errorf("claim jobs: promote: %w", unknownUnlessRefused(err))
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return claimRead{}, fmt.Errorf("claim jobs: %w", err)
+		return claimRead{}, fmt.Errorf("claim jobs: %w", unknownUnlessRefused(err))
 	}
 	defer rows.Close()
 	var (
@@ -249,7 +251,7 @@ func readClaim(br pgx.BatchResults, maxBytes, used int) (claimRead, error) {
 	for rows.Next() {
 		j, err := sc.scan(rows)
 		if err != nil {
-			return claimRead{}, fmt.Errorf("claim jobs: %w", err)
+			return claimRead{}, fmt.Errorf("claim jobs: %w", &ClaimUnknownError{err})
 		}
 		if j.ID == 0 {
 			// The trailer: where the next claim starts.
@@ -273,16 +275,41 @@ func readClaim(br pgx.BatchResults, maxBytes, used int) (claimRead, error) {
 		out.Jobs = append(out.Jobs, j)
 	}
 	if err := rows.Err(); err != nil {
-		return claimRead{}, fmt.Errorf("claim jobs: %w", err)
+		return claimRead{}, fmt.Errorf("claim jobs: %w", unknownUnlessRefused(err))
 	}
 	if !sawTrailer {
 		return claimRead{}, fmt.Errorf("claim jobs: the claim statement returned no trailer row")
 	}
 	rows.Close()
 	if err := br.Close(); err != nil {
-		return claimRead{}, fmt.Errorf("claim jobs: %w", err)
+		// The statements are done: the commit, or the answer to it, failed.
+		return claimRead{}, fmt.Errorf("claim jobs: %w", &ClaimUnknownError{err})
 	}
 	return out, nil
+}
+
+// ClaimUnknownError is a failed Claim that may have committed, its answer
+// lost on the way (the connection broke after the claim was sent, or its
+// commit's answer never came): jobs may be running under the claim's
+// lease token that the caller never got. The store.ReleaseLostClaims of
+// that token gives them back. A claim the server refused (an error it
+// reported for one of the claim's statements, which aborts it) or that
+// never reached it is not one.
+type ClaimUnknownError struct{ Err error }
+
+func (e *ClaimUnknownError) Error() string { return e.Err.Error() }
+func (e *ClaimUnknownError) Unwrap() error { return e.Err }
+
+// unknownUnlessRefused is err as a ClaimUnknownError, unless the server
+// refused the statement (a *pgconn.PgError, which aborts the claim's
+// transaction) or nothing was sent.
+func unknownUnlessRefused(err error) error {
+	var pgErr *pgconn.PgError
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &pgErr) || errors.As(err, &connectErr) || pgconn.SafeToRetry(err) {
+		return err
+	}
+	return &ClaimUnknownError{err}
 }
 
 // readClaimedInputs reads the inputs of the claimed step jobs that carry
@@ -293,9 +320,10 @@ func readClaim(br pgx.BatchResults, maxBytes, used int) (claimRead, error) {
 func (s *Store) readClaimedInputs(ctx context.Context, out *Claimed) error {
 	over, err := s.readStepInputs(ctx, nil, out.Jobs, claimInputBudget)
 	if err != nil {
-		// The jobs stay claimed until their leases lapse and the rescuer
-		// gives them back, as when a claimer dies with its claim.
-		return fmt.Errorf("claim jobs: %w", err)
+		// The jobs are claimed and the caller does not get them: a
+		// claimer gives them back (ReleaseLostClaims), or their leases
+		// lapse and the rescuer does.
+		return fmt.Errorf("claim jobs: %w", &ClaimUnknownError{err})
 	}
 	if len(over) == 0 {
 		return nil
