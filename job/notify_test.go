@@ -92,7 +92,8 @@ func TestDeafWorkerPollsSoon(t *testing.T) {
 // (a pooler recycling them, pg_terminate_backend, as bench pressure
 // backend-kill does), the claim meets the dead connections one after
 // another: each is claimed on again at once, not after a growing wait
-// (10 ms doubling: a second and more past eight dead connections).
+// (10 ms doubling up to 250 ms: about a second past sixteen dead
+// connections, 1.03 s when it was taken out).
 func TestClaimPastTerminatedConnectionsAtOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -104,7 +105,7 @@ func TestClaimPastTerminatedConnectionsAtOnce(t *testing.T) {
 	})
 	cfg := e.st.Pool().Config().Copy()
 	cfg.ConnConfig.RuntimeParams["application_name"] = "doomed-worker"
-	cfg.MaxConns, cfg.MinConns = 8, 0
+	cfg.MaxConns, cfg.MinConns = 16, 0
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -123,9 +124,9 @@ func TestClaimPastTerminatedConnectionsAtOnce(t *testing.T) {
 		w.Stop(stopCtx)
 	})
 	time.Sleep(200 * time.Millisecond) // the initial poll has passed
-	// Eight live connections in the pool, idle, then all terminated.
+	// Sixteen live connections in the pool, idle, then all terminated.
 	var conns []*pgxpool.Conn
-	for range 8 {
+	for range 16 {
 		c, err := pool.Acquire(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -140,8 +141,8 @@ func TestClaimPastTerminatedConnectionsAtOnce(t *testing.T) {
 	}
 	var killed int
 	if err := e.st.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE application_name = 'doomed-worker' AND datname = current_database()`).Scan(&killed); err != nil || killed != 8 {
-		t.Fatalf("terminated %d of the pool's 8 backends (%v)", killed, err)
+		WHERE application_name = 'doomed-worker' AND datname = current_database()`).Scan(&killed); err != nil || killed != 16 {
+		t.Fatalf("terminated %d of the pool's 16 backends (%v)", killed, err)
 	}
 	id := e.enqueue(job.Request{Kind: "k"}).ID
 	start := time.Now()
@@ -154,10 +155,10 @@ func TestClaimPastTerminatedConnectionsAtOnce(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the job did not start")
 	}
-	// Waiting after each dead connection takes at least 1.1 s here (the
-	// waits' lower bounds: 5, 10, 20 … 500 ms).
-	if took := time.Since(start); took > 600*time.Millisecond {
-		t.Fatalf("the job started %s after the wake, past 8 terminated connections: the claim waited between them", took)
+	// Waiting after each dead connection took 1.03 s here (the waits'
+	// lower bounds: 5, 10, 20, 40, 80, then 125 ms each).
+	if took := time.Since(start); took > 750*time.Millisecond {
+		t.Fatalf("the job started %s after the wake, past 16 terminated connections: the claim waited between them", took)
 	}
 }
 
