@@ -63,7 +63,9 @@ type pressureResult struct {
 	Sent      int `json:"sent,omitempty"`
 	Unstarted int `json:"unstarted_at_end"`
 	// restart: how long PostgreSQL took to accept connections again, and
-	// the enqueues that failed meanwhile (each tried again 10 ms later).
+	// the enqueues that failed meanwhile (each tried again 10 ms later:
+	// one that had committed, its answer lost, is then enqueued twice,
+	// and both jobs are measured).
 	ReadyAfter      float64 `json:"server_ready_after_s,omitempty"`
 	EnqueueFailures int     `json:"enqueue_failures,omitempty"`
 }

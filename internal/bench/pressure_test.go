@@ -273,11 +273,12 @@ func TestPressureRestartRestartsTheServer(t *testing.T) {
 	var got struct {
 		Jobs     int
 		Pressure struct {
-			Samples    []json.RawMessage
-			ReadyAfter float64 `json:"server_ready_after_s"`
-			Sent       int
-			Unstarted  int `json:"unstarted_at_end"`
-			Seen       int `json:"samples_seen_in_place"`
+			Samples         []json.RawMessage
+			ReadyAfter      float64 `json:"server_ready_after_s"`
+			Sent            int
+			Unstarted       int `json:"unstarted_at_end"`
+			Seen            int `json:"samples_seen_in_place"`
+			EnqueueFailures int `json:"enqueue_failures"`
 		}
 	}
 	if err := json.Unmarshal(b, &got); err != nil {
@@ -293,7 +294,10 @@ func TestPressureRestartRestartsTheServer(t *testing.T) {
 		t.Fatalf("postmaster started at %s before the bench and %s after it (%v): not restarted", before, after, err)
 	}
 	p := got.Pressure
-	if p.ReadyAfter <= 0 || len(p.Samples) != 6 || p.Unstarted != 0 || got.Jobs != p.Sent || p.Sent < 250 {
-		t.Errorf("ready after %.2fs, %d samples, %d of %d jobs unstarted, %d measured: %s", p.ReadyAfter, len(p.Samples), p.Unstarted, p.Sent, got.Jobs, b)
+	// An enqueue that committed as the server went down, its answer lost,
+	// is tried again: a job more than the sent count, measured too.
+	if p.ReadyAfter <= 0 || len(p.Samples) != 6 || p.Unstarted != 0 || got.Jobs < p.Sent || got.Jobs > p.Sent+p.EnqueueFailures || p.Sent < 250 {
+		t.Errorf("ready after %.2fs, %d samples, %d of %d jobs unstarted, %d measured, %d enqueues failed: %s",
+			p.ReadyAfter, len(p.Samples), p.Unstarted, p.Sent, got.Jobs, p.EnqueueFailures, b)
 	}
 }
