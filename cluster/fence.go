@@ -19,7 +19,13 @@ func (c *Cluster) Do(ctx context.Context, fn func(q pgx.Tx) error) error {
 	if l == nil || !c.trusted() {
 		return errNotLeader
 	}
-	err := c.store.Fenced(ctx, l.epoch, fn)
+	// The trust window is asked again once the transaction has begun: a
+	// pause between the check above and the fence's read (a SIGSTOP, a
+	// long GC) must not turn into a write attempted past the window.
+	err := c.store.FencedWhile(ctx, l.epoch, c.trusted, fn)
+	if errors.Is(err, store.ErrNoLongerTrusted) {
+		return errNotLeader
+	}
 	if errors.Is(err, store.ErrFenced) {
 		c.metrics.fenceRejections.Inc()
 		c.log.Warn("leader-only write refused by the fence; stepping down", "epoch", l.epoch, "error", err)

@@ -24,6 +24,10 @@ var (
 	sqlCheckFence   = query("check_fence")
 )
 
+// ErrNoLongerTrusted: FencedWhile's caller stopped trusting its
+// leadership before the fence was read; nothing was written.
+var ErrNoLongerTrusted = errors.New("leadership no longer trusted")
+
 // ErrFenced means a newer leader has raised the fence: the caller is no
 // longer the leader and its leader-only write was rolled back.
 var ErrFenced = errors.New("fenced: a newer leader holds the epoch")
@@ -234,7 +238,19 @@ func (s *Store) ReadFence(ctx context.Context) (Fence, error) {
 // sees the new epoch and returns ErrFenced without running fn. A deposed
 // leader stopped mid-transaction holds the lock at most IdleInTxTimeout.
 func (s *Store) Fenced(ctx context.Context, epoch int64, fn func(tx pgx.Tx) error) error {
+	return s.FencedWhile(ctx, epoch, nil, fn)
+}
+
+// FencedWhile is Fenced, asking still (if not nil) once the transaction
+// has begun, just before the fence is read: a caller that may stop
+// trusting its leadership meanwhile (a pause between its own check and
+// the write) gives up with ErrNoLongerTrusted instead of meeting the
+// fence.
+func (s *Store) FencedWhile(ctx context.Context, epoch int64, still func() bool, fn func(tx pgx.Tx) error) error {
 	return pgx.BeginTxFunc(ctx, s.pool, guarded, func(tx pgx.Tx) error {
+		if still != nil && !still() {
+			return ErrNoLongerTrusted
+		}
 		var current int64
 		if err := tx.QueryRow(ctx, sqlCheckFence).Scan(&current); err != nil {
 			return fmt.Errorf("check leader fence: %w", err)
