@@ -97,6 +97,14 @@ type Config struct {
 	// RevokedTokenRetention: how long a revoked API token's record is
 	// kept. Default 30 days.
 	RevokedTokenRetention time.Duration
+	// VacuumThreshold: how many dead row versions gaffer.jobs gathers
+	// (beyond those the last vacuum had to leave) before the leader
+	// vacuums it itself, rather than waiting for autovacuum, which looks
+	// at a database only once per autovacuum_naptime (a minute by
+	// default). Needs the node's role to own the table; a role that does
+	// not leaves it to autovacuum, and says so at start-up. Default
+	// 20,000; negative: leave it to autovacuum.
+	VacuumThreshold int64
 	// SkipSchemaCheck starts the node even on a schema it cannot work
 	// with (behind it, or ahead by a contract).
 	SkipSchemaCheck bool

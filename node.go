@@ -163,6 +163,13 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
+	var vacuumer *maintenance.Vacuumer
+	if cfg.VacuumThreshold >= 0 {
+		vacuumer, err = maintenance.NewVacuumer(maintenance.VacuumerConfig{Pool: pool, Logger: n.log, Threshold: cfg.VacuumThreshold})
+		if err != nil {
+			return nil, n.closeOnError(err)
+		}
+	}
 	n.scheduler, err = cron.NewScheduler(cron.SchedulerConfig{Pool: pool, Fence: fence, Logger: n.log,
 		Registerer: cfg.Registerer, MisfireGrace: cfg.CronMisfireGrace, TenantFireRate: cfg.CronTenantFireRate})
 	if err != nil {
@@ -178,11 +185,17 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, n.closeOnError(err)
 	}
 	n.services = []backgroundService{labels, rescuer, n.remote}
+	leaderOnly := []cluster.Service{cleaner, monitor, n.scheduler}
+	if vacuumer != nil {
+		leaderOnly = append(leaderOnly, vacuumer)
+	}
 	if n.cluster != nil {
 		// Leader-only: started and stopped by the cluster with leadership.
-		n.cluster.LeaderServices(cleaner, monitor, n.scheduler)
+		n.cluster.LeaderServices(leaderOnly...)
 	} else {
-		n.services = append(n.services, cleaner, monitor, n.scheduler)
+		for _, s := range leaderOnly {
+			n.services = append(n.services, s)
+		}
 	}
 	if cfg.ListenDatabaseURL != "" {
 		_, notes, err := store.ListenConfig(cfg.ListenDatabaseURL)

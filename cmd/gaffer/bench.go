@@ -106,6 +106,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	readFor := fs.Duration("read-for", "-", 5*time.Second, "pressure readers: how long each reader's transaction lasts at least")
 	fetchCooldown := fs.Duration("fetch-cooldown", "-", 0, "the node's least time between two claims of a queue (default: the node's, 2ms)")
 	trickleCooldown := fs.Duration("trickle-cooldown", "-", 0, "the node's least time between a claim that found fewer jobs than it had slots for and the next (default: the node's, 8ms; negative: none)")
+	vacuumAt := fs.Int("vacuum-threshold", "-", -1, "the node's dead rows in gaffer.jobs before its leader vacuums the table itself (default: the node's, 20000; 0: leave it to autovacuum)")
 	retention := fs.Duration("retention", "-", 5*time.Minute, "soak: how long finished jobs are kept")
 	sample := fs.Duration("sample", "-", 0, "soak (default 1m), pressure idle-in-tx and readers (default 10s), pressure restart (default 1s): the sampling interval")
 	svg := fs.String("svg", "-", "", "soak: write a plot of the series to this SVG file")
@@ -156,10 +157,20 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 			*rate = 100
 		}
 	}
+	// The node's VacuumThreshold: 0 is its default, negative none.
+	var vacuumThreshold int64
+	switch {
+	case *vacuumAt == 0:
+		vacuumThreshold = -1
+	case *vacuumAt > 0:
+		vacuumThreshold = int64(*vacuumAt)
+	case *vacuumAt < -1:
+		return usageError(fmt.Sprintf("--vacuum-threshold must not be negative (0 leaves vacuum to autovacuum), got %d", *vacuumAt))
+	}
 	o := bench.Options{Jobs: *jobs, Batch: *batch, Concurrency: *concurrency, ClaimBatch: *claimBatch, Nodes: *nodes, Rate: *rate,
 		Entries: *entries, Sequences: *sequences, PerSequence: *perSequence, Batches: *batches, BatchSize: *batchSize, Duration: *duration, Warmup: *warmup, Limit: *limit, Hold: *hold, Workers: *workers,
 		Retention: *retention, Sample: *sample, RateSet: rateSet, KillEvery: *killEvery, FetchCooldown: *fetchCooldown, TrickleCooldown: *trickleCooldown,
-		Pressure: fs.Arg(1), Clean: *clean, HoldFor: *holdFor, Readers: *readers, ReadFor: *readFor,
+		VacuumThreshold: vacuumThreshold, Pressure: fs.Arg(1), Clean: *clean, HoldFor: *holdFor, Readers: *readers, ReadFor: *readFor,
 		Kinds: func(ctx context.Context, n *gaffer.Node, dbURL string, own ...string) error {
 			hooks, err := newWebhooks(ctx, outbound{}, nil, dbURL, own...)
 			if err != nil {

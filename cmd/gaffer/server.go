@@ -21,6 +21,7 @@ import (
 	"github.com/gafferhq/gaffer/cluster"
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/internal/egress"
+	"github.com/gafferhq/gaffer/internal/maintenance"
 	"github.com/gafferhq/gaffer/internal/redact"
 	"github.com/gafferhq/gaffer/store"
 	"github.com/gafferhq/gaffer/ui"
@@ -51,6 +52,7 @@ type nodeFlags struct {
 	nodeRetention *time.Duration
 	cronRetention *time.Duration
 	tokRetention  *time.Duration
+	vacuumAt      *int
 	cronEntries   *int
 	cronInterval  *time.Duration
 	cronPerMinute *int
@@ -92,8 +94,10 @@ func addNodeFlags(fs *flagSet) *nodeFlags {
 		nodeRetention: fs.Duration("dead-node-retention", "", 7*24*time.Hour, "how long a node that left or died stays in the nodes list"),
 		cronRetention: fs.Duration("cron-history-retention", "", 7*24*time.Hour, "how long cron occurrence history is kept"),
 		tokRetention:  fs.Duration("revoked-token-retention", "", 30*24*time.Hour, "how long a revoked API token stays listed"),
-		cronEntries:   fs.Int("cron-max-entries", "", cron.DefaultMaxEntries, "cron entries a tenant's tokens may hold per tenant (tokens spanning tenants are not held to the cron quotas)"),
-		cronInterval:  fs.Duration("cron-min-interval", "", cron.DefaultMinInterval, "the shortest gap between two fires a tenant's token may give an entry's schedule"),
+		vacuumAt: fs.Int("vacuum-threshold", "", maintenance.DefaultVacuumThreshold, "the dead row versions gaffer.jobs gathers before the leader vacuums it itself "+
+			"rather than wait for autovacuum (needs the node's role to own the table); 0: leave it to autovacuum"),
+		cronEntries:  fs.Int("cron-max-entries", "", cron.DefaultMaxEntries, "cron entries a tenant's tokens may hold per tenant (tokens spanning tenants are not held to the cron quotas)"),
+		cronInterval: fs.Duration("cron-min-interval", "", cron.DefaultMinInterval, "the shortest gap between two fires a tenant's token may give an entry's schedule"),
 		cronPerMinute: fs.Int("cron-max-fires-per-minute", "", cron.DefaultMaxFiresPerMinute,
 			"the most a tenant's entries may fire per minute, all together, each counted at its fastest; checked when a tenant's token creates an entry or changes a schedule"),
 		cronFireRate: fs.Int("cron-fire-rate", "", cron.DefaultTenantFireRate, "jobs per second the leader's cron makes per tenant, whoever made the entries (burst: twice that); a tenant past it waits, others do not"),
@@ -180,6 +184,13 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 			endpoints = append(endpoints, e)
 		}
 	}
+	if *f.vacuumAt < 0 {
+		return gaffer.Config{}, usageError(fmt.Sprintf("--vacuum-threshold must not be negative (0 leaves vacuum to autovacuum), got %d", *f.vacuumAt))
+	}
+	vacuumAt := int64(*f.vacuumAt)
+	if vacuumAt == 0 {
+		vacuumAt = -1
+	}
 	if *f.remoteWaiting < 1 {
 		return gaffer.Config{}, usageError(fmt.Sprintf("--remote-max-waiting must be at least 1, got %d", *f.remoteWaiting))
 	}
@@ -194,7 +205,7 @@ func (f *nodeFlags) config() (gaffer.Config, error) {
 		JobRetention:     *f.jobRetention, DLQRetention: *f.dlqRetention, IdempotencyRetention: *f.idemRetention,
 		WorkflowRetention: *f.runRetention, DeadNodeRetention: *f.nodeRetention, CronHistoryRetention: *f.cronRetention,
 		RevokedTokenRetention: *f.tokRetention, EtcdEndpoints: endpoints, CronTenantFireRate: float64(*f.cronFireRate),
-		SessionTTL: *f.sessionTTL, ClusterPrefix: *f.prefix, Version: version()}
+		SessionTTL: *f.sessionTTL, ClusterPrefix: *f.prefix, Version: version(), VacuumThreshold: vacuumAt}
 	if err := f.etcdAccess(&cfg); err != nil {
 		return gaffer.Config{}, err
 	}

@@ -109,6 +109,9 @@ type Options struct {
 	// TrickleCooldown is the nodes' least time between a short claim and
 	// the next (gaffer.Config.TrickleCooldown; 0: its default).
 	TrickleCooldown time.Duration
+	// VacuumThreshold is the nodes' gaffer.Config.VacuumThreshold (0: its
+	// default; negative: leave gaffer.jobs to autovacuum).
+	VacuumThreshold int64
 	// tracer is what the OTEL_* variables ask for, as on a server: the
 	// no-op provider unless they do.
 	Tracer trace.TracerProvider

@@ -21,7 +21,8 @@ import (
 func benchNode(ctx context.Context, url string, o Options, reg prometheus.Registerer, extra ...func(*gaffer.Node)) (*gaffer.Node, error) {
 	node, err := gaffer.NewNode(ctx, gaffer.Config{
 		DatabaseURL: url, ID: "bench", Queues: map[string]int{Queue: o.Concurrency}, MaxConns: 8,
-		ClaimBatch: o.ClaimBatch, FetchCooldown: o.FetchCooldown, TrickleCooldown: o.TrickleCooldown, JobRetention: o.Retention, Registerer: reg,
+		ClaimBatch: o.ClaimBatch, FetchCooldown: o.FetchCooldown, TrickleCooldown: o.TrickleCooldown, VacuumThreshold: o.VacuumThreshold,
+		JobRetention: o.Retention, Registerer: reg,
 		Logger:         hclog.New(&hclog.LoggerOptions{Level: hclog.Warn}),
 		TracerProvider: o.Tracer,
 	})

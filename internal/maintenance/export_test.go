@@ -1,0 +1,26 @@
+package maintenance
+
+import (
+	"context"
+	"fmt"
+)
+
+// Explain says what the vacuumer's pace holds and what it would read now,
+// and which sessions hold a snapshot or a transaction: for a test's
+// failure message.
+func (v *Vacuumer) Explain() string {
+	ctx := context.Background()
+	h, err := v.store.XIDHorizon(ctx)
+	out := fmt.Sprintf("pace %+v; horizon now %d (%v)\n", v.pace, h, err)
+	rows, err := v.cfg.Pool.Query(ctx, `SELECT pid, datname, backend_type, backend_xmin::text, backend_xid::text, state, left(query, 60)
+	    FROM pg_stat_activity WHERE backend_xmin IS NOT NULL OR backend_xid IS NOT NULL`)
+	if err != nil {
+		return out + err.Error()
+	}
+	defer rows.Close()
+	for rows.Next() {
+		vals, _ := rows.Values()
+		out += fmt.Sprintln(vals...)
+	}
+	return out
+}

@@ -1,0 +1,196 @@
+package maintenance_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gafferhq/gaffer/internal/maintenance"
+	"github.com/gafferhq/gaffer/internal/pgtest"
+	"github.com/gafferhq/gaffer/store"
+)
+
+// vacuumEnv is a test's own database with autovacuum off for gaffer.jobs,
+// so that every vacuum of it is the vacuumer's.
+func vacuumEnv(t *testing.T, threshold int64) (*env, *maintenance.Vacuumer) {
+	t.Helper()
+	e := newEnv(t)
+	e.exec(`ALTER TABLE gaffer.jobs SET (autovacuum_enabled = false)`)
+	v, err := maintenance.NewVacuumer(maintenance.VacuumerConfig{Pool: e.st.Pool(), Logger: testLogger(t), Threshold: threshold})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, v
+}
+
+// makeDeadRows inserts n jobs and deletes them, leaving n dead row
+// versions, and waits until the server's statistics count them.
+func (e *env) makeDeadRows(n int) {
+	e.t.Helper()
+	ctx := context.Background()
+	before := e.deadRows()
+	conn, err := e.st.Pool().Acquire(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, sql := range []string{
+		fmt.Sprintf(`INSERT INTO gaffer.jobs (kind) SELECT 'vacuum-test' FROM generate_series(1, %d)`, n),
+		`DELETE FROM gaffer.jobs WHERE kind = 'vacuum-test'`,
+		// The session reports its counts when it next goes idle: now.
+		`SELECT pg_stat_force_next_flush()`,
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			e.t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); e.deadRows() < before+int64(n); {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the statistics count %d dead rows, want at least %d", e.deadRows(), before+int64(n))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (e *env) deadRows() int64 {
+	e.t.Helper()
+	n, err := e.st.JobsDeadRows(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+func (e *env) vacuums() int64 {
+	e.t.Helper()
+	var n int64
+	if err := e.st.Pool().QueryRow(context.Background(),
+		`SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'gaffer.jobs'::regclass`).Scan(&n); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+func runVacuumer(t *testing.T, v *maintenance.Vacuumer, want bool) {
+	t.Helper()
+	got, err := v.RunOnce(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatalf("RunOnce vacuumed: %v, want %v\n%s", got, want, v.Explain())
+	}
+}
+
+// The vacuumer vacuums gaffer.jobs once its dead rows reach the threshold,
+// not before, and not again until as many more have died.
+func TestVacuumerVacuumsWhenDeadRowsGather(t *testing.T) {
+	t.Parallel()
+	e, v := vacuumEnv(t, 1000)
+	e.makeDeadRows(600)
+	runVacuumer(t, v, false)
+	if n := e.vacuums(); n != 0 {
+		t.Fatalf("%d vacuums below the threshold", n)
+	}
+	e.makeDeadRows(600)
+	runVacuumer(t, v, true)
+	if n := e.vacuums(); n != 1 {
+		t.Fatalf("%d vacuums counted, want 1", n)
+	}
+	if n := e.deadRows(); n >= 600 {
+		t.Fatalf("%d dead rows left after the vacuum", n)
+	}
+	runVacuumer(t, v, false)
+	e.makeDeadRows(1000)
+	runVacuumer(t, v, true)
+	if n := e.vacuums(); n != 2 {
+		t.Fatalf("%d vacuums counted, want 2", n)
+	}
+}
+
+// While a transaction holds the horizon, a vacuum removes nothing that
+// died after it began: the vacuumer does not run another until the
+// horizon moves, and then runs at once.
+func TestVacuumerWaitsForAHeldHorizon(t *testing.T) {
+	t.Parallel()
+	e, v := vacuumEnv(t, 1000)
+	ctx := context.Background()
+	holder, err := e.st.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release()
+	tx, err := holder.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var n int64
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM gaffer.jobs`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+
+	e.makeDeadRows(1200)
+	runVacuumer(t, v, true) // the first: nothing says it would be in vain
+	if n := e.deadRows(); n < 1200 {
+		t.Fatalf("%d dead rows left under a held snapshot, want all 1200: the test holds nothing", n)
+	}
+	e.makeDeadRows(1200)
+	runVacuumer(t, v, false)
+	if n := e.vacuums(); n != 1 {
+		t.Fatalf("%d vacuums while the horizon stood still, want 1", n)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	runVacuumer(t, v, true)
+	if n := e.deadRows(); n >= 1200 {
+		t.Fatalf("%d dead rows left once the horizon moved", n)
+	}
+}
+
+// A role that does not own gaffer.jobs may not vacuum it (PostgreSQL
+// skips the table with a warning): the vacuumer asks first.
+func TestMayVacuumJobsOnlyAsTheOwner(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	owner, err := store.Open(ctx, url, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	if ok, err := owner.MayVacuumJobs(ctx); err != nil || !ok {
+		t.Fatalf("the owner may vacuum: %v, %v", ok, err)
+	}
+	role := fmt.Sprintf("gaffer_not_owner_%d", time.Now().UnixNano())
+	if _, err := owner.Pool().Exec(ctx, `CREATE ROLE `+role+` NOLOGIN`); err != nil {
+		t.Skipf("cannot create a role here: %v", err)
+	}
+	defer owner.Pool().Exec(context.Background(), `DROP OWNED BY `+role+`; DROP ROLE `+role)
+	if _, err := owner.Pool().Exec(ctx, `GRANT USAGE ON SCHEMA gaffer TO `+role); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, `SET ROLE `+role)
+		return err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	other := store.New(pool)
+	ok, err := other.MayVacuumJobs(ctx)
+	if err != nil || ok {
+		t.Fatalf("a role that does not own gaffer.jobs may vacuum it: %v, %v", ok, err)
+	}
+}
