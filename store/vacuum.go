@@ -2,13 +2,20 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 var (
 	sqlJobsDeadRows         = query("jobs_dead_rows")
 	sqlMayVacuumJobs        = query("may_vacuum_jobs")
 	sqlVacuumJobsUnlessBusy = query("vacuum_jobs_unless_busy")
+	sqlBlocksAnyone         = query("blocks_anyone")
 )
 
 // JobsDeadRows returns the dead row versions the server's statistics
@@ -38,12 +45,62 @@ func (s *Store) MayVacuumJobs(ctx context.Context) (bool, error) {
 // and outside any transaction (VACUUM cannot run inside one). It returns
 // at once, having done nothing, while another vacuum holds the table. It
 // blocks for as long as the vacuum takes: seconds on a table of millions
-// of rows.
-func (s *Store) VacuumJobsUnlessBusy(ctx context.Context) error {
-	if _, err := s.pool.Exec(ctx, sqlVacuumJobsUnlessBusy); err != nil {
-		return fmt.Errorf("vacuum gaffer.jobs: %w", err)
+// of rows. Every watch meanwhile it asks whether another session waits
+// for the vacuum's lock (an ALTER TABLE, a LOCK TABLE), and if one does
+// it cancels the vacuum and returns yielded true, as PostgreSQL does for
+// an autovacuum in the way: a VACUUM that a user runs is not cancelled
+// for anyone, and everything that then queues behind the waiting
+// statement — every claim — would wait out the vacuum too.
+func (s *Store) VacuumJobsUnlessBusy(ctx context.Context, watch time.Duration) (yielded bool, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return false, fmt.Errorf("vacuum gaffer.jobs: %w", err)
 	}
-	return nil
+	defer conn.Release()
+	pg := conn.Conn().PgConn()
+	var cancelled atomic.Bool
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(watch)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			var blocks bool
+			if err := s.pool.QueryRow(ctx, sqlBlocksAnyone, int32(pg.PID())).Scan(&blocks); err != nil || !blocks {
+				continue
+			}
+			// A cancel request, not the context: cancelling the context
+			// would drop the connection, and the server would go on
+			// vacuuming, holding the lock, until it next wrote to it.
+			if pg.CancelRequest(ctx) == nil {
+				cancelled.Store(true)
+			}
+			return
+		}
+	}()
+	_, err = conn.Exec(ctx, sqlVacuumJobsUnlessBusy)
+	close(stop)
+	wg.Wait()
+	if cancelled.Load() {
+		// The request may still be on its way, and would cancel whatever
+		// this connection ran next.
+		conn.Conn().Close(context.WithoutCancel(ctx))
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "57014" { // query_canceled
+			return true, nil
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("vacuum gaffer.jobs: %w", err)
+	}
+	return false, nil
 }
 
 var sqlXIDHorizon = query("xid_horizon")

@@ -13,6 +13,9 @@ import (
 	"github.com/gafferhq/gaffer/store"
 )
 
+// vacuumWatch is how often a vacuum asks whether it is in anyone's way.
+const vacuumWatch = 200 * time.Millisecond
+
 // Vacuumer defaults.
 const (
 	// DefaultVacuumThreshold is gaffer.jobs' own
@@ -48,7 +51,10 @@ type VacuumerConfig struct {
 // it, a vacuum removes nothing and costs a pass over the table, so it
 // waits for the horizon instead. It never spends more than half its time
 // vacuuming: after a vacuum that took d, the next waits at least d. Its
-// vacuums skip the table while another vacuum (autovacuum's) holds it.
+// vacuums skip the table while another vacuum (autovacuum's) holds it,
+// and step aside, as autovacuum does, for a session that waits for the
+// table's lock (DDL): otherwise every claim would queue behind that
+// session until the vacuum ended.
 //
 // Leader-only, unfenced: a vacuum changes no row a user can see, and a
 // deposed leader's last one only costs time. A role that may not vacuum
@@ -143,10 +149,18 @@ func (v *Vacuumer) RunOnce(ctx context.Context) (bool, error) {
 	if !v.pace.moved(horizon) {
 		return false, nil
 	}
-	if err := v.store.VacuumJobsUnlessBusy(ctx); err != nil {
+	yielded, err := v.store.VacuumJobsUnlessBusy(ctx, vacuumWatch)
+	if err != nil {
 		return false, err
 	}
 	end := v.clock.Now()
+	if yielded {
+		// Someone wanted the table (DDL): try again after a rest, from
+		// the same pace.
+		v.pace.lastEnd, v.pace.rest = end, max(v.pace.rest, v.cfg.Interval)
+		v.log.Info("stepped aside: a session waited for the vacuum's lock on gaffer.jobs", "took", end.Sub(now))
+		return false, nil
+	}
 	left, err := v.store.JobsDeadRows(ctx)
 	if err != nil {
 		left = dead

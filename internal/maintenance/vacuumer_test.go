@@ -194,3 +194,85 @@ func TestMayVacuumJobsOnlyAsTheOwner(t *testing.T) {
 		t.Fatalf("a role that does not own gaffer.jobs may vacuum it: %v, %v", ok, err)
 	}
 }
+
+// A vacuum that someone waits for (DDL wanting the table) steps aside, as
+// autovacuum does: the waiter gets the table within the vacuum's watch,
+// not when the vacuum ends — claims would queue behind the waiter till
+// then.
+func TestVacuumerStepsAsideForALockWaiter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	setup, err := store.Open(ctx, url, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer setup.Close()
+	e := &env{t: t, st: setup}
+	e.exec(`ALTER TABLE gaffer.jobs SET (autovacuum_enabled = false)`)
+	// Make this database's vacuums crawl: a sleep after every page. Only
+	// sessions opened from now on have it.
+	var db string
+	if err := setup.Pool().QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`ALTER DATABASE ` + db + ` SET vacuum_cost_delay = '100ms'`)
+	e.exec(`ALTER DATABASE ` + db + ` SET vacuum_cost_limit = 1`)
+	slow, err := store.Open(ctx, url, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	v, err := maintenance.NewVacuumer(maintenance.VacuumerConfig{Pool: slow.Pool(), Logger: testLogger(t), Threshold: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.makeDeadRows(3000)
+
+	type result struct {
+		vacuumed bool
+		err      error
+	}
+	done := make(chan result, 1)
+	go func() {
+		vacuumed, err := v.RunOnce(ctx)
+		done <- result{vacuumed, err}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var n int
+		if err := setup.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_progress_vacuum WHERE relid = 'gaffer.jobs'::regclass`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the vacuum did not start")
+		}
+	}
+	start := time.Now()
+	err = pgx.BeginFunc(ctx, setup.Pool(), func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `LOCK TABLE gaffer.jobs IN ACCESS EXCLUSIVE MODE`)
+		return err
+	})
+	waited := time.Since(start)
+	if err != nil {
+		t.Fatalf("the table's lock, after %s: %v", waited.Round(time.Millisecond), err)
+	}
+	if waited > 2*time.Second {
+		t.Fatalf("waited %s for the table's lock behind the vacuum", waited.Round(time.Millisecond))
+	}
+	r := <-done
+	if r.err != nil || r.vacuumed {
+		t.Fatalf("RunOnce: vacuumed %v, %v; want it to have stepped aside", r.vacuumed, r.err)
+	}
+	// The connection that was cancelled is not reused; the pool still
+	// works, and the next vacuum (after its rest) finishes.
+	time.Sleep(1100 * time.Millisecond)
+	e.exec(`ALTER DATABASE ` + db + ` RESET vacuum_cost_delay`)
+	slow.Pool().Reset()
+	runVacuumer(t, v, true)
+}

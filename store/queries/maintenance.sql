@@ -18,6 +18,11 @@ SELECT pg_has_role(current_user, c.relowner, 'USAGE') OR r.rolsuper
 FROM pg_class c, pg_roles r
 WHERE c.oid = 'gaffer.jobs'::regclass AND r.rolname = current_user;
 
+-- name: blocks_anyone
+-- Whether a session waits for a lock that backend $1 holds (or waits
+-- for ahead of it).
+SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1::int = ANY (pg_blocking_pids(pid)))
+
 -- name: vacuum_jobs_unless_busy
 -- SKIP_LOCKED: when another vacuum (autovacuum's) holds the table, this
 -- one returns at once instead of waiting for it.
