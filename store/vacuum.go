@@ -15,7 +15,7 @@ var (
 	sqlJobsDeadRows         = query("jobs_dead_rows")
 	sqlMayVacuumJobs        = query("may_vacuum_jobs")
 	sqlVacuumJobsUnlessBusy = query("vacuum_jobs_unless_busy")
-	sqlBlocksAnyone         = query("blocks_anyone")
+	sqlJobsLockWanted       = query("jobs_lock_wanted")
 )
 
 // JobsDeadRows returns the dead row versions the server's statistics
@@ -72,13 +72,16 @@ func (s *Store) VacuumJobsUnlessBusy(ctx context.Context, watch time.Duration) (
 				return
 			case <-t.C:
 			}
-			var blocks bool
-			if err := s.pool.QueryRow(ctx, sqlBlocksAnyone, int32(pg.PID())).Scan(&blocks); err != nil || !blocks {
+			var wanted bool
+			if err := s.pool.QueryRow(ctx, sqlJobsLockWanted).Scan(&wanted); err != nil || !wanted {
 				continue
 			}
 			// A cancel request, not the context: cancelling the context
 			// would drop the connection, and the server would go on
 			// vacuuming, holding the lock, until it next wrote to it.
+			// Behind a pooler the request goes to the pooler, which
+			// passes it to the server session running this connection's
+			// statement.
 			if pg.CancelRequest(ctx) == nil {
 				cancelled.Store(true)
 			}

@@ -18,10 +18,18 @@ SELECT pg_has_role(current_user, c.relowner, 'USAGE') OR r.rolsuper
 FROM pg_class c, pg_roles r
 WHERE c.oid = 'gaffer.jobs'::regclass AND r.rolname = current_user;
 
--- name: blocks_anyone
--- Whether a session waits for a lock that backend $1 holds (or waits
--- for ahead of it).
-SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1::int = ANY (pg_blocking_pids(pid)))
+-- name: jobs_lock_wanted
+-- Whether a session waits for a lock on gaffer.jobs that a vacuum's lock
+-- (SHARE UPDATE EXCLUSIVE) keeps from it: DDL, LOCK TABLE, a manual
+-- ANALYZE or CREATE INDEX CONCURRENTLY. Asked while a vacuum of the table
+-- runs, it is that vacuum that is in the way. It names no session, so
+-- that it holds behind a transaction-mode pooler, where a client does not
+-- know its server session's pid.
+SELECT EXISTS (
+    SELECT 1 FROM pg_locks
+    WHERE locktype = 'relation' AND relation = 'gaffer.jobs'::regclass AND NOT granted
+      AND mode IN ('ShareUpdateExclusiveLock', 'ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')
+)
 
 -- name: vacuum_jobs_unless_busy
 -- SKIP_LOCKED: when another vacuum (autovacuum's) holds the table, this
@@ -33,25 +41,37 @@ VACUUM (SKIP_LOCKED) gaffer.jobs
 -- keep, as a 64-bit id (the next id to be assigned, less the age of the
 -- oldest snapshot or running transaction that holds rows back): a row
 -- deleted by a later transaction is dead to the statistics but not yet
--- removable. What holds it: this database's sessions (their snapshots
--- and their transactions), sessions attached to no database
--- (walsenders), replication slots and prepared transactions, as
--- PostgreSQL counts them; not vacuums, which it does not count either
--- (autovacuum workers, and a session whose query, where this role may
--- read it, is a VACUUM); nor this statement's own snapshot, whose xmin
--- a transaction in another database may hold back, as it does not hold
--- back a vacuum here.
-WITH held AS (
-    SELECT greatest(age(backend_xmin), age(backend_xid)) AS age
-    FROM pg_stat_activity
-    WHERE (datname = current_database() OR datid IS NULL)
-      AND pid <> pg_backend_pid()
-      AND (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)
-      AND backend_type <> 'autovacuum worker'
-      AND coalesce(query, '') !~* '^\s*vacuum'
+-- removable. What holds it, as PostgreSQL counts it: this database's
+-- sessions (their snapshots and their transactions), sessions attached
+-- to no database (walsenders), replication slots and prepared
+-- transactions. Not vacuums, which PostgreSQL does not count either:
+-- autovacuum workers, and sessions whose query is a VACUUM, where this
+-- role may see them (a role without pg_read_all_stats sees other roles'
+-- sessions' xmin but not what they run, and counts them). Nor this
+-- statement's own snapshot, whose xmin a transaction in another database
+-- may hold back, as it does not hold back a vacuum here.
+--
+-- Ages are counted from the snapshot's xmax, in 32-bit modular
+-- arithmetic (an xid is 32 bits, its 64-bit value is that xmax's less
+-- the age), so that the horizon read twice with nothing released is the
+-- same number; age() counts from the next id to be assigned, which
+-- moves with every transaction anywhere. An xid at or past xmax (a
+-- transaction begun after the snapshot) holds nothing back from it.
+WITH next AS (
+    SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS id
+), held AS (
+    SELECT x.xid::text::bigint AS xid
+    FROM pg_stat_activity a, LATERAL (VALUES (a.backend_xmin), (a.backend_xid)) AS x(xid)
+    WHERE (a.datname = current_database() OR a.datid IS NULL)
+      AND a.pid <> pg_backend_pid()
+      AND x.xid IS NOT NULL
+      AND a.backend_type IS DISTINCT FROM 'autovacuum worker'
+      AND coalesce(a.query, '') !~* '^\s*vacuum'
     UNION ALL
-    SELECT age(xmin) FROM pg_replication_slots WHERE xmin IS NOT NULL
+    SELECT xmin::text::bigint FROM pg_replication_slots WHERE xmin IS NOT NULL
     UNION ALL
-    SELECT age(transaction) FROM pg_prepared_xacts WHERE database = current_database()
+    SELECT transaction::text::bigint FROM pg_prepared_xacts WHERE database = current_database()
+), ages AS (
+    SELECT (next.id % 4294967296 - held.xid + 4294967296) % 4294967296 AS age FROM next, held
 )
-SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint - coalesce(max(age), 0) FROM held
+SELECT (SELECT id FROM next) - coalesce((SELECT max(age) FROM ages WHERE age < 2147483648), 0)
