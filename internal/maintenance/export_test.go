@@ -3,7 +3,13 @@ package maintenance
 import (
 	"context"
 	"fmt"
+
+	"github.com/gafferhq/gaffer/internal/clock"
 )
+
+// SetClock makes the vacuumer read time from c: its rests between
+// vacuums pass when a test says.
+func (v *Vacuumer) SetClock(c clock.Clock) { v.clock = c }
 
 // Explain says what the vacuumer's pace holds and what it would read now,
 // and which sessions hold a snapshot or a transaction: for a test's

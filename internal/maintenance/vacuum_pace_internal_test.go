@@ -5,10 +5,10 @@ import (
 	"time"
 )
 
-// A vacuum that took d is followed by the next no sooner than d after its
-// end, so that vacuums take at most half the vacuumer's time, and only
-// once the threshold's worth more rows have died than it left.
-func TestVacuumPaceRestsAsLongAsTheLastVacuumTook(t *testing.T) {
+// A vacuum that took d is followed by the next no sooner than 2d after
+// its end, so that vacuums take at most a third of the vacuumer's time,
+// and only once the threshold's worth more rows have died than it left.
+func TestVacuumPaceRestsTwiceAsLongAsTheLastVacuumTook(t *testing.T) {
 	p := vacuumPace{threshold: 1000}
 	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 	if p.worthReading(t0, 999) {
@@ -24,9 +24,10 @@ func TestVacuumPaceRestsAsLongAsTheLastVacuumTook(t *testing.T) {
 		dead  int64
 		want  bool
 	}{
-		{time.Second, 5000, false},     // resting
-		{2 * time.Second, 1299, false}, // rested, but 999 more than it left
-		{2 * time.Second, 1300, true},  // rested, and the threshold's worth more
+		{time.Second, 5000, false}, // resting
+		{3999 * time.Millisecond, 5000, false},
+		{4 * time.Second, 1299, false}, // rested, but 999 more than it left
+		{4 * time.Second, 1300, true},  // rested, and the threshold's worth more
 		{time.Hour, 1299, false},       // however long it waits
 	} {
 		if got := p.worthReading(end.Add(c.after), c.dead); got != c.want {
