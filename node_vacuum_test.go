@@ -48,10 +48,13 @@ func TestNodeVacuumsTheJobTable(t *testing.T) {
 		}
 	}
 	conn.Release()
+	// Only that the vacuum ran, not what it removed: the node's own
+	// sessions take snapshots, and a transaction running meanwhile in
+	// another test's database holds their xmin back, and with it what a
+	// vacuum here may remove (CI: all 2,000 rows left once). What a
+	// vacuum removes is internal/maintenance's to test, with no other
+	// session in its database.
 	waitUntil(t, 15*time.Second, "the node to vacuum gaffer.jobs", func() bool {
 		return scalar[int64](t, pool, `SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'gaffer.jobs'::regclass`) >= 1
 	})
-	if n := scalar[int64](t, pool, `SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'gaffer.jobs'::regclass`); n >= 2000 {
-		t.Fatalf("%d dead rows after the vacuum", n)
-	}
 }
