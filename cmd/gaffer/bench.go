@@ -165,7 +165,7 @@ shared_buffers=1GB). Jobs go to the queue "bench", which must be empty.`)
 	case *vacuumAt > 0:
 		vacuumThreshold = int64(*vacuumAt)
 	case *vacuumAt < -1:
-		return usageError(fmt.Sprintf("--vacuum-threshold must not be negative (0 leaves vacuum to autovacuum), got %d", *vacuumAt))
+		return usageError(fmt.Sprintf("--vacuum-threshold must be a positive count of dead rows, or 0 to leave vacuum to autovacuum (unset: the node's default), got %d", *vacuumAt))
 	}
 	o := bench.Options{Jobs: *jobs, Batch: *batch, Concurrency: *concurrency, ClaimBatch: *claimBatch, Nodes: *nodes, Rate: *rate,
 		Entries: *entries, Sequences: *sequences, PerSequence: *perSequence, Batches: *batches, BatchSize: *batchSize, Duration: *duration, Warmup: *warmup, Limit: *limit, Hold: *hold, Workers: *workers,

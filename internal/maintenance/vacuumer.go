@@ -165,13 +165,17 @@ func (v *Vacuumer) RunOnce(ctx context.Context) (bool, error) {
 		v.log.Info("stepped aside: a session waited for the vacuum's lock on gaffer.jobs", "took", end.Sub(now))
 		return false, nil
 	}
+	// What the vacuum could not remove is the next one's residual; if it
+	// cannot be read, the count before stands in, so that the next
+	// vacuum waits for as many new dead rows as a full one would.
 	left, err := v.store.JobsDeadRows(ctx)
 	if err != nil {
+		v.log.Warn("count gaffer.jobs' dead rows after a vacuum", "error", err)
 		left = dead
 	}
 	v.pace.vacuumed(now, end, horizon, left)
 	v.log.Debug("vacuumed gaffer.jobs", "dead_rows", dead, "left", left, "took", end.Sub(now))
-	return true, err
+	return true, nil
 }
 
 // vacuumPace decides when the next vacuum is due. Its zero horizon and
