@@ -191,6 +191,11 @@ type vacuumPace struct {
 	// twice as long as the last one took.
 	rest    time.Duration
 	lastEnd time.Time
+	// held says a vacuum was due but waited for the horizon since the
+	// last one: the next vacuum removes what gathered behind a long
+	// transaction, and takes as long as that backlog needs, which says
+	// nothing of how long the one after it will take.
+	held bool
 }
 
 // worthReading reports whether dead rows grew by the threshold since the
@@ -205,11 +210,24 @@ func (p *vacuumPace) worthReading(now time.Time, dead int64) bool {
 }
 
 // moved reports whether the horizon moved on since the last vacuum, so
-// that rows have become removable since.
+// that rows have become removable since. Asked when a vacuum is due
+// (worthReading), a no means the vacuum waits for a held horizon.
 func (p *vacuumPace) moved(horizon int64) bool {
-	return horizon > p.horizon
+	if horizon > p.horizon {
+		return true
+	}
+	p.held = true
+	return false
 }
 
+// vacuumed records a vacuum from start to end under horizon, after which
+// left dead rows were counted. The next one rests twice as long as this
+// one took, unless this one caught up after a held horizon: then the rows
+// that died while it ran (claims walk their index entries until a vacuum
+// removes them) go as soon as the threshold's worth more have died.
 func (p *vacuumPace) vacuumed(start, end time.Time, horizon, left int64) {
 	p.horizon, p.residual, p.lastEnd, p.rest = horizon, left, end, 2*end.Sub(start)
+	if p.held {
+		p.rest, p.held = 0, false
+	}
 }
