@@ -72,3 +72,17 @@ func TestVacuumPaceSkipsTheRestAfterAHeldHorizon(t *testing.T) {
 		t.Error("the vacuum after the catch-up does not rest twice as long as it took")
 	}
 }
+
+// A vacuum that ran for minutes (it started as a long transaction took
+// its snapshot, and ran until that ended) is followed by the next after
+// maxVacuumRest, not after twice its time. Red without the bound: the
+// next vacuum waits 5 minutes.
+func TestVacuumPaceRestsAtMostMaxVacuumRest(t *testing.T) {
+	p := vacuumPace{threshold: 1000}
+	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	end := t0.Add(149 * time.Second)
+	p.vacuumed(t0, end, 10, 2_000_000)
+	if p.worthReading(end.Add(maxVacuumRest-time.Millisecond), 2_100_000) || !p.worthReading(end.Add(maxVacuumRest), 2_100_000) {
+		t.Errorf("after a 149 s vacuum the next is not due %s later", maxVacuumRest)
+	}
+}

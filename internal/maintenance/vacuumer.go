@@ -220,13 +220,21 @@ func (p *vacuumPace) moved(horizon int64) bool {
 	return false
 }
 
+// maxVacuumRest bounds the rest after a long vacuum. A vacuum that
+// starts just as a long transaction takes its snapshot can run until
+// that transaction ends (measured: 149 s, ending a second after the
+// release); resting twice that long would leave what died meanwhile to
+// autovacuum for minutes.
+const maxVacuumRest = 10 * time.Second
+
 // vacuumed records a vacuum from start to end under horizon, after which
 // left dead rows were counted. The next one rests twice as long as this
-// one took, unless this one caught up after a held horizon: then the rows
-// that died while it ran (claims walk their index entries until a vacuum
-// removes them) go as soon as the threshold's worth more have died.
+// one took, at most maxVacuumRest, unless this one caught up after a held
+// horizon: then the rows that died while it ran (claims walk their index
+// entries until a vacuum removes them) go as soon as the threshold's
+// worth more have died.
 func (p *vacuumPace) vacuumed(start, end time.Time, horizon, left int64) {
-	p.horizon, p.residual, p.lastEnd, p.rest = horizon, left, end, 2*end.Sub(start)
+	p.horizon, p.residual, p.lastEnd, p.rest = horizon, left, end, min(2*end.Sub(start), maxVacuumRest)
 	if p.held {
 		p.rest, p.held = 0, false
 	}
