@@ -188,7 +188,8 @@ type vacuumPace struct {
 	// horizon: the transaction horizon the last vacuum ran under.
 	horizon int64
 	// rest: the least time from the end of the last vacuum to the next,
-	// twice as long as the last one took.
+	// twice as long as the last one took, at most maxVacuumRest (none
+	// after a vacuum that caught up behind a held horizon).
 	rest    time.Duration
 	lastEnd time.Time
 	// held says a vacuum was due but waited for the horizon since the
