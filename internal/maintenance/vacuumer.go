@@ -222,10 +222,12 @@ func (p *vacuumPace) moved(horizon int64) bool {
 }
 
 // maxVacuumRest bounds the rest after a long vacuum. A vacuum that
-// starts just as a long transaction takes its snapshot can run until
-// that transaction ends (measured: 149 s, ending a second after the
-// release); resting twice that long would leave what died meanwhile to
-// autovacuum for minutes.
+// starts just as a long transaction takes its snapshot runs until that
+// transaction ends (measured: 149 s, ending a second after the release):
+// its index pass waits for cleanup locks on the claim index's pages,
+// which the claims walking the entries the snapshot keeps hold pinned.
+// Resting twice that long would leave what died meanwhile to autovacuum
+// for minutes.
 const maxVacuumRest = 10 * time.Second
 
 // vacuumed records a vacuum from start to end under horizon, after which
