@@ -44,35 +44,6 @@ func TestVacuumPaceRestsTwiceAsLongAsTheLastVacuumTook(t *testing.T) {
 	}
 }
 
-// A vacuum that caught up after a held horizon (a long transaction) is
-// followed by the next as soon as the threshold's worth more rows have
-// died, without its rest: it took as long as the backlog behind the
-// holder needed, and resting twice that long let the rows that died
-// while it ran gather in the claims' way. The vacuum after that rests
-// again. Red without the rule: the second vacuum waits 2 minutes.
-func TestVacuumPaceSkipsTheRestAfterAHeldHorizon(t *testing.T) {
-	p := vacuumPace{threshold: 1000}
-	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
-	p.vacuumed(t0, t0.Add(time.Second), 10, 0)
-	t1 := t0.Add(time.Minute)
-	if !p.worthReading(t1, 50_000) || p.moved(10) {
-		t.Fatal("a vacuum due under the same horizon")
-	}
-	// The holder ends: a minute's dead rows take a minute to vacuum.
-	if !p.moved(11) {
-		t.Fatal("the released horizon did not count as moved")
-	}
-	t2 := t1.Add(time.Minute)
-	p.vacuumed(t1, t2, 11, 20_000)
-	if p.worthReading(t2, 20_999) || !p.worthReading(t2, 21_000) {
-		t.Error("after catching up, the next vacuum waits for a rest or for the wrong count")
-	}
-	p.vacuumed(t2, t2.Add(time.Second), 12, 0)
-	if p.worthReading(t2.Add(2999*time.Millisecond), 5_000) || !p.worthReading(t2.Add(3*time.Second), 5_000) {
-		t.Error("the vacuum after the catch-up does not rest twice as long as it took")
-	}
-}
-
 // A vacuum that ran for minutes (it started as a long transaction took
 // its snapshot, and ran until that ended) is followed by the next after
 // maxVacuumRest, not after twice its time. Red without the bound: the

@@ -188,15 +188,9 @@ type vacuumPace struct {
 	// horizon: the transaction horizon the last vacuum ran under.
 	horizon int64
 	// rest: the least time from the end of the last vacuum to the next,
-	// twice as long as the last one took, at most maxVacuumRest (none
-	// after a vacuum that caught up behind a held horizon).
+	// twice as long as the last one took, at most maxVacuumRest.
 	rest    time.Duration
 	lastEnd time.Time
-	// held says a vacuum was due but waited for the horizon since the
-	// last one: the next vacuum removes what gathered behind a long
-	// transaction, and takes as long as that backlog needs, which says
-	// nothing of how long the one after it will take.
-	held bool
 }
 
 // worthReading reports whether dead rows grew by the threshold since the
@@ -211,14 +205,9 @@ func (p *vacuumPace) worthReading(now time.Time, dead int64) bool {
 }
 
 // moved reports whether the horizon moved on since the last vacuum, so
-// that rows have become removable since. Asked when a vacuum is due
-// (worthReading), a no means the vacuum waits for a held horizon.
+// that rows have become removable since.
 func (p *vacuumPace) moved(horizon int64) bool {
-	if horizon > p.horizon {
-		return true
-	}
-	p.held = true
-	return false
+	return horizon > p.horizon
 }
 
 // maxVacuumRest bounds the rest after a long vacuum. A vacuum that
@@ -232,13 +221,7 @@ const maxVacuumRest = 10 * time.Second
 
 // vacuumed records a vacuum from start to end under horizon, after which
 // left dead rows were counted. The next one rests twice as long as this
-// one took, at most maxVacuumRest, unless this one caught up after a held
-// horizon: then the rows that died while it ran (claims walk their index
-// entries until a vacuum removes them) go as soon as the threshold's
-// worth more have died.
+// one took, at most maxVacuumRest.
 func (p *vacuumPace) vacuumed(start, end time.Time, horizon, left int64) {
 	p.horizon, p.residual, p.lastEnd, p.rest = horizon, left, end, min(2*end.Sub(start), maxVacuumRest)
-	if p.held {
-		p.rest, p.held = 0, false
-	}
 }
