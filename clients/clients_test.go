@@ -345,6 +345,10 @@ func (s *server) startExample(r runtime, program string, env ...string) *client 
 		s.t.Fatal(err)
 	}
 	registered := make(chan string, 1)
+	// Wait closes the stdout pipe once the process has exited, dropping
+	// lines not read yet (STOPPED, printed last): it waits for the reader
+	// to reach the end first.
+	read := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
@@ -353,8 +357,10 @@ func (s *server) startExample(r runtime, program string, env ...string) *client 
 				registered <- id
 			}
 		}
+		io.Copy(io.Discard, stdout)
+		close(read)
 	}()
-	go func() { cmd.Wait(); close(c.exited) }()
+	go func() { <-read; cmd.Wait(); close(c.exited) }()
 	s.t.Cleanup(func() {
 		cmd.Process.Kill()
 		<-c.exited
@@ -536,10 +542,21 @@ func exerciseClient(t *testing.T, r runtime) {
 	t.Run("sigterm mid-job", func(t *testing.T) {
 		s.t = t
 		c := s.startExample(r, program, "GAFFER_STOP_TIMEOUT=2.5")
-		short := s.enqueue("count", `{"to":5,"ms":200}`)
+		short := s.enqueue("count", `{"to":5,"ms":300}`)
 		long := s.enqueue("count", `{"to":100,"ms":300}`)
-		s.await(short, "running")
-		s.await(long, "running")
+		// Running in the database is not yet running in the example: the
+		// claim's answer may still be on its way, and a SIGTERM cuts it
+		// (the node then releases its jobs at the leave). Both handlers
+		// have reported progress once they run.
+		for _, id := range []int64{short, long} {
+			waitFor(t, 20*time.Second, fmt.Sprintf("job %d's handler to report progress", id), func() bool {
+				j := s.job(id)
+				return j.State == "running" && j.Progress != nil
+			})
+		}
+		if j := s.job(short); j.State != "running" {
+			t.Fatalf("the short job is %s before the SIGTERM: the test needs it running", j.State)
+		}
 		stopAt := time.Now()
 		c.cmd.Process.Signal(syscall.SIGTERM)
 		// It stops claiming: a job enqueued once it says so is not run.

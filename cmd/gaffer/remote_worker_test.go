@@ -188,7 +188,10 @@ func startRemoteWorker(t *testing.T, url, token string, env ...string) *remoteWo
 		t.Fatal(err)
 	}
 	w := &remoteWorker{cmd: cmd, exited: make(chan struct{})}
-	go func() { cmd.Wait(); close(w.exited) }()
+	// Wait closes the stdout pipe once the process has exited, dropping
+	// lines not read yet: it waits for the reader below to reach the end.
+	read := make(chan struct{})
+	go func() { <-read; cmd.Wait(); close(w.exited) }()
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		<-w.exited
@@ -211,6 +214,7 @@ func startRemoteWorker(t *testing.T, url, token string, env ...string) *remoteWo
 			}
 		}
 		io.Copy(io.Discard, stdout)
+		close(read)
 	}()
 	select {
 	case w.id = <-ready:

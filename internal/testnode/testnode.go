@@ -204,7 +204,6 @@ func runNode() int {
 	return 0
 }
 
-// child is a running node process.
 // Child is a running node process.
 type Child struct {
 	t       *testing.T
@@ -235,7 +234,11 @@ func Start(t *testing.T, dbURL, id string, lease time.Duration, extraEnv ...stri
 		t.Fatal(err)
 	}
 	c := &Child{t: t, ID: id, Cmd: cmd, Exited: make(chan struct{}), Left: make(chan struct{})}
-	go func() { cmd.Wait(); close(c.Exited) }()
+	// Wait closes the stdout pipe once the process has exited, dropping
+	// what the reader below has not read yet (a LEFT printed just before
+	// the exit): it waits for the reader to reach the end first.
+	read := make(chan struct{})
+	go func() { <-read; cmd.Wait(); close(c.Exited) }()
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGCONT)
 		cmd.Process.Kill()
@@ -259,8 +262,9 @@ func Start(t *testing.T, dbURL, id string, lease time.Duration, extraEnv ...stri
 				close(c.Left)
 			}
 		}
-		ready <- fmt.Errorf("node %s exited before it was ready: %s", id, logs.String())
 		io.Copy(io.Discard, stdout)
+		close(read)
+		ready <- fmt.Errorf("node %s exited before it was ready: %s", id, logs.String())
 	}()
 	select {
 	case err := <-ready:
