@@ -163,6 +163,10 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
+	horizon, err := maintenance.NewHorizonWatch(maintenance.HorizonWatchConfig{Pool: pool, Metrics: n.metrics, Logger: n.log})
+	if err != nil {
+		return nil, n.closeOnError(err)
+	}
 	var vacuumer *maintenance.Vacuumer
 	if cfg.VacuumThreshold >= 0 {
 		vacuumer, err = maintenance.NewVacuumer(maintenance.VacuumerConfig{Pool: pool, Logger: n.log, Threshold: cfg.VacuumThreshold})
@@ -185,7 +189,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, n.closeOnError(err)
 	}
 	n.services = []backgroundService{labels, rescuer, n.remote}
-	leaderOnly := []cluster.Service{cleaner, monitor, n.scheduler}
+	leaderOnly := []cluster.Service{cleaner, monitor, n.scheduler, horizon}
 	if vacuumer != nil {
 		leaderOnly = append(leaderOnly, vacuumer)
 	}

@@ -27,6 +27,7 @@ type Metrics struct {
 	oldestDue   *prometheus.GaugeVec
 	limitUsed   *prometheus.GaugeVec
 	limitDue    *prometheus.GaugeVec
+	horizonHeld prometheus.Gauge
 
 	// The per-job series, looked up once per (queue, kind) label pair: a
 	// vector's label lookup costs more than the observation itself.
@@ -218,6 +219,10 @@ func (m *Metrics) forKind(queue, kind string) *kindMetrics {
 	return km
 }
 
+// SetHorizonHeld sets how long a transaction has held back vacuum
+// (maintenance.HorizonWatch).
+func (m *Metrics) SetHorizonHeld(d time.Duration) { m.horizonHeld.Set(d.Seconds()) }
+
 // NewMetrics builds the collectors and registers them on reg. A nil reg
 // leaves them unregistered (still counting, for tests).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -243,6 +248,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Unfinished jobs per queue and state (cluster-wide)."}, []string{"queue", "state"}),
 		oldestDue: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "gaffer", Subsystem: "queue", Name: "oldest_due_age_seconds",
 			Help: "How long the oldest due, unclaimed job of each queue has waited: the falling-behind gauge."}, []string{"queue"}),
+		horizonHeld: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "gaffer", Subsystem: "db", Name: "horizon_held_seconds",
+			Help: "How long the oldest transaction anywhere on the server has kept vacuum from removing gaffer.jobs' dead rows (0: none); set by the leader."}),
 		limitUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "gaffer", Subsystem: "limit", Name: "busiest_key_running",
 			Help: "Running attempts under each limit's busiest key (compare with its concurrency)."}, []string{"limit"}),
 		limitDue: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "gaffer", Subsystem: "limit", Name: "due_jobs",
@@ -250,7 +257,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.enqueued, m.completed, m.retried, m.failed, m.cancelled, m.snoozed, m.rescued, m.stale,
-			m.queueWait, m.runDuration, m.depth, m.oldestDue, m.limitUsed, m.limitDue)
+			m.queueWait, m.runDuration, m.depth, m.oldestDue, m.limitUsed, m.limitDue, m.horizonHeld)
 	}
 	return m
 }

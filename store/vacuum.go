@@ -106,16 +106,60 @@ func (s *Store) VacuumJobsUnlessBusy(ctx context.Context, watch time.Duration) (
 	return false, nil
 }
 
-var sqlXIDHorizon = query("xid_horizon")
+var sqlHorizonHolder = query("horizon_holder")
 
 // XIDHorizon returns the oldest transaction id (64-bit) whose deletions a
 // vacuum of gaffer.jobs cannot yet remove: rows deleted at or after it are
 // dead but still visible to some snapshot. It only moves forward; while it
 // stands still, a second vacuum frees nothing the first did not.
 func (s *Store) XIDHorizon(ctx context.Context) (int64, error) {
-	var h int64
-	if err := s.pool.QueryRow(ctx, sqlXIDHorizon).Scan(&h); err != nil {
-		return 0, fmt.Errorf("read the transaction horizon: %w", err)
+	h, err := s.HorizonHolder(ctx)
+	return h.Horizon, err
+}
+
+// Horizon is the transaction horizon (XIDHorizon) and what holds it
+// back, as far as PostgreSQL shows it to the pool's role. The strings
+// come from whoever opened the holding session (any database client),
+// unchecked.
+type Horizon struct {
+	Horizon int64 // the oldest transaction id whose deletions must be kept
+	// Kind is what holds it: "session", "replication slot" or "prepared
+	// transaction"; empty when nothing does (nothing older than the
+	// statement that read it).
+	Kind   string
+	PID    int32  // the session's (or the slot's active walsender's); 0: none or hidden
+	Role   string // the session's role, the prepared transaction's owner
+	Name   string // the session's application_name, the slot's name, the prepared transaction's gid
+	Client string // the session's client address; empty: a local socket, or hidden
+	State  string // the session's state ("idle in transaction", "active"); empty: hidden
+	// Age is how long ago the holding transaction (or the prepared one)
+	// began, by the database's clock; zero when PostgreSQL does not show
+	// it (a slot, another role's session without pg_read_all_stats).
+	Age time.Duration
+}
+
+// HorizonHolder reads the transaction horizon and what holds it back.
+func (s *Store) HorizonHolder(ctx context.Context) (Horizon, error) {
+	var h Horizon
+	var kind, role, name, client, state *string
+	var pid *int32
+	var age *float64
+	if err := s.pool.QueryRow(ctx, sqlHorizonHolder).Scan(&h.Horizon, &kind, &pid, &role, &name, &client, &state, &age); err != nil {
+		return Horizon{}, fmt.Errorf("read the transaction horizon: %w", err)
+	}
+	h.Kind, h.Role, h.Name, h.Client, h.State = deref(kind), deref(role), deref(name), deref(client), deref(state)
+	if pid != nil {
+		h.PID = *pid
+	}
+	if age != nil && *age > 0 {
+		h.Age = time.Duration(*age * float64(time.Second))
 	}
 	return h, nil
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }

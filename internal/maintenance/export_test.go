@@ -11,6 +11,9 @@ import (
 // vacuums pass when a test says.
 func (v *Vacuumer) SetClock(c clock.Clock) { v.clock = c }
 
+// SetClock makes the watch read time from c.
+func (w *HorizonWatch) SetClock(c clock.Clock) { w.clock = c }
+
 // Explain says what the vacuumer's pace holds and what it would read now,
 // and which sessions hold a snapshot or a transaction: for a test's
 // failure message.

@@ -38,20 +38,21 @@ SELECT EXISTS (
 -- claims (bench backlog measured the difference).
 VACUUM (SKIP_LOCKED, PARALLEL 0) gaffer.jobs
 
--- name: xid_horizon
+-- name: horizon_holder
 -- The oldest transaction id whose effects a vacuum of gaffer.jobs must
 -- keep, as a 64-bit id (the next id to be assigned, less the age of the
--- oldest snapshot or running transaction that holds rows back): a row
--- deleted by a later transaction is dead to the statistics but not yet
--- removable. What holds it, as PostgreSQL counts it: this database's
--- sessions (their snapshots and their transactions), sessions attached
--- to no database (walsenders), replication slots and prepared
--- transactions. Not vacuums, which PostgreSQL does not count either:
--- autovacuum workers, and sessions whose query is a VACUUM, where this
--- role may see them (a role without pg_read_all_stats sees other roles'
--- sessions' xmin but not what they run, and counts them). Nor this
--- statement's own snapshot, whose xmin a transaction in another database
--- may hold back, as it does not hold back a vacuum here.
+-- oldest snapshot or running transaction that holds rows back), and what
+-- holds it there, if anything does: a row deleted by a later transaction
+-- is dead to the statistics but not yet removable. What holds it, as
+-- PostgreSQL counts it: this database's sessions (their snapshots and
+-- their transactions), sessions attached to no database (walsenders),
+-- replication slots and prepared transactions. Not vacuums, which
+-- PostgreSQL does not count either: autovacuum workers, and sessions
+-- whose query is a VACUUM, where this role may see them (a role without
+-- pg_read_all_stats sees other roles' sessions' xmin but not what they
+-- run, and counts them). Nor this statement's own snapshot, whose xmin a
+-- transaction in another database may hold back, as it does not hold
+-- back a vacuum here.
 --
 -- Ages are counted from the snapshot's xmax, in 32-bit modular
 -- arithmetic (an xid is 32 bits, its 64-bit value is that xmax's less
@@ -59,10 +60,20 @@ VACUUM (SKIP_LOCKED, PARALLEL 0) gaffer.jobs
 -- same number; age() counts from the next id to be assigned, which
 -- moves with every transaction anywhere. An xid at or past xmax (a
 -- transaction begun after the snapshot) holds nothing back from it.
+--
+-- The holder's columns are NULL when nothing holds the horizon, and
+-- those PostgreSQL hides from this role (another role's session's
+-- state, start and address without pg_read_all_stats) are NULL too:
+-- kind ('session', 'replication slot', 'prepared transaction'), pid, the
+-- role, a name (the session's application_name, the slot's name, the
+-- prepared transaction's gid), the client's address, the session's
+-- state, and how long ago, by the database's clock, its transaction (or
+-- the prepared one) began, in seconds.
 WITH next AS (
     SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS id
 ), held AS (
-    SELECT x.xid::text::bigint AS xid
+    SELECT x.xid::text::bigint AS xid, 'session' AS kind, a.pid, a.usename::text AS role, a.application_name AS name,
+           host(a.client_addr) AS client, a.state, a.xact_start AS since
     FROM pg_stat_activity a, LATERAL (VALUES (a.backend_xmin), (a.backend_xid)) AS x(xid)
     WHERE (a.datname = current_database() OR a.datid IS NULL)
       AND a.pid <> pg_backend_pid()
@@ -70,10 +81,19 @@ WITH next AS (
       AND a.backend_type IS DISTINCT FROM 'autovacuum worker'
       AND coalesce(a.query, '') !~* '^\s*vacuum'
     UNION ALL
-    SELECT xmin::text::bigint FROM pg_replication_slots WHERE xmin IS NOT NULL
+    SELECT xmin::text::bigint, 'replication slot', active_pid, NULL, slot_name::text, NULL, NULL, NULL
+    FROM pg_replication_slots WHERE xmin IS NOT NULL
     UNION ALL
-    SELECT transaction::text::bigint FROM pg_prepared_xacts WHERE database = current_database()
-), ages AS (
-    SELECT (next.id % 4294967296 - held.xid + 4294967296) % 4294967296 AS age FROM next, held
+    SELECT transaction::text::bigint, 'prepared transaction', NULL, owner::text, gid, NULL, NULL, prepared
+    FROM pg_prepared_xacts WHERE database = current_database()
+), oldest AS (
+    SELECT * FROM (
+        SELECT held.*, (next.id % 4294967296 - held.xid + 4294967296) % 4294967296 AS age FROM next, held
+    ) aged
+    WHERE age < 2147483648
+    ORDER BY age DESC
+    LIMIT 1
 )
-SELECT (SELECT id FROM next) - coalesce((SELECT max(age) FROM ages WHERE age < 2147483648), 0)
+SELECT next.id - coalesce(o.age, 0), o.kind, o.pid, o.role, o.name, o.client, o.state,
+       extract(epoch FROM now() - o.since)::float8
+FROM next LEFT JOIN oldest o ON true
