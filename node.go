@@ -44,6 +44,7 @@ type Node struct {
 	remote    *remote.Workers
 	listener  *store.Listener
 	cluster   *cluster.Cluster // nil without etcd
+	horizon   *maintenance.HorizonWatch
 	scheduler *cron.Scheduler
 	services  []backgroundService
 	done      chan struct{}
@@ -163,7 +164,10 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
-	horizon, err := maintenance.NewHorizonWatch(maintenance.HorizonWatchConfig{Pool: pool, Metrics: n.metrics, Logger: n.log})
+	// Every node watches the horizon, so that each one's status tells;
+	// the leader logs.
+	n.horizon, err = maintenance.NewHorizonWatch(maintenance.HorizonWatchConfig{Pool: pool, Metrics: n.metrics, Logger: n.log,
+		Speak: func() bool { return n.cluster == nil || n.cluster.IsLeader() }})
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
@@ -188,8 +192,8 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.closeOnError(err)
 	}
-	n.services = []backgroundService{labels, rescuer, n.remote}
-	leaderOnly := []cluster.Service{cleaner, monitor, n.scheduler, horizon}
+	n.services = []backgroundService{labels, rescuer, n.remote, n.horizon}
+	leaderOnly := []cluster.Service{cleaner, monitor, n.scheduler}
 	if vacuumer != nil {
 		leaderOnly = append(leaderOnly, vacuumer)
 	}
@@ -299,6 +303,11 @@ func (n *Node) OnDrainedStop(f func()) {
 // Done is closed once the node has stopped — after Stop, or after a drain
 // ordered through the cluster has finished and the node left.
 func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Health says what this node sees degraded beyond its cluster
+// membership (Cluster().Status()): a long transaction holding back
+// vacuum. identify names the holder: for an operator, not a tenant.
+func (n *Node) Health(identify bool) []string { return n.horizon.Health(identify) }
 
 // Cluster is the node's cluster membership, or nil without etcd.
 func (n *Node) Cluster() *cluster.Cluster { return n.cluster }

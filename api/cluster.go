@@ -269,5 +269,8 @@ func (s *Server) clusterStatus(r *http.Request, p auth.Principal, _ []byte) (int
 	} else {
 		out.Degraded = append(out.Degraded, "this node runs without etcd: no leader election")
 	}
+	if s.cfg.Health != nil {
+		out.Degraded = append(out.Degraded, s.cfg.Health(p.Spans())...)
+	}
 	return http.StatusOK, out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gafferhq/gaffer/api"
 	"github.com/gafferhq/gaffer/cron"
 	"github.com/gafferhq/gaffer/store"
 )
@@ -546,5 +547,32 @@ func TestQueueWithoutWorkersIsFlagged(t *testing.T) {
 		if len(c.want) != 0 {
 			t.Errorf("queues not listed: %v", c.want)
 		}
+	}
+}
+
+// What the node sees degraded beyond its cluster membership (a long
+// transaction holding back vacuum) is in GET /v1/cluster, naming the
+// holder only for a token spanning tenants: a tenant's would learn who
+// else uses the database.
+func TestClusterStatusHealthNamesOnlyForOperators(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *api.Config) {
+		c.Health = func(identify bool) []string {
+			if identify {
+				return []string{"a session (pid 7) name \"nightly\" has kept vacuum …"}
+			}
+			return []string{"a long transaction on the database has kept vacuum …"}
+		}
+	})
+	read := func(tok string) []string {
+		var cl struct{ Degraded []string }
+		e.do(tok, "GET", "/v1/cluster", nil).decode(t, &cl)
+		return cl.Degraded
+	}
+	if d := fmt.Sprint(read(e.admin)); !strings.Contains(d, "pid 7") {
+		t.Fatalf("an operator's token reads %s, want the holder named", d)
+	}
+	if d := fmt.Sprint(read(e.ops)); !strings.Contains(d, "a long transaction on the database") || strings.Contains(d, "pid 7") || strings.Contains(d, "nightly") {
+		t.Fatalf("a tenant's cluster:read token reads %s, want the hold without its holder", d)
 	}
 }

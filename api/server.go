@@ -48,6 +48,10 @@ type Config struct {
 	// Cluster is this node's cluster membership, for GET /v1/cluster; nil
 	// when the node runs without etcd.
 	Cluster *cluster.Cluster
+	// Health says what the node sees degraded beyond its cluster
+	// membership (Node.Health), for GET /v1/cluster; identify names what
+	// is at fault, for a token spanning tenants. Nil: nothing.
+	Health func(identify bool) []string
 	// Remote serves remote workers (/v1/workers, /v1/work): give the
 	// node's (Node.RemoteWorkers), whose waiting claims the node's
 	// notifications wake. Default: one of Pool's database whose claims

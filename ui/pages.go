@@ -63,8 +63,11 @@ type overviewData struct {
 	Cluster bool
 	Fence   cluster.FenceState
 	Status  *cluster.Status
-	Chart   chart
-	Queues  []job.Queue
+	// Health is what else the serving node sees degraded (a long
+	// transaction holding back vacuum).
+	Health []string
+	Chart  chart
+	Queues []job.Queue
 	// Nodes are the live nodes and those that left within the hour
 	// (remote workers: a tenant's token sees its own tenant's only).
 	Nodes []nodeView
@@ -101,6 +104,9 @@ func (h *Handler) overview(r *http.Request, v *view) error {
 		if h.cfg.Cluster != nil {
 			st := h.cfg.Cluster.Status()
 			d.Status = &st
+		}
+		if h.cfg.Health != nil {
+			d.Health = h.cfg.Health(v.P.Spans())
 		}
 	}
 	// Throughput and queues are the token's tenant's only.

@@ -48,7 +48,11 @@ type Config struct {
 	Admin     *cluster.Admin
 	// Cluster is the serving node's membership; nil without etcd.
 	Cluster *cluster.Cluster
-	Logger  hclog.Logger
+	// Health says what the serving node sees degraded beyond its cluster
+	// membership (Node.Health); identify names what is at fault, for a
+	// token spanning tenants. Nil: nothing.
+	Health func(identify bool) []string
+	Logger hclog.Logger
 	// TrustedProxies are the proxies whose X-Forwarded-For (the client's
 	// address) and X-Forwarded-Proto (whether it used TLS) are believed.
 	// Default: none.

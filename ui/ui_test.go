@@ -581,3 +581,29 @@ func TestQueuesPageShowsLimits(t *testing.T) {
 		t.Fatalf("a tenant's queues page (%d) shows the limits", p.status)
 	}
 }
+
+// The overview's "This node" card shows what the node sees degraded
+// beyond its cluster membership (a long transaction holding back
+// vacuum), naming the holder only to an operator's token.
+func TestOverviewShowsNodeHealth(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *ui.Config) {
+		c.Health = func(identify bool) []string {
+			if identify {
+				return []string{"a session (pid 7) name \"nightly\" has kept vacuum from removing dead rows"}
+			}
+			return []string{"a long transaction on the database has kept vacuum from removing dead rows"}
+		}
+	})
+	op := e.browser()
+	op.login(e.token(auth.AllTenants, auth.ScopeAdmin))
+	if p := op.get("/ui/"); p.status != http.StatusOK || !strings.Contains(p.body, "a session (pid 7) name &#34;nightly&#34; has kept vacuum") {
+		t.Fatalf("the operator's overview (%d) does not name the holder:\n%s", p.status, p.body)
+	}
+	tenant := e.browser()
+	tenant.login(e.token("default", auth.ScopeJobsRead, auth.ScopeClusterRead))
+	p := tenant.get("/ui/")
+	if !strings.Contains(p.body, "a long transaction on the database has kept vacuum") || strings.Contains(p.body, "pid 7") {
+		t.Fatalf("a tenant's overview (%d) should tell of the hold without its holder:\n%s", p.status, p.body)
+	}
+}

@@ -426,7 +426,7 @@ func httpHandler(reg *prometheus.Registry, nodeReg prometheus.Registerer, nf *no
 	failures := auth.NewFailureLimiter(auth.FailureLimiterConfig{})
 	tokens := auth.NewTokens(n.Pool())
 	a, err := api.New(api.Config{Pool: n.Pool(), Tokens: tokens, Jobs: n.Client(), DLQ: n.DLQ(), Cron: n.Cron(), Workflows: n.Workflows(),
-		Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Remote: n.RemoteWorkers(), WebhookSecrets: secrets, Logger: log,
+		Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Health: n.Health, Remote: n.RemoteWorkers(), WebhookSecrets: secrets, Logger: log,
 		Registerer: nodeReg,
 		RateLimit:  float64(*nf.rateLimit), RateBurst: 2 * *nf.rateLimit, IdempotencyRetention: *nf.idemRetention,
 		MaxResponseBytes: *nf.maxResponse, TrustedProxies: hs.proxies, Failures: failures, CronQuota: nf.cronQuota(),
@@ -435,7 +435,7 @@ func httpHandler(reg *prometheus.Registry, nodeReg prometheus.Registerer, nf *no
 		return nil, nil, err
 	}
 	dash, err := ui.New(ui.Config{Tokens: tokens, Sessions: auth.NewSessions(n.Pool(), hs.sessionLength), Jobs: n.Client(), DLQ: n.DLQ(),
-		Cron: n.Cron(), Workflows: n.Workflows(), Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Logger: log, CronQuota: nf.cronQuota(),
+		Cron: n.Cron(), Workflows: n.Workflows(), Admin: cluster.NewAdmin(n.Pool()), Cluster: n.Cluster(), Health: n.Health, Logger: log, CronQuota: nf.cronQuota(),
 		TrustedProxies: hs.proxies, Failures: failures, MaxPageBytes: *nf.maxResponse})
 	if err != nil {
 		return nil, nil, err

@@ -3,6 +3,8 @@ package maintenance
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -33,8 +35,11 @@ type HorizonWatchConfig struct {
 	// Interval between reads of the horizon. Default 5s.
 	Interval time.Duration
 	// WarnAfter is how long a transaction holds the horizon before the
-	// watch says so in the log. Default 1m.
+	// watch says so in the log and in Health. Default 1m.
 	WarnAfter time.Duration
+	// Speak reports whether this watch is the one that logs (the
+	// leader's: one warning a cluster). Nil: always.
+	Speak func() bool
 }
 
 // HorizonWatch tells the operator about a long transaction that keeps
@@ -45,14 +50,15 @@ type HorizonWatchConfig struct {
 // claimed since it began, and pickup slows by the minute
 // (docs/benchmarks.md, "Pressure: a held snapshot"); nothing in Gaffer
 // can free them, so the watch names the holder: the gauge
-// gaffer_db_horizon_held_seconds, a warning once it has held for
+// gaffer_db_horizon_held_seconds, a line in Health (the cluster status
+// and the dashboard) and a warning in the log once it has held for
 // WarnAfter, and a line when it lets go.
 //
 // A holder is the same while the horizon stands still: each read, the
 // horizon is compared with the last. How long it has held is the longer
 // of the time since the watch first saw that horizon and the age of the
-// holder's transaction where PostgreSQL shows it. Leader-only: one
-// warning a cluster.
+// holder's transaction where PostgreSQL shows it. Every node runs one,
+// so that each node's status tells; only the one Speak names logs.
 type HorizonWatch struct {
 	cfg    HorizonWatchConfig
 	store  *store.Store
@@ -64,6 +70,10 @@ type HorizonWatch struct {
 	horizon int64     // the horizon a holder held at the last read; 0: none
 	seen    time.Time // when the watch first read that horizon
 	warned  bool      // whether it warned about that holder
+
+	mu      sync.Mutex
+	held    store.Horizon // the holder past WarnAfter, for Health
+	heldFor time.Duration // how long it had held at the last read
 }
 
 // NewHorizonWatch validates cfg and returns a stopped watch.
@@ -85,6 +95,9 @@ func NewHorizonWatch(cfg HorizonWatchConfig) (*HorizonWatch, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	if cfg.Speak == nil {
+		cfg.Speak = func() bool { return true }
+	}
 	return &HorizonWatch{cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.Named("horizon"), clock: clock.Real}, nil
 }
 
@@ -99,6 +112,7 @@ func (w *HorizonWatch) Start(ctx context.Context) error {
 func (w *HorizonWatch) Stop() {
 	w.runner.Stop()
 	w.cfg.Metrics.SetHorizonHeld(0)
+	w.setHeld(store.Horizon{}, 0)
 }
 
 func (w *HorizonWatch) loop(ctx context.Context) {
@@ -132,11 +146,17 @@ func (w *HorizonWatch) RunOnce(ctx context.Context) error {
 	}
 	if !held {
 		w.cfg.Metrics.SetHorizonHeld(0)
+		w.setHeld(store.Horizon{}, 0)
 		return nil
 	}
 	d := max(now.Sub(w.seen), h.Age)
 	w.cfg.Metrics.SetHorizonHeld(d)
-	if d >= w.cfg.WarnAfter && !w.warned {
+	if d < w.cfg.WarnAfter {
+		w.setHeld(store.Horizon{}, 0)
+		return nil
+	}
+	w.setHeld(h, d)
+	if !w.warned && w.cfg.Speak() {
 		w.warned = true
 		// The strings are whatever the holding session's client set:
 		// bounded here, quoted by the logger.
@@ -146,6 +166,39 @@ func (w *HorizonWatch) RunOnce(ctx context.Context) error {
 			"client", clipped(h.Client), "state", clipped(h.State))
 	}
 	return nil
+}
+
+func (w *HorizonWatch) setHeld(h store.Horizon, d time.Duration) {
+	w.mu.Lock()
+	w.held, w.heldFor = h, d
+	w.mu.Unlock()
+}
+
+// Health says, in words, that a transaction has held back vacuum for
+// WarnAfter or longer, as of the last read; nothing otherwise. identify
+// names the holder (for an operator's token: a tenant's would learn who
+// else uses the database). Safe for concurrent use.
+func (w *HorizonWatch) Health(identify bool) []string {
+	w.mu.Lock()
+	h, d := w.held, w.heldFor
+	w.mu.Unlock()
+	if h.Kind == "" {
+		return nil
+	}
+	what := "a long transaction on the database"
+	if identify {
+		what = "a " + h.Kind
+		if h.PID != 0 {
+			what += fmt.Sprintf(" (pid %d)", h.PID)
+		}
+		for _, f := range []struct{ k, v string }{{"role", h.Role}, {"name", h.Name}, {"client", h.Client}, {"state", h.State}} {
+			if f.v != "" {
+				what += fmt.Sprintf(" %s %q", f.k, clipped(f.v))
+			}
+		}
+	}
+	return []string{fmt.Sprintf("%s has kept vacuum from removing gaffer.jobs' dead rows for %s: claims slow down until it ends (docs/operations.md, Long transactions)",
+		what, d.Round(time.Second))}
 }
 
 // maxHolderText bounds each string about a holder that the log repeats.

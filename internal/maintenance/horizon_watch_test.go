@@ -98,6 +98,17 @@ func TestHorizonWatchNamesALongTransaction(t *testing.T) {
 		}
 	}
 
+	// Health, for the cluster status and the dashboard: the holder named
+	// for an operator, not for a tenant.
+	if got := fmt.Sprint(w.Health(true)); !strings.Contains(got, fmt.Sprintf("a session (pid %d)", pid)) ||
+		!strings.Contains(got, `name "nightly?report"`) || !strings.Contains(got, "for 1m11s") {
+		t.Fatalf("Health(true) = %s", got)
+	}
+	if got := fmt.Sprint(w.Health(false)); !strings.Contains(got, "a long transaction on the database has kept vacuum") ||
+		strings.Contains(got, "nightly") || strings.Contains(got, strconv.Itoa(pid)) {
+		t.Fatalf("Health(false) = %s", got)
+	}
+
 	// What a role without pg_read_all_stats sees of another role's
 	// session (docs/operations.md, Long transactions): its pid, role and
 	// name, not its state, address or start.
@@ -130,11 +141,50 @@ func TestHorizonWatchNamesALongTransaction(t *testing.T) {
 	if g := gauge(); g != 0 {
 		t.Fatalf("gauge %v after the holder committed", g)
 	}
+	if h := w.Health(true); len(h) != 0 {
+		t.Fatalf("Health after the release: %v", h)
+	}
 	if n := strings.Count(logs.String(), "let go"); n != 1 {
 		t.Fatalf("%d release lines, want 1:\n%s", n, logs.String())
 	}
 	if !strings.Contains(logs.String(), "held_for=1m16s") {
 		t.Fatalf("the release line does not say how long it held (1m16s by the watch's clock):\n%s", logs.String())
+	}
+}
+
+// A watch that is not the one to speak (a node not the leader) logs
+// nothing, but its Health still tells: every node's status does.
+func TestHorizonWatchSilentOffTheLeader(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	var logs safeBuffer
+	w, err := maintenance.NewHorizonWatch(maintenance.HorizonWatchConfig{Pool: e.st.Pool(), Metrics: e.metrics,
+		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: &logs}), Speak: func() bool { return false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC))
+	w.SetClock(clk)
+	holder, err := e.st.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(ctx)
+	if _, err := holder.Exec(ctx, `SELECT txid_current()`); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := w.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Minute)
+	}
+	if logs.String() != "" {
+		t.Fatalf("a silent watch logged:\n%s", logs.String())
+	}
+	if h := w.Health(false); len(h) != 1 {
+		t.Fatalf("Health = %v, want the hold", h)
 	}
 }
 
