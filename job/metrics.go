@@ -249,7 +249,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		oldestDue: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "gaffer", Subsystem: "queue", Name: "oldest_due_age_seconds",
 			Help: "How long the oldest due, unclaimed job of each queue has waited: the falling-behind gauge."}, []string{"queue"}),
 		horizonHeld: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "gaffer", Subsystem: "db", Name: "horizon_held_seconds",
-			Help: "How long the oldest transaction anywhere on the server has kept vacuum from removing gaffer.jobs' dead rows (0: none); set by the leader."}),
+			Help: "How long the oldest transaction, snapshot, replication slot or prepared transaction that keeps vacuum from removing gaffer.jobs' dead rows has held them (0: none); each node reads it every 5s."}),
 		limitUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "gaffer", Subsystem: "limit", Name: "busiest_key_running",
 			Help: "Running attempts under each limit's busiest key (compare with its concurrency)."}, []string{"limit"}),
 		limitDue: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "gaffer", Subsystem: "limit", Name: "due_jobs",
