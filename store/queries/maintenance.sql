@@ -45,8 +45,12 @@ VACUUM (SKIP_LOCKED, PARALLEL 0) gaffer.jobs
 -- holds it there, if anything does: a row deleted by a later transaction
 -- is dead to the statistics but not yet removable. What holds it, as
 -- PostgreSQL counts it: this database's sessions (their snapshots and
--- their transactions), sessions attached to no database (walsenders),
--- replication slots and prepared transactions. Not vacuums, which
+-- their transactions), walsenders attached to no database (a standby's
+-- hot_standby_feedback), replication slots and prepared transactions.
+-- Not the other processes attached to no database: the autovacuum
+-- launcher takes a snapshot now and then to list the databases, and
+-- its xmin, which a transaction in another database may hold back,
+-- holds nothing here. Not vacuums, which
 -- PostgreSQL does not count either: autovacuum workers, and sessions
 -- whose query is a VACUUM, where this role may see them (a role without
 -- pg_read_all_stats sees other roles' sessions' xmin but not what they
@@ -75,7 +79,7 @@ WITH next AS (
     SELECT x.xid::text::bigint AS xid, 'session' AS kind, a.pid, a.usename::text AS role, a.application_name AS name,
            host(a.client_addr) AS client, a.state, a.xact_start AS since
     FROM pg_stat_activity a, LATERAL (VALUES (a.backend_xmin), (a.backend_xid)) AS x(xid)
-    WHERE (a.datname = current_database() OR a.datid IS NULL)
+    WHERE (a.datname = current_database() OR a.datid IS NULL AND a.backend_type = 'walsender')
       AND a.pid <> pg_backend_pid()
       AND x.xid IS NOT NULL
       AND a.backend_type IS DISTINCT FROM 'autovacuum worker'
