@@ -135,6 +135,13 @@ func (w *HorizonWatch) RunOnce(ctx context.Context) error {
 	}
 	now := w.clock.Now()
 	held := h.Kind != ""
+	// An older horizon than the one held does not end the hold: whatever
+	// showed it came and went within the read (a snapshot taken in the
+	// holder's shadow), while the holder stays. A newer one, or none,
+	// does.
+	if held && w.horizon != 0 && h.Horizon < w.horizon {
+		h.Horizon = w.horizon
+	}
 	if !held || h.Horizon != w.horizon {
 		if w.warned {
 			w.log.Info("the transaction that held back vacuum let go", "held_for", now.Sub(w.seen).Round(time.Second))

@@ -23,8 +23,11 @@ import (
 // how long it has held (from its transaction's start, then from when the
 // watch first saw it), warns once past WarnAfter naming it, and says when
 // it lets go. A claim's own short transactions are never reported.
+//
+// Not parallel, as the other horizon tests: a session here takes its
+// snapshot's xmin from the oldest transaction running anywhere, so
+// another test's long transaction would show through it.
 func TestHorizonWatchNamesALongTransaction(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	var logs safeBuffer
@@ -155,7 +158,6 @@ func TestHorizonWatchNamesALongTransaction(t *testing.T) {
 // A watch that is not the one to speak (a node not the leader) logs
 // nothing, but its Health still tells: every node's status does.
 func TestHorizonWatchSilentOffTheLeader(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	var logs safeBuffer
@@ -191,7 +193,6 @@ func TestHorizonWatchSilentOffTheLeader(t *testing.T) {
 // Stop zeroes the gauge: leadership moved, and the next leader's watch
 // reports from then on.
 func TestHorizonWatchStopZeroesTheGauge(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	w, err := maintenance.NewHorizonWatch(maintenance.HorizonWatchConfig{Pool: e.st.Pool(), Metrics: e.metrics})
 	if err != nil {
