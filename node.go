@@ -178,6 +178,10 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 			return nil, n.closeOnError(err)
 		}
 	}
+	ring, err := maintenance.NewReadyRing(maintenance.ReadyRingConfig{Pool: pool, Logger: n.log})
+	if err != nil {
+		return nil, n.closeOnError(err)
+	}
 	n.scheduler, err = cron.NewScheduler(cron.SchedulerConfig{Pool: pool, Fence: fence, Logger: n.log,
 		Registerer: cfg.Registerer, MisfireGrace: cfg.CronMisfireGrace, TenantFireRate: cfg.CronTenantFireRate})
 	if err != nil {
@@ -193,7 +197,7 @@ func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, n.closeOnError(err)
 	}
 	n.services = []backgroundService{labels, rescuer, n.remote, n.horizon}
-	leaderOnly := []cluster.Service{cleaner, monitor, n.scheduler}
+	leaderOnly := []cluster.Service{cleaner, monitor, n.scheduler, ring}
 	if vacuumer != nil {
 		leaderOnly = append(leaderOnly, vacuumer)
 	}

@@ -27,7 +27,7 @@ func (r *run) concurrentPhase(perClaimer int) {
 	r.at("concurrent")
 	ctx, stop := context.WithCancel(r.ctx)
 	defer stop()
-	ticks := []chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1)}
+	ticks := []chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1)}
 	tick := func() {
 		for _, c := range ticks {
 			select {
@@ -53,7 +53,14 @@ func (r *run) concurrentPhase(perClaimer int) {
 		}()
 	}
 	r.step += perClaimer * (len(r.nodes) + 1)
-	others.Add(3)
+	others.Add(4)
+	go func() { // turns the ready ring under the claims
+		defer others.Done()
+		rng := rand.New(rand.NewPCG(r.seed+uint64(r.step), 13))
+		for waitTick(ctx, ticks[3]) {
+			r.turnRing(rng)
+		}
+	}()
 	go func() { // ends attempts, so that slots free
 		defer others.Done()
 		rng := rand.New(rand.NewPCG(r.seed+uint64(r.step), 10))

@@ -236,11 +236,14 @@ type modelStats struct {
 	// changeDeadlocks counts limit changes PostgreSQL aborted as
 	// deadlocked with claims (and the model sent again).
 	changeDeadlocks int
+	// turns of the ready ring asked for, made, and the rows they moved
+	turns, turned, moved int
 }
 
 func (s modelStats) String() string {
-	return fmt.Sprintf("%d claims judged (%d short, %d busy), %d fairness checks, %d bucket checks, %d starts under rate limits, %d limit changes deadlocked with claims",
-		s.claims, s.short, s.busy, s.fairness, s.buckets, s.rateStarts, s.changeDeadlocks)
+	return fmt.Sprintf("%d claims judged (%d short, %d busy), %d fairness checks, %d bucket checks, %d starts under rate limits, %d limit changes deadlocked with claims, "+
+		"ready ring: %d turns asked, %d made, %d rows moved",
+		s.claims, s.short, s.busy, s.fairness, s.buckets, s.rateStarts, s.changeDeadlocks, s.turns, s.turned, s.moved)
 }
 
 func newModel() *model {

@@ -190,6 +190,8 @@ type run struct {
 
 	step int
 	last dbSnap // the whole table after the last quiescent step
+
+	ring *rand.Rand // the ready ring's turns (apart from rng: a seed's steps stay as they were)
 }
 
 // at says which phase the run is in, from which step.
@@ -211,7 +213,8 @@ func runModel(t *testing.T, cfg modelConfig, name string, seed uint64, prof prof
 	st := pgtest.NewStore(t)
 	ctx := context.Background()
 	r := &run{t: t, ctx: ctx, st: st, pool: st.Pool(), client: job.NewClient(st.Pool(), nil), m: newModel(),
-		rng: rand.New(rand.NewPCG(seed, 0x6c61696d)), seed: seed, name: name, prof: prof, steps: cfg.steps}
+		rng: rand.New(rand.NewPCG(seed, 0x6c61696d)), seed: seed, name: name, prof: prof, steps: cfg.steps,
+		ring: rand.New(rand.NewPCG(seed, 0x72696e67))}
 	r.m.inspect = func(ids ...int64) string {
 		var out string
 		err := r.pool.QueryRow(ctx, `SELECT string_agg(format('job %s %s due=%s run_at=%s (now %s) attempt %s node %s; %s other sessions busy; buckets %s',
@@ -399,8 +402,14 @@ func (r *run) quiescentStep() {
 	r.settle()
 }
 
-// settle reads the whole table after a quiescent step and checks it.
+// settle reads the whole table after a quiescent step and checks it,
+// and the ready set against it; now and then it turns the ready ring
+// first, so that claims read rows moved between slots.
 func (r *run) settle() {
+	if r.ring.IntN(4) == 0 {
+		r.turnRing(r.ring)
+	}
+	r.checkReady()
 	s, err := readSnap(r.ctx, r.pool, snapOpen)
 	if err != nil {
 		r.fail("read jobs: %v", err)
@@ -440,4 +449,50 @@ func (r *run) quiescentClaim(sc claimScope, n int, claim func() (claimView, erro
 func (r *run) subSeed(tag string) *rand.Rand {
 	h := sha256.Sum256([]byte(fmt.Sprintf("%d/%s", r.seed, tag)))
 	return rand.New(rand.NewPCG(binary.LittleEndian.Uint64(h[:8]), binary.LittleEndian.Uint64(h[8:16])))
+}
+
+// turnRing turns the ready ring once, moving at most a few rows or many
+// (a slot over the bound stays: "full").
+func (r *run) turnRing(rng *rand.Rand) {
+	moveMax := []int{0, 3, 50, 5000}[rng.IntN(4)]
+	t, err := r.st.TurnReadyRing(r.ctx, moveMax, 50*time.Millisecond)
+	if err != nil {
+		r.fail("turn the ready ring: %v", err)
+		return
+	}
+	r.m.mu.Lock()
+	r.m.stats.turns++
+	if t.Turned {
+		r.m.stats.turned++
+		r.m.stats.moved += t.Moved
+	}
+	r.m.mu.Unlock()
+}
+
+// checkReady holds the ready set to the jobs at a quiescent point: every
+// claimable job has exactly one row, as the job is (a job without one is
+// never claimed: lost), and there is no row of a job that is not
+// claimable.
+func (r *run) checkReady() {
+	var missing, stale, doubled int
+	var example string
+	err := r.pool.QueryRow(r.ctx, `
+		WITH j AS (SELECT id, queue, tenant, fairness_key, priority, run_at, kind FROM gaffer.jobs
+		           WHERE state IN ('pending', 'retrying') AND due),
+		     r AS (SELECT id, queue, tenant, fairness_key, priority, run_at, kind FROM gaffer.ready)
+		SELECT (SELECT count(*) FROM (SELECT * FROM j EXCEPT SELECT * FROM r) x),
+		       (SELECT count(*) FROM (SELECT * FROM r EXCEPT SELECT * FROM j) x),
+		       (SELECT count(*) - count(DISTINCT id) FROM r),
+		       coalesce((SELECT string_agg(format('job %s: %s', x.id, x.what), '; ') FROM (
+		           (SELECT id, 'claimable, no ready row' AS what FROM (SELECT * FROM j EXCEPT SELECT * FROM r) a LIMIT 3)
+		           UNION ALL (SELECT id, 'ready row, not claimable as it is' FROM (SELECT * FROM r EXCEPT SELECT * FROM j) b LIMIT 3)) x), '')`).
+		Scan(&missing, &stale, &doubled, &example)
+	if err != nil {
+		r.fail("read the ready set: %v", err)
+		return
+	}
+	if missing+stale+doubled > 0 {
+		r.fail("the ready set is not the claimable jobs: %d claimable without their row, %d rows of no claimable job as it is, %d doubled (%s)",
+			missing, stale, doubled, example)
+	}
 }

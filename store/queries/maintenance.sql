@@ -101,3 +101,9 @@ WITH next AS (
 SELECT next.id - coalesce(o.age, 0), o.kind, o.pid, o.role, o.name, o.client, o.state,
        extract(epoch FROM now() - o.since)::float8
 FROM next LEFT JOIN oldest o ON true
+
+-- name: ready_rotate
+-- One turn of the ready set's ring (store/schema/ready.sql), in a
+-- transaction of its own: $1 the most rows a slot may hold to be moved
+-- and emptied, $2 how long to wait for the slot's lock, in ms.
+SELECT r.turned, r.moved, coalesce(r.why, '') FROM gaffer.ready_rotate($1, $2) r;

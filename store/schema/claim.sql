@@ -98,22 +98,22 @@ $fn$;
 -- claim_units returns up to m units of queue q with due jobs, in
 -- descending (tenant, fairness key) order: those below (below_t,
 -- below_k) and at or above (stop_t, stop_k), of tenants from lo up. It
--- skips through the claim index one unit at a time, from the end of each
--- unit's range, where its newest entries are, alive. (SQL, so that the
--- planner inlines it into the claim's statement.)
+-- skips through the ready set's index one unit at a time, from the end
+-- of each unit's range, where its newest entries are, alive. (SQL, so
+-- that the planner inlines it into the claim's statement.)
 CREATE FUNCTION gaffer.claim_units(q text, lo text, below_t text, below_k text, stop_t text, stop_k text, m integer)
 RETURNS TABLE (tenant text, fairness_key text)
 LANGUAGE sql STABLE AS $fn$
     WITH RECURSIVE units AS (
-        (SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
-         WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q AND j.tenant COLLATE "C" >= lo
+        (SELECT j.tenant, j.fairness_key FROM gaffer.ready j
+         WHERE j.queue = q AND j.tenant COLLATE "C" >= lo
            AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") < (below_t, below_k)
            AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") >= (stop_t, stop_k)
          ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1)
         UNION ALL
         SELECT nx.tenant, nx.fairness_key FROM units u CROSS JOIN LATERAL (
-            SELECT j.tenant, j.fairness_key FROM gaffer.jobs j
-            WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q AND j.tenant COLLATE "C" >= lo
+            SELECT j.tenant, j.fairness_key FROM gaffer.ready j
+            WHERE j.queue = q AND j.tenant COLLATE "C" >= lo
               AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") < (u.tenant, u.fairness_key)
               AND (j.tenant COLLATE "C", j.fairness_key COLLATE "C") >= (stop_t, stop_k)
             ORDER BY j.tenant COLLATE "C" DESC, j.fairness_key COLLATE "C" DESC LIMIT 1) nx
@@ -125,21 +125,23 @@ $fn$;
 -- queue q, of the kinds ks (NULL: any; empty: any but Gaffer's own
 -- gaffer.* kinds, a workflow's sleep and signal steps, which only nodes
 -- run — a remote worker that named no kinds), by (priority, run_at, id)
--- past the position (cp, cr, ci): a unit's part of a claim. Rows another
+-- past the position (cp, cr, ci): a unit's part of a claim. It reads the
+-- ready set (ready.sql) and locks the jobs' rows; rows another
 -- transaction holds are passed over.
 CREATE FUNCTION gaffer.claim_unit(q text, t text, k text, ks text[], cp smallint, cr timestamptz, ci bigint, lim integer)
 RETURNS TABLE (id bigint, kind text)
 LANGUAGE plpgsql AS $fn$
 BEGIN
     RETURN QUERY
-    SELECT j.id, j.kind FROM gaffer.jobs j
-    WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q
-      AND j.tenant COLLATE "C" = t AND j.fairness_key COLLATE "C" = k AND j.run_at <= now()
-      AND (j.priority, j.run_at, j.id) > (coalesce(cp, -1::smallint), coalesce(cr, '-infinity'::timestamptz), coalesce(ci, 0::bigint))
-      AND (ks IS NULL OR j.kind = ANY (ks) OR cardinality(ks) = 0 AND NOT starts_with(j.kind, 'gaffer.'))
-    ORDER BY j.priority, j.run_at, j.id
+    SELECT r.id, r.kind FROM gaffer.ready r JOIN gaffer.jobs j ON j.id = r.id
+    WHERE r.queue = q AND r.tenant COLLATE "C" = t AND r.fairness_key COLLATE "C" = k AND r.run_at <= now()
+      AND (r.priority, r.run_at, r.id) > (coalesce(cp, -1::smallint), coalesce(cr, '-infinity'::timestamptz), coalesce(ci, 0::bigint))
+      AND (ks IS NULL OR r.kind = ANY (ks) OR cardinality(ks) = 0 AND NOT starts_with(r.kind, 'gaffer.'))
+      -- (the job's own row decides, as it is once locked)
+      AND j.state IN ('pending', 'retrying') AND j.due AND j.queue = q
+    ORDER BY r.priority, r.run_at, r.id
     LIMIT lim
-    FOR UPDATE SKIP LOCKED;
+    FOR UPDATE OF j SKIP LOCKED;
 END
 $fn$;
 
@@ -352,8 +354,8 @@ BEGIN
                     -- ordered as the claim index is, not EXISTS: the generic
                     -- plan of an EXISTS may scan the table instead.)
                     WHERE CASE WHEN EXISTS (SELECT 1 FROM unnest(k_tenant, k_fkey) AS kn(t, k) WHERE kn.t = u.t AND kn.k = u.k) THEN true
-                               ELSE (SELECT j.id FROM gaffer.jobs j
-                                     WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = q
+                               ELSE (SELECT j.id FROM gaffer.ready j
+                                     WHERE j.queue = q
                                        AND j.tenant COLLATE "C" = u.t AND j.fairness_key COLLATE "C" = u.k
                                        AND j.run_at <= now() - grace_ms * interval '1 millisecond'
                                      ORDER BY j.priority, j.run_at, j.id LIMIT 1) IS NOT NULL END;
@@ -528,6 +530,10 @@ BEGIN
             EXIT;
         END IF;
     END LOOP;
+    IF ids IS NOT NULL THEN
+        -- The jobs picked are about to start: out of the ready set.
+        PERFORM gaffer.ready_leave(ids);
+    END IF;
 END
 $fn$;
 
@@ -540,7 +546,8 @@ $fn$;
 -- inputs are read by reference (jobs.inputs_from, workflow.sql), which an
 -- older build would hand its worker without inputs. Such a step waits for
 -- a node of this build; during a rolling upgrade that is until the first
--- one starts. The picked jobs it leaves stay pending.
+-- one starts. The picked jobs it leaves stay pending, and go back into
+-- the ready set (ready_back), which the claim took them out of.
 CREATE FUNCTION gaffer.claim_older_build(ids bigint[]) RETURNS bigint[]
 LANGUAGE sql STABLE AS $fn$
     SELECT array_agg(x.id ORDER BY x.ord)
@@ -555,11 +562,14 @@ RETURNS bigint[]
 LANGUAGE plpgsql AS $fn$
 DECLARE
     ids bigint[];
+    kept bigint[];
 BEGIN
     SELECT c.ids INTO ids FROM gaffer.claim(q, n, node_id, false, NULL, NULL, NULL, NULL, c_tenant, c_fkey, c_prio, c_run_at, c_id,
                                             after_tenant, after_fkey, k_tenant, k_fkey, grace_ms) c;
     PERFORM gaffer.claim_promote(q);
-    RETURN gaffer.claim_older_build(ids);
+    kept := gaffer.claim_older_build(ids);
+    PERFORM gaffer.ready_back(ids, kept);
+    RETURN kept;
 END
 $fn$;
 
@@ -576,6 +586,7 @@ RETURNS bigint[]
 LANGUAGE plpgsql AS $fn$
 DECLARE
     ids bigint[];
+    kept bigint[];
 BEGIN
     IF coalesce(cardinality(u_tenant), 0) = 0 OR cardinality(u_tenant) <> coalesce(cardinality(u_fkey), 0) THEN
         RETURN NULL;
@@ -583,7 +594,9 @@ BEGIN
     SELECT c.ids INTO ids FROM gaffer.claim(q, n, node_id, false, NULL, NULL, u_tenant, u_fkey, '{}', '{}', '{}', '{}', '{}',
                                             NULL, NULL, '{}', '{}', 0) c;
     PERFORM gaffer.claim_promote(q);
-    RETURN gaffer.claim_older_build(ids);
+    kept := gaffer.claim_older_build(ids);
+    PERFORM gaffer.ready_back(ids, kept);
+    RETURN kept;
 END
 $fn$;
 
@@ -594,11 +607,14 @@ RETURNS bigint[]
 LANGUAGE plpgsql AS $fn$
 DECLARE
     ids bigint[];
+    kept bigint[];
 BEGIN
     SELECT c.ids INTO ids FROM gaffer.claim(q, n, worker_id, true, t, ks, NULL, NULL, c_tenant, c_fkey, c_prio, c_run_at, c_id,
                                             after_tenant, after_fkey, '{}', '{}', 0) c;
     PERFORM gaffer.claim_promote(q);
-    RETURN gaffer.claim_older_build(ids);
+    kept := gaffer.claim_older_build(ids);
+    PERFORM gaffer.ready_back(ids, kept);
+    RETURN kept;
 END
 $fn$;
 

@@ -221,6 +221,46 @@ CREATE INDEX jobs_due_idx ON gaffer.jobs (queue, tenant COLLATE "C", fairness_ke
 CREATE INDEX jobs_scheduled_idx ON gaffer.jobs (queue, run_at)
     WHERE state IN ('pending', 'retrying') AND NOT due;
 
+-- The ready set: one row for each claimable job (pending or retrying, and
+-- due), with what the claim orders and filters by. The claim reads it
+-- instead of the jobs (claim.sql), and deletes the rows of the jobs it
+-- starts; triggers on gaffer.jobs (ready.sql) keep it exact on every
+-- other path. A claim's delete leaves a dead row that no vacuum can
+-- remove while a long transaction holds the horizon, and that the next
+-- claims would walk. So the set is a ring of three partitions by slot:
+-- rows enter the slot gaffer.ready_ring names, and about once a second
+-- the leader empties the slot written two steps ago with TRUNCATE (which
+-- leaves nothing dead), moving its few live rows forward, and makes it
+-- the slot rows enter (gaffer.ready_rotate). A claim then walks at most
+-- about two seconds of dead rows, whatever holds the horizon. Only
+-- Gaffer reads these tables: a session that holds a lock on them keeps
+-- the ring from turning (the leader skips the step), no more.
+CREATE TABLE gaffer.ready (
+    slot smallint NOT NULL,
+    queue text NOT NULL,
+    tenant text NOT NULL,
+    fairness_key text NOT NULL,
+    priority smallint NOT NULL,
+    run_at timestamptz NOT NULL,
+    id bigint NOT NULL,
+    kind text NOT NULL
+) PARTITION BY LIST (slot);
+CREATE TABLE gaffer.ready_0 PARTITION OF gaffer.ready FOR VALUES IN (0);
+CREATE TABLE gaffer.ready_1 PARTITION OF gaffer.ready FOR VALUES IN (1);
+CREATE TABLE gaffer.ready_2 PARTITION OF gaffer.ready FOR VALUES IN (2);
+
+-- The claim's order, as jobs_due_idx has it; a unit's rows are read from
+-- each slot and merged.
+CREATE INDEX ready_claim_idx ON gaffer.ready (queue, tenant COLLATE "C", fairness_key COLLATE "C", priority, run_at, id) INCLUDE (kind);
+
+-- The slot ready rows enter now (one row).
+CREATE TABLE gaffer.ready_ring (
+    one boolean PRIMARY KEY DEFAULT true CONSTRAINT ready_ring_one_check CHECK (one),
+    cur smallint NOT NULL DEFAULT 0 CONSTRAINT ready_ring_cur_check CHECK (cur BETWEEN 0 AND 2),
+    turned_at timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO gaffer.ready_ring (one) VALUES (true);
+
 -- Running jobs by node: lease rescue and dead-node rescue. Small: it holds
 -- at most the cluster's total concurrency. Not keyed on lease_expires_at,
 -- so that a heartbeat (which moves only the lease) is a HOT update.

@@ -1,0 +1,2 @@
+DROP TABLE gaffer.ready_ring;
+DROP TABLE gaffer.ready;
