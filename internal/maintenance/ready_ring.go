@@ -17,7 +17,7 @@ import (
 const (
 	DefaultReadyRingInterval = time.Second
 	DefaultReadyRingMoveMax  = 5000
-	DefaultReadyRingWait     = 20 * time.Millisecond
+	DefaultReadyRingWait     = 50 * time.Millisecond
 	// After this long without a turn for want of the lock, the ring says so.
 	readyRingStuckAfter = time.Minute
 )
@@ -33,7 +33,8 @@ type ReadyRingConfig struct {
 	// more (a backlog) stays until claims have taken them. Default 5,000.
 	MoveMax int
 	// Wait is how long a turn waits for the slot's lock. Claims queue
-	// behind it meanwhile. Default 20ms.
+	// behind it meanwhile (a turn waits only for the claims already under way). Default 50ms;
+	// a turn that could not have the lock is tried again after a quarter of Interval.
 	Wait time.Duration
 }
 
@@ -90,10 +91,15 @@ func (r *ReadyRing) Stop() { r.runner.Stop() }
 
 func (r *ReadyRing) loop(ctx context.Context) {
 	for {
-		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+		wait := r.cfg.Interval
+		t, err := r.RunOnce(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
 			r.log.Error("turn the ready ring", "error", err)
+		case t.Why == "locked":
+			wait /= 4
 		}
-		if !clock.Sleep(ctx, r.clock, r.cfg.Interval) {
+		if !clock.Sleep(ctx, r.clock, wait) {
 			return
 		}
 	}

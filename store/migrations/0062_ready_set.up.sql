@@ -17,7 +17,7 @@ CREATE TABLE gaffer.ready (
 CREATE TABLE gaffer.ready_0 PARTITION OF gaffer.ready FOR VALUES IN (0);
 CREATE TABLE gaffer.ready_1 PARTITION OF gaffer.ready FOR VALUES IN (1);
 CREATE TABLE gaffer.ready_2 PARTITION OF gaffer.ready FOR VALUES IN (2);
-CREATE INDEX ready_claim_idx ON gaffer.ready (queue, tenant COLLATE "C", fairness_key COLLATE "C", priority, run_at, id) INCLUDE (kind);
+CREATE INDEX ready_claim_idx ON gaffer.ready (queue, tenant COLLATE "C", fairness_key COLLATE "C", priority, run_at, id);
 
 CREATE TABLE gaffer.ready_ring (
     one boolean PRIMARY KEY DEFAULT true CONSTRAINT ready_ring_one_check CHECK (one),

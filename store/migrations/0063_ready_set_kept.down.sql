@@ -8,6 +8,8 @@ DROP TRIGGER ready_enter ON gaffer.jobs;
 DROP TRIGGER ready_follow ON gaffer.jobs;
 DROP TRIGGER ready_gone ON gaffer.jobs;
 DROP TRIGGER workflow_job_finished ON gaffer.jobs;
+DROP FUNCTION gaffer.claim_from_unit(text, text, text, text[], smallint, timestamp with time zone, bigint, integer);
+DROP FUNCTION gaffer.claim_from_units(text, integer, text[], text[], text[], integer[], text[], text[], smallint[], timestamp with time zone[], bigint[]);
 DROP FUNCTION gaffer.job_finishes(text, text);
 DROP FUNCTION gaffer.job_ready_turns(text, text);
 DROP FUNCTION gaffer.ready_back(bigint[], bigint[]);
@@ -15,7 +17,7 @@ DROP FUNCTION gaffer.ready_cleared();
 DROP FUNCTION gaffer.ready_enter();
 DROP FUNCTION gaffer.ready_follow();
 DROP FUNCTION gaffer.ready_gone();
-DROP FUNCTION gaffer.ready_leave(bigint[]);
+DROP FUNCTION gaffer.ready_leave(smallint[], tid[]);
 DROP FUNCTION gaffer.ready_rotate(integer, integer);
 
 -- gaffer.claim(text, integer, text, boolean, text, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer) as 0061_claim_says_limit_refused left it
@@ -390,6 +392,37 @@ BEGIN
                                             NULL, NULL, '{}', '{}', 0) c;
     PERFORM gaffer.claim_promote(q);
     RETURN gaffer.claim_older_build(ids);
+END
+$function$;
+
+-- gaffer.claim_take(text, integer, text[], text[], text[], integer[], text[], text[], smallint[], timestamp with time zone[], bigint[]) as 0058_claim_statements left it
+CREATE OR REPLACE FUNCTION gaffer.claim_take(q text, take integer, ks text[], u_tenant text[], u_fkey text[], u_past integer[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], OUT cand_id bigint[], OUT cand_kind text[], OUT cand_tenant text[], OUT cand_fkey text[], OUT cand_unit integer[], OUT cand_k integer[], OUT unit_more boolean[])
+ RETURNS record
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    WITH units AS (
+        SELECT u.ord::integer AS unit, u.tenant, u.fkey, coalesce(u_past[u.ord], 0) AS past, coalesce(tw.weight, 1) AS weight,
+               -- Its share by weight of what the units will have given in
+               -- the claim, less what it gave already, and one at least
+               -- (claim order decides who goes first).
+               greatest(1, ceil((take + sum(coalesce(u_past[u.ord], 0)) OVER ()) * coalesce(tw.weight, 1)::double precision
+                                / sum(coalesce(tw.weight, 1)) OVER ()) - coalesce(u_past[u.ord], 0))::integer AS share,
+               c.prio, c.run_at, c.id
+        FROM unnest(u_tenant, u_fkey) WITH ORDINALITY AS u(tenant, fkey, ord)
+        LEFT JOIN gaffer.tenant_weights tw ON tw.tenant = u.tenant
+        LEFT JOIN unnest(c_tenant, c_fkey, c_prio, c_run_at, c_id) AS c(tenant, fkey, prio, run_at, id)
+            ON c.tenant = u.tenant AND c.fkey = u.fkey
+    ), cands AS (
+        SELECT x.id, x.kind, un.unit, un.tenant, un.fkey, un.weight, un.share, (un.past + x.k)::integer AS k
+        FROM units un
+        CROSS JOIN LATERAL gaffer.claim_unit(q, un.tenant, un.fkey, ks, un.prio, un.run_at, un.id, un.share) WITH ORDINALITY AS x(id, kind, k)
+    )
+    SELECT array_agg(c.id), array_agg(c.kind), array_agg(c.tenant), array_agg(c.fkey), array_agg(c.unit), array_agg(c.k),
+           (SELECT array_agg(coalesce(g.n, 0) >= un.share ORDER BY un.unit)
+            FROM units un LEFT JOIN (SELECT cands.unit, count(*) AS n FROM cands GROUP BY cands.unit) g ON g.unit = un.unit)
+    INTO cand_id, cand_kind, cand_tenant, cand_fkey, cand_unit, cand_k, unit_more
+    FROM (SELECT * FROM cands ORDER BY (cands.k - 1) / cands.weight::double precision, cands.unit, cands.k) c;
 END
 $function$;
 

@@ -5,9 +5,12 @@
 -- this file, and write it again (-replace) while no release carries it.
 --
 --   changed   function gaffer.claim(text, integer, text, boolean, text, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer)
+--   new       function gaffer.claim_from_unit(text, text, text, text[], smallint, timestamp with time zone, bigint, integer)
+--   new       function gaffer.claim_from_units(text, integer, text[], text[], text[], integer[], text[], text[], smallint[], timestamp with time zone[], bigint[])
 --   changed   function gaffer.claim_pick(text, integer, text, text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer)
 --   changed   function gaffer.claim_pick_remote(text, integer, text, text, text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text)
 --   changed   function gaffer.claim_pick_units(text, integer, text, text[], text[])
+--   changed   function gaffer.claim_take(text, integer, text[], text[], text[], integer[], text[], text[], smallint[], timestamp with time zone[], bigint[])
 --   changed   function gaffer.claim_unit(text, text, text, text[], smallint, timestamp with time zone, bigint, integer)
 --   changed   function gaffer.claim_units(text, text, text, text, text, text, integer)
 --   new       function gaffer.job_finishes(text, text)
@@ -17,7 +20,7 @@
 --   new       function gaffer.ready_enter()
 --   new       function gaffer.ready_follow()
 --   new       function gaffer.ready_gone()
---   new       function gaffer.ready_leave(bigint[])
+--   new       function gaffer.ready_leave(smallint[], tid[])
 --   new       function gaffer.ready_rotate(integer, integer)
 --   new       trigger gaffer.jobs.ready_cleared
 --   new       trigger gaffer.jobs.ready_enter
@@ -32,6 +35,7 @@ DROP TRIGGER workflow_job_finished ON gaffer.jobs;
 CREATE OR REPLACE FUNCTION gaffer.claim(q text, n integer, claimer text, worker boolean, t text, ks text[], s_tenant text[], s_fkey text[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], after_tenant text, after_fkey text, k_tenant text[], k_fkey text[], grace_ms integer, OUT ids bigint[], OUT next_tenant text, OUT next_fkey text, OUT started_at timestamp with time zone, OUT busy boolean)
  RETURNS record
  LANGUAGE plpgsql
+ SET enable_sort TO 'off'
 AS $function$
 DECLARE
     -- One claim looks at this many units, and weighs this many
@@ -71,6 +75,11 @@ DECLARE
     cand_id bigint[];
     cand_tenant text[];
     cand_kind text[];
+    cand_slot smallint[];
+    cand_at tid[];
+    -- where the ready rows of the jobs admitted so far are
+    took_slot smallint[] := '{}';
+    took_at tid[] := '{}';
     cand_fkey text[];
     cand_unit integer[];
     cand_k integer[];
@@ -212,19 +221,19 @@ BEGIN
             -- One unit: its first due jobs past its cursor, ids and kinds
             -- only (the rest is the unit's, in order, filled in below when
             -- it is needed).
-            SELECT array_agg(x.id), array_agg(x.kind) INTO cand_id, cand_kind
+            SELECT array_agg(x.id), array_agg(x.kind), array_agg(x.slot), array_agg(x.at) INTO cand_id, cand_kind, cand_slot, cand_at
             FROM (SELECT c.prio, c.run_at, c.id FROM unnest(r_tenant, r_fkey, r_prio, r_run_at, r_id) AS c(tenant, fkey, prio, run_at, id)
                   WHERE c.tenant = u_tenant[1] AND c.fkey = u_fkey[1]
                   UNION ALL SELECT NULL, NULL, NULL LIMIT 1) cur
-            CROSS JOIN LATERAL gaffer.claim_unit(q, u_tenant[1], u_fkey[1], ks, cur.prio, cur.run_at, cur.id, take) x;
+            CROSS JOIN LATERAL gaffer.claim_from_unit(q, u_tenant[1], u_fkey[1], ks, cur.prio, cur.run_at, cur.id, take) x;
             cand_tenant := NULL;
             cand_fkey := NULL;
             cand_unit := NULL;
             cand_k := NULL;
             unit_more := ARRAY[coalesce(cardinality(cand_id), 0) >= take];
         ELSE
-            SELECT * INTO cand_id, cand_kind, cand_tenant, cand_fkey, cand_unit, cand_k, unit_more
-            FROM gaffer.claim_take(q, take, ks, u_tenant, u_fkey, u_past, r_tenant, r_fkey, r_prio, r_run_at, r_id) p;
+            SELECT * INTO cand_id, cand_kind, cand_tenant, cand_fkey, cand_unit, cand_k, unit_more, cand_slot, cand_at
+            FROM gaffer.claim_from_units(q, take, ks, u_tenant, u_fkey, u_past, r_tenant, r_fkey, r_prio, r_run_at, r_id) p;
         END IF;
         weighed := 0;
         admitted := NULL;
@@ -269,6 +278,13 @@ BEGIN
                 weighed := least(cardinality(cand_id), take);
             END IF;
             ids := ids || admitted;
+            IF limited THEN
+                SELECT took_slot || coalesce(array_agg(c.s), '{}'), took_at || coalesce(array_agg(c.a), '{}') INTO took_slot, took_at
+                FROM unnest(cand_id, cand_slot, cand_at) AS c(i, s, a) WHERE c.i = ANY (admitted);
+            ELSE
+                took_slot := took_slot || cand_slot[1:take];
+                took_at := took_at || cand_at[1:take];
+            END IF;
             -- A limit refused some: does one leave no room for any job of
             -- the queue? Then nothing more can start in this claim.
             refused := coalesce(cardinality(admitted), 0) < weighed;
@@ -352,10 +368,73 @@ BEGIN
             EXIT;
         END IF;
     END LOOP;
-    IF ids IS NOT NULL THEN
+    IF cardinality(took_at) > 0 THEN
         -- The jobs picked are about to start: out of the ready set.
-        PERFORM gaffer.ready_leave(ids);
+        PERFORM gaffer.ready_leave(took_slot, took_at);
     END IF;
+END
+$function$;
+
+-- new: gaffer.claim_from_unit(text, text, text, text[], smallint, timestamp with time zone, bigint, integer), as store/schema/claim.sql has it
+CREATE OR REPLACE FUNCTION gaffer.claim_from_unit(q text, t text, k text, ks text[], cp smallint, cr timestamp with time zone, ci bigint, lim integer)
+ RETURNS TABLE(id bigint, kind text, slot smallint, at tid)
+ LANGUAGE plpgsql
+ SET enable_seqscan TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+ SET enable_sort TO 'off'
+AS $function$
+BEGIN
+    -- The unit's ready rows in order, each job's row locked as it comes
+    -- (the LIMIT outside: a row passed over or found not claimable does
+    -- not count), then held to what its job is once locked. Each job's
+    -- row is read by its id only, and the plan is made of ordered index
+    -- scans and nested loops only: the slots' statistics never say how
+    -- many rows they hold, and the jobs' may be as old as the table.
+    RETURN QUERY
+    SELECT x.id, x.kind, x.slot, x.at
+    FROM (SELECT r.id, r.kind, r.slot, r.ctid AS at, j.state, j.due, j.queue
+          FROM gaffer.ready r JOIN gaffer.jobs j ON j.id = r.id
+          WHERE r.queue = q AND r.tenant COLLATE "C" = t AND r.fairness_key COLLATE "C" = k AND r.run_at <= now()
+            AND (r.priority, r.run_at, r.id) > (coalesce(cp, -1::smallint), coalesce(cr, '-infinity'::timestamptz), coalesce(ci, 0::bigint))
+            AND (ks IS NULL OR r.kind = ANY (ks) OR cardinality(ks) = 0 AND NOT starts_with(r.kind, 'gaffer.'))
+          ORDER BY r.priority, r.run_at, r.id
+          OFFSET 0 -- (keeps the conditions below out of this scan of the jobs)
+          FOR UPDATE OF j SKIP LOCKED) x
+    WHERE x.state IN ('pending', 'retrying') AND x.due AND x.queue = q
+    LIMIT lim;
+END
+$function$;
+
+-- new: gaffer.claim_from_units(text, integer, text[], text[], text[], integer[], text[], text[], smallint[], timestamp with time zone[], bigint[]), as store/schema/claim.sql has it
+CREATE OR REPLACE FUNCTION gaffer.claim_from_units(q text, take integer, ks text[], u_tenant text[], u_fkey text[], u_past integer[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], OUT cand_id bigint[], OUT cand_kind text[], OUT cand_tenant text[], OUT cand_fkey text[], OUT cand_unit integer[], OUT cand_k integer[], OUT unit_more boolean[], OUT cand_slot smallint[], OUT cand_at tid[])
+ RETURNS record
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    WITH units AS (
+        SELECT u.ord::integer AS unit, u.tenant, u.fkey, coalesce(u_past[u.ord], 0) AS past, coalesce(tw.weight, 1) AS weight,
+               -- Its share by weight of what the units will have given in
+               -- the claim, less what it gave already, and one at least
+               -- (claim order decides who goes first).
+               greatest(1, ceil((take + sum(coalesce(u_past[u.ord], 0)) OVER ()) * coalesce(tw.weight, 1)::double precision
+                                / sum(coalesce(tw.weight, 1)) OVER ()) - coalesce(u_past[u.ord], 0))::integer AS share,
+               c.prio, c.run_at, c.id
+        FROM unnest(u_tenant, u_fkey) WITH ORDINALITY AS u(tenant, fkey, ord)
+        LEFT JOIN gaffer.tenant_weights tw ON tw.tenant = u.tenant
+        LEFT JOIN unnest(c_tenant, c_fkey, c_prio, c_run_at, c_id) AS c(tenant, fkey, prio, run_at, id)
+            ON c.tenant = u.tenant AND c.fkey = u.fkey
+    ), cands AS (
+        SELECT x.id, x.kind, x.slot, x.at, un.unit, un.tenant, un.fkey, un.weight, un.share, (un.past + x.k)::integer AS k
+        FROM units un
+        CROSS JOIN LATERAL gaffer.claim_from_unit(q, un.tenant, un.fkey, ks, un.prio, un.run_at, un.id, un.share) WITH ORDINALITY AS x(id, kind, slot, at, k)
+    )
+    SELECT array_agg(c.id), array_agg(c.kind), array_agg(c.tenant), array_agg(c.fkey), array_agg(c.unit), array_agg(c.k),
+           (SELECT array_agg(coalesce(g.n, 0) >= un.share ORDER BY un.unit)
+            FROM units un LEFT JOIN (SELECT cands.unit, count(*) AS n FROM cands GROUP BY cands.unit) g ON g.unit = un.unit),
+           array_agg(c.slot), array_agg(c.at)
+    INTO cand_id, cand_kind, cand_tenant, cand_fkey, cand_unit, cand_k, unit_more, cand_slot, cand_at
+    FROM (SELECT * FROM cands ORDER BY (cands.k - 1) / cands.weight::double precision, cands.unit, cands.k) c;
 END
 $function$;
 
@@ -416,23 +495,20 @@ BEGIN
 END
 $function$;
 
--- changed: gaffer.claim_unit(text, text, text, text[], smallint, timestamp with time zone, bigint, integer), as store/schema/claim.sql has it
+-- changed: gaffer.claim_take(text, integer, text[], text[], text[], integer[], text[], text[], smallint[], timestamp with time zone[], bigint[]), as store/schema/retired.sql has it
+CREATE OR REPLACE FUNCTION gaffer.claim_take(q text, take integer, ks text[], u_tenant text[], u_fkey text[], u_past integer[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], OUT cand_id bigint[], OUT cand_kind text[], OUT cand_tenant text[], OUT cand_fkey text[], OUT cand_unit integer[], OUT cand_k integer[], OUT unit_more boolean[])
+ RETURNS record
+ LANGUAGE sql
+AS $function$
+    SELECT NULL::bigint[], NULL::text[], NULL::text[], NULL::text[], NULL::integer[], NULL::integer[], NULL::boolean[]
+$function$;
+
+-- changed: gaffer.claim_unit(text, text, text, text[], smallint, timestamp with time zone, bigint, integer), as store/schema/retired.sql has it
 CREATE OR REPLACE FUNCTION gaffer.claim_unit(q text, t text, k text, ks text[], cp smallint, cr timestamp with time zone, ci bigint, lim integer)
  RETURNS TABLE(id bigint, kind text)
- LANGUAGE plpgsql
+ LANGUAGE sql
 AS $function$
-BEGIN
-    RETURN QUERY
-    SELECT r.id, r.kind FROM gaffer.ready r JOIN gaffer.jobs j ON j.id = r.id
-    WHERE r.queue = q AND r.tenant COLLATE "C" = t AND r.fairness_key COLLATE "C" = k AND r.run_at <= now()
-      AND (r.priority, r.run_at, r.id) > (coalesce(cp, -1::smallint), coalesce(cr, '-infinity'::timestamptz), coalesce(ci, 0::bigint))
-      AND (ks IS NULL OR r.kind = ANY (ks) OR cardinality(ks) = 0 AND NOT starts_with(r.kind, 'gaffer.'))
-      -- (the job's own row decides, as it is once locked)
-      AND j.state IN ('pending', 'retrying') AND j.due AND j.queue = q
-    ORDER BY r.priority, r.run_at, r.id
-    LIMIT lim
-    FOR UPDATE OF j SKIP LOCKED;
-END
+    SELECT NULL::bigint, NULL::text WHERE false
 $function$;
 
 -- changed: gaffer.claim_units(text, text, text, text, text, text, integer), as store/schema/claim.sql has it
@@ -518,6 +594,7 @@ $function$;
 CREATE OR REPLACE FUNCTION gaffer.ready_follow()
  RETURNS trigger
  LANGUAGE plpgsql
+ SET enable_seqscan TO 'off'
 AS $function$
 DECLARE
     was_ready boolean := OLD.state IN ('pending', 'retrying') AND OLD.due;
@@ -544,6 +621,7 @@ $function$;
 CREATE OR REPLACE FUNCTION gaffer.ready_gone()
  RETURNS trigger
  LANGUAGE plpgsql
+ SET enable_seqscan TO 'off'
 AS $function$
 BEGIN
     DELETE FROM gaffer.ready r
@@ -553,19 +631,29 @@ BEGIN
 END
 $function$;
 
--- new: gaffer.ready_leave(bigint[]), as store/schema/ready.sql has it
-CREATE OR REPLACE FUNCTION gaffer.ready_leave(ids bigint[])
+-- new: gaffer.ready_leave(smallint[], tid[]), as store/schema/ready.sql has it
+CREATE OR REPLACE FUNCTION gaffer.ready_leave(slots smallint[], ats tid[])
  RETURNS void
  LANGUAGE plpgsql
+ SET enable_seqscan TO 'off'
 AS $function$
 DECLARE
-    j record;
+    a0 tid[];
+    a1 tid[];
+    a2 tid[];
 BEGIN
-    FOR j IN SELECT s.queue, s.tenant, s.fairness_key, s.priority, s.run_at, s.id FROM gaffer.jobs s WHERE s.id = ANY (ids) LOOP
-        DELETE FROM gaffer.ready r
-        WHERE r.queue = j.queue AND r.tenant COLLATE "C" = j.tenant AND r.fairness_key COLLATE "C" = j.fairness_key
-          AND r.priority = j.priority AND r.run_at = j.run_at AND r.id = j.id;
-    END LOOP;
+    SELECT array_agg(x.a) FILTER (WHERE x.s = 0), array_agg(x.a) FILTER (WHERE x.s = 1), array_agg(x.a) FILTER (WHERE x.s = 2)
+    INTO a0, a1, a2
+    FROM unnest(slots, ats) AS x(s, a);
+    IF a0 IS NOT NULL THEN
+        DELETE FROM gaffer.ready_0 r WHERE r.ctid = ANY (a0);
+    END IF;
+    IF a1 IS NOT NULL THEN
+        DELETE FROM gaffer.ready_1 r WHERE r.ctid = ANY (a1);
+    END IF;
+    IF a2 IS NOT NULL THEN
+        DELETE FROM gaffer.ready_2 r WHERE r.ctid = ANY (a2);
+    END IF;
 END
 $function$;
 
@@ -573,6 +661,8 @@ $function$;
 CREATE OR REPLACE FUNCTION gaffer.ready_rotate(move_max integer, wait_ms integer, OUT turned boolean, OUT moved integer, OUT why text)
  RETURNS record
  LANGUAGE plpgsql
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
 AS $function$
 DECLARE
     c smallint;

@@ -164,14 +164,16 @@ SELECT n.name, coalesce(q.paused, false),
        CASE WHEN c.pending < coalesce($1, 9223372036854775807) THEN c.pending - t.pending ELSE c.pending END,
        CASE WHEN c.retrying < coalesce($1, 9223372036854775807) THEN c.retrying - t.retrying ELSE c.retrying END,
        (SELECT count(*) FROM gaffer.jobs j WHERE j.queue = n.name AND j.state = 'running' AND j.kind NOT LIKE 'gaffer.%'),
-       -- The oldest due job: one probe of the claim index per unit and
-       -- priority, and one of the scheduled index (a job whose time has
-       -- come that no claim has promoted yet).
+       -- The oldest due job: one probe of the ready set per unit and
+       -- priority (store/schema/ready.sql; its dead rows are few, and a
+       -- long read of it would hold its ring still), and one of the
+       -- scheduled index (a job whose time has come that no claim has
+       -- promoted yet).
        coalesce(extract(epoch FROM now() - least(
            (SELECT min(o.run_at)
             FROM gaffer.claim_units(n.name, '', chr(1114111), '', '', '', 1000) u, generate_series(0, 9) p,
-                 LATERAL (SELECT j.run_at FROM gaffer.jobs j
-                          WHERE j.state IN ('pending', 'retrying') AND j.due AND j.queue = n.name
+                 LATERAL (SELECT j.run_at FROM gaffer.ready j
+                          WHERE j.queue = n.name
                             AND j.tenant COLLATE "C" = u.tenant AND j.fairness_key COLLATE "C" = u.fairness_key
                             AND j.priority = p
                           ORDER BY j.run_at LIMIT 1) o

@@ -7,9 +7,9 @@
 --   claim          the claim: the gate, then rounds, then where the next
 --                  claim starts
 --   claim_units    the next units with due jobs, in rotation order
---   claim_take     a round's candidates from its units (two or more), in
+--   claim_from_units a round's candidates from its units (two or more), in
 --                  claim order
---   claim_unit     one unit's part: its first due jobs past a position
+--   claim_from_unit one unit's part: its first due jobs past a position
 --   claim_promote  scheduled jobs whose time came made due (run first,
 --                  in the claim's transaction)
 --   claim_pick, claim_pick_units, claim_pick_remote, queue_units: the
@@ -121,31 +121,41 @@ LANGUAGE sql STABLE AS $fn$
     SELECT u.tenant, u.fairness_key FROM units u LIMIT m
 $fn$;
 
--- claim_unit locks and returns up to lim due jobs of unit (t, k) of
+-- claim_from_unit locks and returns up to lim due jobs of unit (t, k) of
 -- queue q, of the kinds ks (NULL: any; empty: any but Gaffer's own
 -- gaffer.* kinds, a workflow's sleep and signal steps, which only nodes
 -- run — a remote worker that named no kinds), by (priority, run_at, id)
 -- past the position (cp, cr, ci): a unit's part of a claim. It reads the
 -- ready set (ready.sql) and locks the jobs' rows; rows another
--- transaction holds are passed over.
-CREATE FUNCTION gaffer.claim_unit(q text, t text, k text, ks text[], cp smallint, cr timestamptz, ci bigint, lim integer)
-RETURNS TABLE (id bigint, kind text)
-LANGUAGE plpgsql AS $fn$
+-- transaction holds are passed over. With each job, where its ready row
+-- is (slot, at: its slot and ctid), for the claim to delete it if it
+-- starts the job: the row stays put while the job's row is locked.
+CREATE FUNCTION gaffer.claim_from_unit(q text, t text, k text, ks text[], cp smallint, cr timestamptz, ci bigint, lim integer)
+RETURNS TABLE (id bigint, kind text, slot smallint, at tid)
+LANGUAGE plpgsql SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off SET enable_sort = off AS $fn$
 BEGIN
+    -- The unit's ready rows in order, each job's row locked as it comes
+    -- (the LIMIT outside: a row passed over or found not claimable does
+    -- not count), then held to what its job is once locked. Each job's
+    -- row is read by its id only, and the plan is made of ordered index
+    -- scans and nested loops only: the slots' statistics never say how
+    -- many rows they hold, and the jobs' may be as old as the table.
     RETURN QUERY
-    SELECT r.id, r.kind FROM gaffer.ready r JOIN gaffer.jobs j ON j.id = r.id
-    WHERE r.queue = q AND r.tenant COLLATE "C" = t AND r.fairness_key COLLATE "C" = k AND r.run_at <= now()
-      AND (r.priority, r.run_at, r.id) > (coalesce(cp, -1::smallint), coalesce(cr, '-infinity'::timestamptz), coalesce(ci, 0::bigint))
-      AND (ks IS NULL OR r.kind = ANY (ks) OR cardinality(ks) = 0 AND NOT starts_with(r.kind, 'gaffer.'))
-      -- (the job's own row decides, as it is once locked)
-      AND j.state IN ('pending', 'retrying') AND j.due AND j.queue = q
-    ORDER BY r.priority, r.run_at, r.id
-    LIMIT lim
-    FOR UPDATE OF j SKIP LOCKED;
+    SELECT x.id, x.kind, x.slot, x.at
+    FROM (SELECT r.id, r.kind, r.slot, r.ctid AS at, j.state, j.due, j.queue
+          FROM gaffer.ready r JOIN gaffer.jobs j ON j.id = r.id
+          WHERE r.queue = q AND r.tenant COLLATE "C" = t AND r.fairness_key COLLATE "C" = k AND r.run_at <= now()
+            AND (r.priority, r.run_at, r.id) > (coalesce(cp, -1::smallint), coalesce(cr, '-infinity'::timestamptz), coalesce(ci, 0::bigint))
+            AND (ks IS NULL OR r.kind = ANY (ks) OR cardinality(ks) = 0 AND NOT starts_with(r.kind, 'gaffer.'))
+          ORDER BY r.priority, r.run_at, r.id
+          OFFSET 0 -- (keeps the conditions below out of this scan of the jobs)
+          FOR UPDATE OF j SKIP LOCKED) x
+    WHERE x.state IN ('pending', 'retrying') AND x.due AND x.queue = q
+    LIMIT lim;
 END
 $fn$;
 
--- claim_take locks the candidates of the units u_* (in rotation order)
+-- claim_from_units locks the candidates of the units u_* (in rotation order)
 -- for a claim of take jobs, of the kinds ks (NULL: any), and returns them
 -- in claim order, one array per column: cand_unit is a candidate's
 -- unit's place, cand_k its place in the unit over the whole claim (u_past
@@ -153,13 +163,14 @@ $fn$;
 -- (k-1)/weight. Each unit gives its first due jobs past its cursor (c_*),
 -- up to its share by weight of all the units will have given, and one
 -- at least (so there may be more candidates than take). unit_more says, per unit, whether it gave its whole share (it
--- may have more: the claim looks into it again if it is not full). The
+-- may have more: the claim looks into it again if it is not full).
+-- cand_slot and cand_at say where each candidate's ready row is. The
 -- claim takes a round of one unit (the usual case) itself, from
--- claim_unit: a statement less.
-CREATE FUNCTION gaffer.claim_take(q text, take integer, ks text[], u_tenant text[], u_fkey text[], u_past integer[],
+-- claim_from_unit: a statement less.
+CREATE FUNCTION gaffer.claim_from_units(q text, take integer, ks text[], u_tenant text[], u_fkey text[], u_past integer[],
     c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[],
     OUT cand_id bigint[], OUT cand_kind text[], OUT cand_tenant text[], OUT cand_fkey text[],
-    OUT cand_unit integer[], OUT cand_k integer[], OUT unit_more boolean[])
+    OUT cand_unit integer[], OUT cand_k integer[], OUT unit_more boolean[], OUT cand_slot smallint[], OUT cand_at tid[])
 LANGUAGE plpgsql AS $fn$
 BEGIN
     WITH units AS (
@@ -175,14 +186,15 @@ BEGIN
         LEFT JOIN unnest(c_tenant, c_fkey, c_prio, c_run_at, c_id) AS c(tenant, fkey, prio, run_at, id)
             ON c.tenant = u.tenant AND c.fkey = u.fkey
     ), cands AS (
-        SELECT x.id, x.kind, un.unit, un.tenant, un.fkey, un.weight, un.share, (un.past + x.k)::integer AS k
+        SELECT x.id, x.kind, x.slot, x.at, un.unit, un.tenant, un.fkey, un.weight, un.share, (un.past + x.k)::integer AS k
         FROM units un
-        CROSS JOIN LATERAL gaffer.claim_unit(q, un.tenant, un.fkey, ks, un.prio, un.run_at, un.id, un.share) WITH ORDINALITY AS x(id, kind, k)
+        CROSS JOIN LATERAL gaffer.claim_from_unit(q, un.tenant, un.fkey, ks, un.prio, un.run_at, un.id, un.share) WITH ORDINALITY AS x(id, kind, slot, at, k)
     )
     SELECT array_agg(c.id), array_agg(c.kind), array_agg(c.tenant), array_agg(c.fkey), array_agg(c.unit), array_agg(c.k),
            (SELECT array_agg(coalesce(g.n, 0) >= un.share ORDER BY un.unit)
-            FROM units un LEFT JOIN (SELECT cands.unit, count(*) AS n FROM cands GROUP BY cands.unit) g ON g.unit = un.unit)
-    INTO cand_id, cand_kind, cand_tenant, cand_fkey, cand_unit, cand_k, unit_more
+            FROM units un LEFT JOIN (SELECT cands.unit, count(*) AS n FROM cands GROUP BY cands.unit) g ON g.unit = un.unit),
+           array_agg(c.slot), array_agg(c.at)
+    INTO cand_id, cand_kind, cand_tenant, cand_fkey, cand_unit, cand_k, unit_more, cand_slot, cand_at
     FROM (SELECT * FROM cands ORDER BY (cands.k - 1) / cands.weight::double precision, cands.unit, cands.k) c;
 END
 $fn$;
@@ -204,13 +216,17 @@ $fn$;
 -- turn, or the claim looked at max_units units or weighed max_weighed
 -- candidates.
 -- The work is PL/pgSQL so that its plans are cached per connection, like
--- a prepared statement's.
+-- a prepared statement's. Without sorts (enable_sort, for the claim's
+-- own statements): the ready set's slots are emptied every second, so
+-- their statistics never say how many rows they hold, and a plan that
+-- sorts a unit's rows instead of merging its slots' ordered index scans
+-- would read all of them for a few.
 CREATE FUNCTION gaffer.claim(q text, n integer, claimer text, worker boolean, t text, ks text[],
     s_tenant text[], s_fkey text[],
     c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[],
     after_tenant text, after_fkey text, k_tenant text[], k_fkey text[], grace_ms integer,
     OUT ids bigint[], OUT next_tenant text, OUT next_fkey text, OUT started_at timestamptz, OUT busy boolean)
-LANGUAGE plpgsql AS $fn$
+LANGUAGE plpgsql SET enable_sort = off AS $fn$
 DECLARE
     -- One claim looks at this many units, and weighs this many
     -- candidates, at most; the next claim goes on from where it stopped.
@@ -249,6 +265,11 @@ DECLARE
     cand_id bigint[];
     cand_tenant text[];
     cand_kind text[];
+    cand_slot smallint[];
+    cand_at tid[];
+    -- where the ready rows of the jobs admitted so far are
+    took_slot smallint[] := '{}';
+    took_at tid[] := '{}';
     cand_fkey text[];
     cand_unit integer[];
     cand_k integer[];
@@ -390,19 +411,19 @@ BEGIN
             -- One unit: its first due jobs past its cursor, ids and kinds
             -- only (the rest is the unit's, in order, filled in below when
             -- it is needed).
-            SELECT array_agg(x.id), array_agg(x.kind) INTO cand_id, cand_kind
+            SELECT array_agg(x.id), array_agg(x.kind), array_agg(x.slot), array_agg(x.at) INTO cand_id, cand_kind, cand_slot, cand_at
             FROM (SELECT c.prio, c.run_at, c.id FROM unnest(r_tenant, r_fkey, r_prio, r_run_at, r_id) AS c(tenant, fkey, prio, run_at, id)
                   WHERE c.tenant = u_tenant[1] AND c.fkey = u_fkey[1]
                   UNION ALL SELECT NULL, NULL, NULL LIMIT 1) cur
-            CROSS JOIN LATERAL gaffer.claim_unit(q, u_tenant[1], u_fkey[1], ks, cur.prio, cur.run_at, cur.id, take) x;
+            CROSS JOIN LATERAL gaffer.claim_from_unit(q, u_tenant[1], u_fkey[1], ks, cur.prio, cur.run_at, cur.id, take) x;
             cand_tenant := NULL;
             cand_fkey := NULL;
             cand_unit := NULL;
             cand_k := NULL;
             unit_more := ARRAY[coalesce(cardinality(cand_id), 0) >= take];
         ELSE
-            SELECT * INTO cand_id, cand_kind, cand_tenant, cand_fkey, cand_unit, cand_k, unit_more
-            FROM gaffer.claim_take(q, take, ks, u_tenant, u_fkey, u_past, r_tenant, r_fkey, r_prio, r_run_at, r_id) p;
+            SELECT * INTO cand_id, cand_kind, cand_tenant, cand_fkey, cand_unit, cand_k, unit_more, cand_slot, cand_at
+            FROM gaffer.claim_from_units(q, take, ks, u_tenant, u_fkey, u_past, r_tenant, r_fkey, r_prio, r_run_at, r_id) p;
         END IF;
         weighed := 0;
         admitted := NULL;
@@ -447,6 +468,13 @@ BEGIN
                 weighed := least(cardinality(cand_id), take);
             END IF;
             ids := ids || admitted;
+            IF limited THEN
+                SELECT took_slot || coalesce(array_agg(c.s), '{}'), took_at || coalesce(array_agg(c.a), '{}') INTO took_slot, took_at
+                FROM unnest(cand_id, cand_slot, cand_at) AS c(i, s, a) WHERE c.i = ANY (admitted);
+            ELSE
+                took_slot := took_slot || cand_slot[1:take];
+                took_at := took_at || cand_at[1:take];
+            END IF;
             -- A limit refused some: does one leave no room for any job of
             -- the queue? Then nothing more can start in this claim.
             refused := coalesce(cardinality(admitted), 0) < weighed;
@@ -530,9 +558,9 @@ BEGIN
             EXIT;
         END IF;
     END LOOP;
-    IF ids IS NOT NULL THEN
+    IF cardinality(took_at) > 0 THEN
         -- The jobs picked are about to start: out of the ready set.
-        PERFORM gaffer.ready_leave(ids);
+        PERFORM gaffer.ready_leave(took_slot, took_at);
     END IF;
 END
 $fn$;

@@ -6,27 +6,35 @@
 --                 being claimable leaves it, one whose claim order
 --                 changes moves in it; except a job the claim starts
 --                 (pending or retrying to running), whose row the claim
---                 deletes itself (claim.sql: gaffer.claim, ready_leave)
+--                 deletes itself (claim.sql: gaffer.claim; ready_leave)
 --   ready_gone    a claimable job deleted leaves it (ready_cleared: all
 --                 of them, when gaffer.jobs is truncated)
 --   ready_rotate  the ring's turn: the slot written two steps ago is
 --                 emptied by TRUNCATE and becomes the slot rows enter
 -- A job is claimable when it is pending or retrying and due.
 
--- ready_leave deletes the ready rows of jobs ids, which are claimable (a
--- claim is starting them). Each row is found by its claim order, from
--- the job's row, one job at a time: a join the planner could make a scan
--- of a slot.
-CREATE FUNCTION gaffer.ready_leave(ids bigint[]) RETURNS void
-LANGUAGE plpgsql AS $fn$
+-- ready_leave deletes the ready rows at ats (ctids) in slots: those of
+-- the jobs a claim is starting (claim.sql: claim_from_unit says where each
+-- is). By ctid, in each slot's own table: no index is walked.
+CREATE FUNCTION gaffer.ready_leave(slots smallint[], ats tid[]) RETURNS void
+LANGUAGE plpgsql SET enable_seqscan = off AS $fn$
 DECLARE
-    j record;
+    a0 tid[];
+    a1 tid[];
+    a2 tid[];
 BEGIN
-    FOR j IN SELECT s.queue, s.tenant, s.fairness_key, s.priority, s.run_at, s.id FROM gaffer.jobs s WHERE s.id = ANY (ids) LOOP
-        DELETE FROM gaffer.ready r
-        WHERE r.queue = j.queue AND r.tenant COLLATE "C" = j.tenant AND r.fairness_key COLLATE "C" = j.fairness_key
-          AND r.priority = j.priority AND r.run_at = j.run_at AND r.id = j.id;
-    END LOOP;
+    SELECT array_agg(x.a) FILTER (WHERE x.s = 0), array_agg(x.a) FILTER (WHERE x.s = 1), array_agg(x.a) FILTER (WHERE x.s = 2)
+    INTO a0, a1, a2
+    FROM unnest(slots, ats) AS x(s, a);
+    IF a0 IS NOT NULL THEN
+        DELETE FROM gaffer.ready_0 r WHERE r.ctid = ANY (a0);
+    END IF;
+    IF a1 IS NOT NULL THEN
+        DELETE FROM gaffer.ready_1 r WHERE r.ctid = ANY (a1);
+    END IF;
+    IF a2 IS NOT NULL THEN
+        DELETE FROM gaffer.ready_2 r WHERE r.ctid = ANY (a2);
+    END IF;
 END
 $fn$;
 
@@ -57,6 +65,8 @@ CREATE TRIGGER ready_enter AFTER INSERT ON gaffer.jobs
     FOR EACH STATEMENT
     EXECUTE FUNCTION gaffer.ready_enter();
 
+-- (ready_follow and ready_gone find a row by its index, never by a scan:
+-- a slot may have looked empty when the plan was made.)
 -- job_ready_turns is ready_follow's condition: a change that may move a
 -- job into, out of or within the ready set, other than its start. SQL,
 -- so that it is inlined into the condition, where it costs the claim and
@@ -69,7 +79,7 @@ LANGUAGE sql IMMUTABLE AS $fn$
 $fn$;
 
 CREATE FUNCTION gaffer.ready_follow() RETURNS trigger
-LANGUAGE plpgsql AS $fn$
+LANGUAGE plpgsql SET enable_seqscan = off AS $fn$
 DECLARE
     was_ready boolean := OLD.state IN ('pending', 'retrying') AND OLD.due;
     now_ready boolean := NEW.state IN ('pending', 'retrying') AND NEW.due;
@@ -97,7 +107,7 @@ CREATE TRIGGER ready_follow AFTER UPDATE ON gaffer.jobs
     EXECUTE FUNCTION gaffer.ready_follow();
 
 CREATE FUNCTION gaffer.ready_gone() RETURNS trigger
-LANGUAGE plpgsql AS $fn$
+LANGUAGE plpgsql SET enable_seqscan = off AS $fn$
 BEGIN
     DELETE FROM gaffer.ready r
     WHERE r.queue = OLD.queue AND r.tenant COLLATE "C" = OLD.tenant AND r.fairness_key COLLATE "C" = OLD.fairness_key
@@ -136,6 +146,9 @@ CREATE TRIGGER ready_cleared AFTER TRUNCATE ON gaffer.jobs
 -- than move_max rows: a backlog, left where it is; the ring waits until
 -- claims have taken it). The caller runs it in a transaction of its own.
 --
+-- The rows moved find their jobs by id, one at a time (no join by hash or
+-- merge, which would read the whole job table while every claim waits).
+--
 -- Why this is safe: every transaction that reads or writes a slot holds
 -- a lock on it until it ends, so while the lock is held no claim, no
 -- enqueue and no trigger is using the slot; rows are counted and moved
@@ -145,7 +158,7 @@ CREATE TRIGGER ready_cleared AFTER TRUNCATE ON gaffer.jobs
 -- moved ones: it misses them for that statement, and the next claim
 -- finds them.
 CREATE FUNCTION gaffer.ready_rotate(move_max integer, wait_ms integer, OUT turned boolean, OUT moved integer, OUT why text)
-LANGUAGE plpgsql AS $fn$
+LANGUAGE plpgsql SET enable_hashjoin = off SET enable_mergejoin = off AS $fn$
 DECLARE
     c smallint;
     old smallint;

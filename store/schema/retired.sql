@@ -56,3 +56,21 @@ CREATE FUNCTION gaffer.limit_admit(q text, c_id bigint[], c_tenant text[], c_kin
 LANGUAGE sql AS $fn$
     SELECT * FROM gaffer.limit_admit(q, c_id, c_tenant, c_kind, c_fkey, cap, h_name, h_key, h_got, NULL::timestamptz)
 $fn$;
+
+-- The ready set's release (migration 0063) gave the claim's reads of a
+-- unit and of a round new results (where each job's ready row is), and
+-- so new names: claim_from_unit, claim_from_units. The ones before, for a
+-- claim in flight across that migration, give nothing.
+CREATE FUNCTION gaffer.claim_unit(q text, t text, k text, ks text[], cp smallint, cr timestamptz, ci bigint, lim integer)
+RETURNS TABLE (id bigint, kind text)
+LANGUAGE sql AS $fn$
+    SELECT NULL::bigint, NULL::text WHERE false
+$fn$;
+
+CREATE FUNCTION gaffer.claim_take(q text, take integer, ks text[], u_tenant text[], u_fkey text[], u_past integer[],
+    c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[],
+    OUT cand_id bigint[], OUT cand_kind text[], OUT cand_tenant text[], OUT cand_fkey text[],
+    OUT cand_unit integer[], OUT cand_k integer[], OUT unit_more boolean[])
+LANGUAGE sql AS $fn$
+    SELECT NULL::bigint[], NULL::text[], NULL::text[], NULL::text[], NULL::integer[], NULL::integer[], NULL::boolean[]
+$fn$;

@@ -251,7 +251,7 @@ CREATE TABLE gaffer.ready_2 PARTITION OF gaffer.ready FOR VALUES IN (2);
 
 -- The claim's order, as jobs_due_idx has it; a unit's rows are read from
 -- each slot and merged.
-CREATE INDEX ready_claim_idx ON gaffer.ready (queue, tenant COLLATE "C", fairness_key COLLATE "C", priority, run_at, id) INCLUDE (kind);
+CREATE INDEX ready_claim_idx ON gaffer.ready (queue, tenant COLLATE "C", fairness_key COLLATE "C", priority, run_at, id);
 
 -- The slot ready rows enter now (one row).
 CREATE TABLE gaffer.ready_ring (
