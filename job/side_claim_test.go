@@ -47,7 +47,7 @@ func TestSideClaimDoesNotWaitForTheClaimInFlight(t *testing.T) {
 	waitUntil(t, 10*time.Second, "the claim of a's jobs to wait on the bucket lock", func() bool {
 		var waiting bool
 		err := e.st.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%gaffer.claim(%')`).Scan(&waiting)
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%gaffer.claim_ready(%')`).Scan(&waiting)
 		return err == nil && waiting
 	})
 

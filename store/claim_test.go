@@ -195,7 +195,7 @@ func TestLimitDeletedUnderAWaitingClaim(t *testing.T) {
 				got, _ := st.Claim(ctx, store.ClaimParams{Queue: "q", Limit: 10, Token: 1, LeaseTTL: time.Minute, Node: "n1"})
 				claimed <- got
 			}()
-			waitForLockWait(t, st, "gaffer.claim(")
+			waitForLockWait(t, st, "gaffer.claim_ready(")
 			changed := make(chan error, 1)
 			go func() {
 				if change == "delete" {

@@ -10,14 +10,14 @@ DROP TRIGGER ready_gone ON gaffer.jobs;
 DROP TRIGGER workflow_job_finished ON gaffer.jobs;
 DROP FUNCTION gaffer.claim_from_unit(text, text, text, text[], smallint, timestamp with time zone, bigint, integer);
 DROP FUNCTION gaffer.claim_from_units(text, integer, text[], text[], text[], integer[], text[], text[], smallint[], timestamp with time zone[], bigint[]);
+DROP FUNCTION gaffer.claim_ready(text, integer, text, boolean, text, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer);
 DROP FUNCTION gaffer.job_finishes(text, text);
 DROP FUNCTION gaffer.job_ready_turns(text, text);
-DROP FUNCTION gaffer.ready_back(bigint[], bigint[]);
 DROP FUNCTION gaffer.ready_cleared();
 DROP FUNCTION gaffer.ready_enter();
 DROP FUNCTION gaffer.ready_follow();
 DROP FUNCTION gaffer.ready_gone();
-DROP FUNCTION gaffer.ready_leave(smallint[], tid[]);
+DROP FUNCTION gaffer.ready_leave(smallint[], tid[], bigint[]);
 DROP FUNCTION gaffer.ready_rotate(integer, integer);
 
 -- gaffer.claim(text, integer, text, boolean, text, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer) as 0061_claim_says_limit_refused left it
@@ -344,54 +344,6 @@ BEGIN
             EXIT;
         END IF;
     END LOOP;
-END
-$function$;
-
--- gaffer.claim_pick(text, integer, text, text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer) as 0034_step_inputs_by_reference left it
-CREATE OR REPLACE FUNCTION gaffer.claim_pick(q text, n integer, node_id text, c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], after_tenant text, after_fkey text, k_tenant text[], k_fkey text[], grace_ms integer)
- RETURNS bigint[]
- LANGUAGE plpgsql
-AS $function$
-DECLARE
-    ids bigint[];
-BEGIN
-    SELECT c.ids INTO ids FROM gaffer.claim(q, n, node_id, false, NULL, NULL, NULL, NULL, c_tenant, c_fkey, c_prio, c_run_at, c_id,
-                                            after_tenant, after_fkey, k_tenant, k_fkey, grace_ms) c;
-    PERFORM gaffer.claim_promote(q);
-    RETURN gaffer.claim_older_build(ids);
-END
-$function$;
-
--- gaffer.claim_pick_remote(text, integer, text, text, text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text) as 0034_step_inputs_by_reference left it
-CREATE OR REPLACE FUNCTION gaffer.claim_pick_remote(q text, n integer, worker_id text, t text, ks text[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], after_tenant text, after_fkey text)
- RETURNS bigint[]
- LANGUAGE plpgsql
-AS $function$
-DECLARE
-    ids bigint[];
-BEGIN
-    SELECT c.ids INTO ids FROM gaffer.claim(q, n, worker_id, true, t, ks, NULL, NULL, c_tenant, c_fkey, c_prio, c_run_at, c_id,
-                                            after_tenant, after_fkey, '{}', '{}', 0) c;
-    PERFORM gaffer.claim_promote(q);
-    RETURN gaffer.claim_older_build(ids);
-END
-$function$;
-
--- gaffer.claim_pick_units(text, integer, text, text[], text[]) as 0034_step_inputs_by_reference left it
-CREATE OR REPLACE FUNCTION gaffer.claim_pick_units(q text, n integer, node_id text, u_tenant text[], u_fkey text[])
- RETURNS bigint[]
- LANGUAGE plpgsql
-AS $function$
-DECLARE
-    ids bigint[];
-BEGIN
-    IF coalesce(cardinality(u_tenant), 0) = 0 OR cardinality(u_tenant) <> coalesce(cardinality(u_fkey), 0) THEN
-        RETURN NULL;
-    END IF;
-    SELECT c.ids INTO ids FROM gaffer.claim(q, n, node_id, false, NULL, NULL, u_tenant, u_fkey, '{}', '{}', '{}', '{}', '{}',
-                                            NULL, NULL, '{}', '{}', 0) c;
-    PERFORM gaffer.claim_promote(q);
-    RETURN gaffer.claim_older_build(ids);
 END
 $function$;
 

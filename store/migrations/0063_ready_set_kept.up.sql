@@ -7,20 +7,17 @@
 --   changed   function gaffer.claim(text, integer, text, boolean, text, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer)
 --   new       function gaffer.claim_from_unit(text, text, text, text[], smallint, timestamp with time zone, bigint, integer)
 --   new       function gaffer.claim_from_units(text, integer, text[], text[], text[], integer[], text[], text[], smallint[], timestamp with time zone[], bigint[])
---   changed   function gaffer.claim_pick(text, integer, text, text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer)
---   changed   function gaffer.claim_pick_remote(text, integer, text, text, text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text)
---   changed   function gaffer.claim_pick_units(text, integer, text, text[], text[])
+--   new       function gaffer.claim_ready(text, integer, text, boolean, text, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer)
 --   changed   function gaffer.claim_take(text, integer, text[], text[], text[], integer[], text[], text[], smallint[], timestamp with time zone[], bigint[])
 --   changed   function gaffer.claim_unit(text, text, text, text[], smallint, timestamp with time zone, bigint, integer)
 --   changed   function gaffer.claim_units(text, text, text, text, text, text, integer)
 --   new       function gaffer.job_finishes(text, text)
 --   new       function gaffer.job_ready_turns(text, text)
---   new       function gaffer.ready_back(bigint[], bigint[])
 --   new       function gaffer.ready_cleared()
 --   new       function gaffer.ready_enter()
 --   new       function gaffer.ready_follow()
 --   new       function gaffer.ready_gone()
---   new       function gaffer.ready_leave(smallint[], tid[])
+--   new       function gaffer.ready_leave(smallint[], tid[], bigint[])
 --   new       function gaffer.ready_rotate(integer, integer)
 --   new       trigger gaffer.jobs.ready_cleared
 --   new       trigger gaffer.jobs.ready_enter
@@ -33,6 +30,82 @@ DROP TRIGGER workflow_job_finished ON gaffer.jobs;
 
 -- changed: gaffer.claim(text, integer, text, boolean, text, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer), as store/schema/claim.sql has it
 CREATE OR REPLACE FUNCTION gaffer.claim(q text, n integer, claimer text, worker boolean, t text, ks text[], s_tenant text[], s_fkey text[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], after_tenant text, after_fkey text, k_tenant text[], k_fkey text[], grace_ms integer, OUT ids bigint[], OUT next_tenant text, OUT next_fkey text, OUT started_at timestamp with time zone, OUT busy boolean)
+ RETURNS record
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    SELECT c.ids, c.next_tenant, c.next_fkey, c.started_at, c.busy INTO ids, next_tenant, next_fkey, started_at, busy
+    FROM gaffer.claim_ready(q, n, claimer, worker, t, ks, s_tenant, s_fkey, c_tenant, c_fkey, c_prio, c_run_at, c_id,
+                            after_tenant, after_fkey, k_tenant, k_fkey, grace_ms) c;
+    PERFORM set_config('gaffer.claim_leaves_ready', 'off', true);
+END
+$function$;
+
+-- new: gaffer.claim_from_unit(text, text, text, text[], smallint, timestamp with time zone, bigint, integer), as store/schema/claim.sql has it
+CREATE OR REPLACE FUNCTION gaffer.claim_from_unit(q text, t text, k text, ks text[], cp smallint, cr timestamp with time zone, ci bigint, lim integer)
+ RETURNS TABLE(id bigint, kind text, slot smallint, at tid)
+ LANGUAGE plpgsql
+ SET enable_seqscan TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+ SET enable_sort TO 'off'
+AS $function$
+BEGIN
+    -- The unit's ready rows in order, each job's row locked as it comes
+    -- (the LIMIT outside: a row passed over or found not claimable does
+    -- not count), then held to what its job is once locked. Each job's
+    -- row is read by its id only, and the plan is made of ordered index
+    -- scans and nested loops only: the slots' statistics never say how
+    -- many rows they hold, and the jobs' may be as old as the table.
+    RETURN QUERY
+    SELECT x.id, x.kind, x.slot, x.at
+    FROM (SELECT r.id, r.kind, r.slot, r.ctid AS at, j.state, j.due, j.queue
+          FROM gaffer.ready r JOIN gaffer.jobs j ON j.id = r.id
+          WHERE r.queue = q AND r.tenant COLLATE "C" = t AND r.fairness_key COLLATE "C" = k AND r.run_at <= now()
+            AND (r.priority, r.run_at, r.id) > (coalesce(cp, -1::smallint), coalesce(cr, '-infinity'::timestamptz), coalesce(ci, 0::bigint))
+            AND (ks IS NULL OR r.kind = ANY (ks) OR cardinality(ks) = 0 AND NOT starts_with(r.kind, 'gaffer.'))
+          ORDER BY r.priority, r.run_at, r.id
+          OFFSET 0 -- (keeps the conditions below out of this scan of the jobs)
+          FOR UPDATE OF j SKIP LOCKED) x
+    WHERE x.state IN ('pending', 'retrying') AND x.due AND x.queue = q
+    LIMIT lim;
+END
+$function$;
+
+-- new: gaffer.claim_from_units(text, integer, text[], text[], text[], integer[], text[], text[], smallint[], timestamp with time zone[], bigint[]), as store/schema/claim.sql has it
+CREATE OR REPLACE FUNCTION gaffer.claim_from_units(q text, take integer, ks text[], u_tenant text[], u_fkey text[], u_past integer[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], OUT cand_id bigint[], OUT cand_kind text[], OUT cand_tenant text[], OUT cand_fkey text[], OUT cand_unit integer[], OUT cand_k integer[], OUT unit_more boolean[], OUT cand_slot smallint[], OUT cand_at tid[])
+ RETURNS record
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    WITH units AS (
+        SELECT u.ord::integer AS unit, u.tenant, u.fkey, coalesce(u_past[u.ord], 0) AS past, coalesce(tw.weight, 1) AS weight,
+               -- Its share by weight of what the units will have given in
+               -- the claim, less what it gave already, and one at least
+               -- (claim order decides who goes first).
+               greatest(1, ceil((take + sum(coalesce(u_past[u.ord], 0)) OVER ()) * coalesce(tw.weight, 1)::double precision
+                                / sum(coalesce(tw.weight, 1)) OVER ()) - coalesce(u_past[u.ord], 0))::integer AS share,
+               c.prio, c.run_at, c.id
+        FROM unnest(u_tenant, u_fkey) WITH ORDINALITY AS u(tenant, fkey, ord)
+        LEFT JOIN gaffer.tenant_weights tw ON tw.tenant = u.tenant
+        LEFT JOIN unnest(c_tenant, c_fkey, c_prio, c_run_at, c_id) AS c(tenant, fkey, prio, run_at, id)
+            ON c.tenant = u.tenant AND c.fkey = u.fkey
+    ), cands AS (
+        SELECT x.id, x.kind, x.slot, x.at, un.unit, un.tenant, un.fkey, un.weight, un.share, (un.past + x.k)::integer AS k
+        FROM units un
+        CROSS JOIN LATERAL gaffer.claim_from_unit(q, un.tenant, un.fkey, ks, un.prio, un.run_at, un.id, un.share) WITH ORDINALITY AS x(id, kind, slot, at, k)
+    )
+    SELECT array_agg(c.id), array_agg(c.kind), array_agg(c.tenant), array_agg(c.fkey), array_agg(c.unit), array_agg(c.k),
+           (SELECT array_agg(coalesce(g.n, 0) >= un.share ORDER BY un.unit)
+            FROM units un LEFT JOIN (SELECT cands.unit, count(*) AS n FROM cands GROUP BY cands.unit) g ON g.unit = un.unit),
+           array_agg(c.slot), array_agg(c.at)
+    INTO cand_id, cand_kind, cand_tenant, cand_fkey, cand_unit, cand_k, unit_more, cand_slot, cand_at
+    FROM (SELECT * FROM cands ORDER BY (cands.k - 1) / cands.weight::double precision, cands.unit, cands.k) c;
+END
+$function$;
+
+-- new: gaffer.claim_ready(text, integer, text, boolean, text, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer), as store/schema/claim.sql has it
+CREATE OR REPLACE FUNCTION gaffer.claim_ready(q text, n integer, claimer text, worker boolean, t text, ks text[], s_tenant text[], s_fkey text[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], after_tenant text, after_fkey text, k_tenant text[], k_fkey text[], grace_ms integer, OUT ids bigint[], OUT next_tenant text, OUT next_fkey text, OUT started_at timestamp with time zone, OUT busy boolean, OUT took_slot smallint[], OUT took_at tid[])
  RETURNS record
  LANGUAGE plpgsql
  SET enable_sort TO 'off'
@@ -77,9 +150,6 @@ DECLARE
     cand_kind text[];
     cand_slot smallint[];
     cand_at tid[];
-    -- where the ready rows of the jobs admitted so far are
-    took_slot smallint[] := '{}';
-    took_at tid[] := '{}';
     cand_fkey text[];
     cand_unit integer[];
     cand_k integer[];
@@ -106,6 +176,11 @@ BEGIN
     next_fkey := after_fkey;
     started_at := now();
     busy := false;
+    took_slot := '{}';
+    took_at := '{}';
+    -- The statement that starts the jobs deletes their ready rows (from
+    -- took_*): the trigger need not (ready.sql: job_ready_turns).
+    PERFORM set_config('gaffer.claim_leaves_ready', 'on', true);
     IF n < 1 THEN
         RETURN;
     END IF;
@@ -368,130 +443,6 @@ BEGIN
             EXIT;
         END IF;
     END LOOP;
-    IF cardinality(took_at) > 0 THEN
-        -- The jobs picked are about to start: out of the ready set.
-        PERFORM gaffer.ready_leave(took_slot, took_at);
-    END IF;
-END
-$function$;
-
--- new: gaffer.claim_from_unit(text, text, text, text[], smallint, timestamp with time zone, bigint, integer), as store/schema/claim.sql has it
-CREATE OR REPLACE FUNCTION gaffer.claim_from_unit(q text, t text, k text, ks text[], cp smallint, cr timestamp with time zone, ci bigint, lim integer)
- RETURNS TABLE(id bigint, kind text, slot smallint, at tid)
- LANGUAGE plpgsql
- SET enable_seqscan TO 'off'
- SET enable_hashjoin TO 'off'
- SET enable_mergejoin TO 'off'
- SET enable_sort TO 'off'
-AS $function$
-BEGIN
-    -- The unit's ready rows in order, each job's row locked as it comes
-    -- (the LIMIT outside: a row passed over or found not claimable does
-    -- not count), then held to what its job is once locked. Each job's
-    -- row is read by its id only, and the plan is made of ordered index
-    -- scans and nested loops only: the slots' statistics never say how
-    -- many rows they hold, and the jobs' may be as old as the table.
-    RETURN QUERY
-    SELECT x.id, x.kind, x.slot, x.at
-    FROM (SELECT r.id, r.kind, r.slot, r.ctid AS at, j.state, j.due, j.queue
-          FROM gaffer.ready r JOIN gaffer.jobs j ON j.id = r.id
-          WHERE r.queue = q AND r.tenant COLLATE "C" = t AND r.fairness_key COLLATE "C" = k AND r.run_at <= now()
-            AND (r.priority, r.run_at, r.id) > (coalesce(cp, -1::smallint), coalesce(cr, '-infinity'::timestamptz), coalesce(ci, 0::bigint))
-            AND (ks IS NULL OR r.kind = ANY (ks) OR cardinality(ks) = 0 AND NOT starts_with(r.kind, 'gaffer.'))
-          ORDER BY r.priority, r.run_at, r.id
-          OFFSET 0 -- (keeps the conditions below out of this scan of the jobs)
-          FOR UPDATE OF j SKIP LOCKED) x
-    WHERE x.state IN ('pending', 'retrying') AND x.due AND x.queue = q
-    LIMIT lim;
-END
-$function$;
-
--- new: gaffer.claim_from_units(text, integer, text[], text[], text[], integer[], text[], text[], smallint[], timestamp with time zone[], bigint[]), as store/schema/claim.sql has it
-CREATE OR REPLACE FUNCTION gaffer.claim_from_units(q text, take integer, ks text[], u_tenant text[], u_fkey text[], u_past integer[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], OUT cand_id bigint[], OUT cand_kind text[], OUT cand_tenant text[], OUT cand_fkey text[], OUT cand_unit integer[], OUT cand_k integer[], OUT unit_more boolean[], OUT cand_slot smallint[], OUT cand_at tid[])
- RETURNS record
- LANGUAGE plpgsql
-AS $function$
-BEGIN
-    WITH units AS (
-        SELECT u.ord::integer AS unit, u.tenant, u.fkey, coalesce(u_past[u.ord], 0) AS past, coalesce(tw.weight, 1) AS weight,
-               -- Its share by weight of what the units will have given in
-               -- the claim, less what it gave already, and one at least
-               -- (claim order decides who goes first).
-               greatest(1, ceil((take + sum(coalesce(u_past[u.ord], 0)) OVER ()) * coalesce(tw.weight, 1)::double precision
-                                / sum(coalesce(tw.weight, 1)) OVER ()) - coalesce(u_past[u.ord], 0))::integer AS share,
-               c.prio, c.run_at, c.id
-        FROM unnest(u_tenant, u_fkey) WITH ORDINALITY AS u(tenant, fkey, ord)
-        LEFT JOIN gaffer.tenant_weights tw ON tw.tenant = u.tenant
-        LEFT JOIN unnest(c_tenant, c_fkey, c_prio, c_run_at, c_id) AS c(tenant, fkey, prio, run_at, id)
-            ON c.tenant = u.tenant AND c.fkey = u.fkey
-    ), cands AS (
-        SELECT x.id, x.kind, x.slot, x.at, un.unit, un.tenant, un.fkey, un.weight, un.share, (un.past + x.k)::integer AS k
-        FROM units un
-        CROSS JOIN LATERAL gaffer.claim_from_unit(q, un.tenant, un.fkey, ks, un.prio, un.run_at, un.id, un.share) WITH ORDINALITY AS x(id, kind, slot, at, k)
-    )
-    SELECT array_agg(c.id), array_agg(c.kind), array_agg(c.tenant), array_agg(c.fkey), array_agg(c.unit), array_agg(c.k),
-           (SELECT array_agg(coalesce(g.n, 0) >= un.share ORDER BY un.unit)
-            FROM units un LEFT JOIN (SELECT cands.unit, count(*) AS n FROM cands GROUP BY cands.unit) g ON g.unit = un.unit),
-           array_agg(c.slot), array_agg(c.at)
-    INTO cand_id, cand_kind, cand_tenant, cand_fkey, cand_unit, cand_k, unit_more, cand_slot, cand_at
-    FROM (SELECT * FROM cands ORDER BY (cands.k - 1) / cands.weight::double precision, cands.unit, cands.k) c;
-END
-$function$;
-
--- changed: gaffer.claim_pick(text, integer, text, text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer), as store/schema/claim.sql has it
-CREATE OR REPLACE FUNCTION gaffer.claim_pick(q text, n integer, node_id text, c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], after_tenant text, after_fkey text, k_tenant text[], k_fkey text[], grace_ms integer)
- RETURNS bigint[]
- LANGUAGE plpgsql
-AS $function$
-DECLARE
-    ids bigint[];
-    kept bigint[];
-BEGIN
-    SELECT c.ids INTO ids FROM gaffer.claim(q, n, node_id, false, NULL, NULL, NULL, NULL, c_tenant, c_fkey, c_prio, c_run_at, c_id,
-                                            after_tenant, after_fkey, k_tenant, k_fkey, grace_ms) c;
-    PERFORM gaffer.claim_promote(q);
-    kept := gaffer.claim_older_build(ids);
-    PERFORM gaffer.ready_back(ids, kept);
-    RETURN kept;
-END
-$function$;
-
--- changed: gaffer.claim_pick_remote(text, integer, text, text, text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text), as store/schema/claim.sql has it
-CREATE OR REPLACE FUNCTION gaffer.claim_pick_remote(q text, n integer, worker_id text, t text, ks text[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], after_tenant text, after_fkey text)
- RETURNS bigint[]
- LANGUAGE plpgsql
-AS $function$
-DECLARE
-    ids bigint[];
-    kept bigint[];
-BEGIN
-    SELECT c.ids INTO ids FROM gaffer.claim(q, n, worker_id, true, t, ks, NULL, NULL, c_tenant, c_fkey, c_prio, c_run_at, c_id,
-                                            after_tenant, after_fkey, '{}', '{}', 0) c;
-    PERFORM gaffer.claim_promote(q);
-    kept := gaffer.claim_older_build(ids);
-    PERFORM gaffer.ready_back(ids, kept);
-    RETURN kept;
-END
-$function$;
-
--- changed: gaffer.claim_pick_units(text, integer, text, text[], text[]), as store/schema/claim.sql has it
-CREATE OR REPLACE FUNCTION gaffer.claim_pick_units(q text, n integer, node_id text, u_tenant text[], u_fkey text[])
- RETURNS bigint[]
- LANGUAGE plpgsql
-AS $function$
-DECLARE
-    ids bigint[];
-    kept bigint[];
-BEGIN
-    IF coalesce(cardinality(u_tenant), 0) = 0 OR cardinality(u_tenant) <> coalesce(cardinality(u_fkey), 0) THEN
-        RETURN NULL;
-    END IF;
-    SELECT c.ids INTO ids FROM gaffer.claim(q, n, node_id, false, NULL, NULL, u_tenant, u_fkey, '{}', '{}', '{}', '{}', '{}',
-                                            NULL, NULL, '{}', '{}', 0) c;
-    PERFORM gaffer.claim_promote(q);
-    kept := gaffer.claim_older_build(ids);
-    PERFORM gaffer.ready_back(ids, kept);
-    RETURN kept;
 END
 $function$;
 
@@ -549,20 +500,10 @@ $function$;
 CREATE OR REPLACE FUNCTION gaffer.job_ready_turns(old_state text, new_state text)
  RETURNS boolean
  LANGUAGE sql
- IMMUTABLE
+ STABLE
 AS $function$
-    SELECT new_state <> 'running' AND (old_state IN ('pending', 'retrying') OR new_state IN ('pending', 'retrying'))
-$function$;
-
--- new: gaffer.ready_back(bigint[], bigint[]), as store/schema/ready.sql has it
-CREATE OR REPLACE FUNCTION gaffer.ready_back(ids bigint[], kept bigint[])
- RETURNS void
- LANGUAGE sql
-AS $function$
-    INSERT INTO gaffer.ready (slot, queue, tenant, fairness_key, priority, run_at, id, kind)
-    SELECT (SELECT g.cur FROM gaffer.ready_ring g), j.queue, j.tenant, j.fairness_key, j.priority, j.run_at, j.id, j.kind
-    FROM gaffer.jobs j
-    WHERE j.id = ANY (ids) AND NOT j.id = ANY (coalesce(kept, '{}')) AND j.state IN ('pending', 'retrying') AND j.due
+    SELECT (new_state <> 'running' OR current_setting('gaffer.claim_leaves_ready', true) IS DISTINCT FROM 'on')
+           AND (old_state IN ('pending', 'retrying') OR new_state IN ('pending', 'retrying'))
 $function$;
 
 -- new: gaffer.ready_cleared(), as store/schema/ready.sql has it
@@ -631,8 +572,8 @@ BEGIN
 END
 $function$;
 
--- new: gaffer.ready_leave(smallint[], tid[]), as store/schema/ready.sql has it
-CREATE OR REPLACE FUNCTION gaffer.ready_leave(slots smallint[], ats tid[])
+-- new: gaffer.ready_leave(smallint[], tid[], bigint[]), as store/schema/ready.sql has it
+CREATE OR REPLACE FUNCTION gaffer.ready_leave(slots smallint[], ats tid[], ids bigint[])
  RETURNS void
  LANGUAGE plpgsql
  SET enable_seqscan TO 'off'
@@ -646,13 +587,13 @@ BEGIN
     INTO a0, a1, a2
     FROM unnest(slots, ats) AS x(s, a);
     IF a0 IS NOT NULL THEN
-        DELETE FROM gaffer.ready_0 r WHERE r.ctid = ANY (a0);
+        DELETE FROM gaffer.ready_0 r WHERE r.ctid = ANY (a0) AND r.id = ANY (ids);
     END IF;
     IF a1 IS NOT NULL THEN
-        DELETE FROM gaffer.ready_1 r WHERE r.ctid = ANY (a1);
+        DELETE FROM gaffer.ready_1 r WHERE r.ctid = ANY (a1) AND r.id = ANY (ids);
     END IF;
     IF a2 IS NOT NULL THEN
-        DELETE FROM gaffer.ready_2 r WHERE r.ctid = ANY (a2);
+        DELETE FROM gaffer.ready_2 r WHERE r.ctid = ANY (a2) AND r.id = ANY (ids);
     END IF;
 END
 $function$;

@@ -174,22 +174,22 @@ RETURNING id, tenant, unique_key;
 SELECT gaffer.claim_promote($1);
 
 -- name: claim_jobs
--- The claim, for every claim path: gaffer.claim (store/schema/claim.sql)
--- picks and locks the jobs, fairly among the queue's units and within the
--- limits, and this statement starts them, each a new attempt under this
--- lease. Then one trailer row (id 0) says where the caller's next claim
--- starts among the units, whether a limit being changed kept the claim
--- from claiming (busy), and whether a limit refused any of the jobs it
--- weighed (then a claim that came back short may have left due jobs).
--- $1 queue, $2 limit, $3 lease token, $4 lease ms, $5 node or remote
--- worker, $6 a remote worker's claim, $7 its tenant (NULL: any), $8 its
--- kinds (NULL: any), $9-$10 a side claim's units (NULL: the queue's),
--- $11-$15 each unit's cursor (tenants, fairness keys, priorities,
--- run_ats, ids), $16-$17 where the last claim stopped (NULL: the top),
--- $18-$19 the units the last claim served and $20 the side claims' grace
--- in ms.
+-- The claim, for every claim path: gaffer.claim_ready (store/schema/
+-- claim.sql) picks and locks the jobs, fairly among the queue's units
+-- and within the limits; this statement starts them, each a new attempt
+-- under this lease, and deletes their ready rows (ready.sql). Then one
+-- trailer row (id 0): where the caller's next claim starts among the
+-- units, whether a limit being changed kept the claim from claiming
+-- (busy), whether a limit refused any job it weighed (a short claim may
+-- have left due jobs). $1 queue, $2 limit, $3 lease token, $4 lease ms,
+-- $5 node or remote worker, $6 a remote worker's claim, $7 its tenant
+-- (NULL: any), $8 its kinds (NULL: any), $9-$10 a side claim's units
+-- (NULL: the queue's), $11-$15 each unit's cursor (tenants, fairness
+-- keys, priorities, run_ats, ids), $16-$17 where the last claim stopped
+-- (NULL: the top), $18-$19 the units the last claim served, $20 the
+-- side claims' grace in ms.
 WITH pick AS MATERIALIZED (
-    SELECT * FROM gaffer.claim($1, $2, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+    SELECT * FROM gaffer.claim_ready($1, $2, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
 ), started AS (
     UPDATE gaffer.jobs j
     SET state = 'running', attempt = j.attempt + 1, lease_token = $3,
@@ -197,12 +197,17 @@ WITH pick AS MATERIALIZED (
     FROM pick CROSS JOIN unnest(pick.ids) AS picked(id)
     WHERE j.id = picked.id
     RETURNING {{job:j}}
+), left_ready AS MATERIALIZED (
+    -- The started jobs' ready rows, deleted once the update is done. A
+    -- job picked that this update did not see (committed after the
+    -- statement began) is not started, and keeps its row.
+    SELECT gaffer.ready_leave(pick.took_slot, pick.took_at, (SELECT array_agg(s.id) FROM started s)) FROM pick
 )
 SELECT s.*, NULL::text, NULL::text, NULL::boolean, NULL::boolean FROM started s
 UNION ALL
 SELECT {{job:zero}}, pick.next_tenant, pick.next_fkey, pick.busy,
        coalesce(current_setting('gaffer.claim_refused', true) = 'on', false)
-FROM pick;
+FROM pick, left_ready;
 
 -- name: complete_jobs
 -- $1 ids, $2 attempts, $3 tokens, $4 results (NULL for none)

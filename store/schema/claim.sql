@@ -221,11 +221,12 @@ $fn$;
 -- their statistics never say how many rows they hold, and a plan that
 -- sorts a unit's rows instead of merging its slots' ordered index scans
 -- would read all of them for a few.
-CREATE FUNCTION gaffer.claim(q text, n integer, claimer text, worker boolean, t text, ks text[],
+CREATE FUNCTION gaffer.claim_ready(q text, n integer, claimer text, worker boolean, t text, ks text[],
     s_tenant text[], s_fkey text[],
     c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[],
     after_tenant text, after_fkey text, k_tenant text[], k_fkey text[], grace_ms integer,
-    OUT ids bigint[], OUT next_tenant text, OUT next_fkey text, OUT started_at timestamptz, OUT busy boolean)
+    OUT ids bigint[], OUT next_tenant text, OUT next_fkey text, OUT started_at timestamptz, OUT busy boolean,
+    OUT took_slot smallint[], OUT took_at tid[])
 LANGUAGE plpgsql SET enable_sort = off AS $fn$
 DECLARE
     -- One claim looks at this many units, and weighs this many
@@ -267,9 +268,6 @@ DECLARE
     cand_kind text[];
     cand_slot smallint[];
     cand_at tid[];
-    -- where the ready rows of the jobs admitted so far are
-    took_slot smallint[] := '{}';
-    took_at tid[] := '{}';
     cand_fkey text[];
     cand_unit integer[];
     cand_k integer[];
@@ -296,6 +294,11 @@ BEGIN
     next_fkey := after_fkey;
     started_at := now();
     busy := false;
+    took_slot := '{}';
+    took_at := '{}';
+    -- The statement that starts the jobs deletes their ready rows (from
+    -- took_*): the trigger need not (ready.sql: job_ready_turns).
+    PERFORM set_config('gaffer.claim_leaves_ready', 'on', true);
     IF n < 1 THEN
         RETURN;
     END IF;
@@ -558,10 +561,24 @@ BEGIN
             EXIT;
         END IF;
     END LOOP;
-    IF cardinality(took_at) > 0 THEN
-        -- The jobs picked are about to start: out of the ready set.
-        PERFORM gaffer.ready_leave(took_slot, took_at);
-    END IF;
+END
+$fn$;
+
+-- claim is claim_ready for the claims of the release before the ready
+-- set (their statement calls it, or claim_pick and the others below):
+-- the jobs they start leave the ready set by the trigger (ready.sql:
+-- ready_follow), as their statement updates them.
+CREATE FUNCTION gaffer.claim(q text, n integer, claimer text, worker boolean, t text, ks text[],
+    s_tenant text[], s_fkey text[],
+    c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[],
+    after_tenant text, after_fkey text, k_tenant text[], k_fkey text[], grace_ms integer,
+    OUT ids bigint[], OUT next_tenant text, OUT next_fkey text, OUT started_at timestamptz, OUT busy boolean)
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    SELECT c.ids, c.next_tenant, c.next_fkey, c.started_at, c.busy INTO ids, next_tenant, next_fkey, started_at, busy
+    FROM gaffer.claim_ready(q, n, claimer, worker, t, ks, s_tenant, s_fkey, c_tenant, c_fkey, c_prio, c_run_at, c_id,
+                            after_tenant, after_fkey, k_tenant, k_fkey, grace_ms) c;
+    PERFORM set_config('gaffer.claim_leaves_ready', 'off', true);
 END
 $fn$;
 
@@ -574,8 +591,7 @@ $fn$;
 -- inputs are read by reference (jobs.inputs_from, workflow.sql), which an
 -- older build would hand its worker without inputs. Such a step waits for
 -- a node of this build; during a rolling upgrade that is until the first
--- one starts. The picked jobs it leaves stay pending, and go back into
--- the ready set (ready_back), which the claim took them out of.
+-- one starts. The picked jobs it leaves stay pending.
 CREATE FUNCTION gaffer.claim_older_build(ids bigint[]) RETURNS bigint[]
 LANGUAGE sql STABLE AS $fn$
     SELECT array_agg(x.id ORDER BY x.ord)
@@ -590,14 +606,11 @@ RETURNS bigint[]
 LANGUAGE plpgsql AS $fn$
 DECLARE
     ids bigint[];
-    kept bigint[];
 BEGIN
     SELECT c.ids INTO ids FROM gaffer.claim(q, n, node_id, false, NULL, NULL, NULL, NULL, c_tenant, c_fkey, c_prio, c_run_at, c_id,
                                             after_tenant, after_fkey, k_tenant, k_fkey, grace_ms) c;
     PERFORM gaffer.claim_promote(q);
-    kept := gaffer.claim_older_build(ids);
-    PERFORM gaffer.ready_back(ids, kept);
-    RETURN kept;
+    RETURN gaffer.claim_older_build(ids);
 END
 $fn$;
 
@@ -614,7 +627,6 @@ RETURNS bigint[]
 LANGUAGE plpgsql AS $fn$
 DECLARE
     ids bigint[];
-    kept bigint[];
 BEGIN
     IF coalesce(cardinality(u_tenant), 0) = 0 OR cardinality(u_tenant) <> coalesce(cardinality(u_fkey), 0) THEN
         RETURN NULL;
@@ -622,9 +634,7 @@ BEGIN
     SELECT c.ids INTO ids FROM gaffer.claim(q, n, node_id, false, NULL, NULL, u_tenant, u_fkey, '{}', '{}', '{}', '{}', '{}',
                                             NULL, NULL, '{}', '{}', 0) c;
     PERFORM gaffer.claim_promote(q);
-    kept := gaffer.claim_older_build(ids);
-    PERFORM gaffer.ready_back(ids, kept);
-    RETURN kept;
+    RETURN gaffer.claim_older_build(ids);
 END
 $fn$;
 
@@ -635,14 +645,11 @@ RETURNS bigint[]
 LANGUAGE plpgsql AS $fn$
 DECLARE
     ids bigint[];
-    kept bigint[];
 BEGIN
     SELECT c.ids INTO ids FROM gaffer.claim(q, n, worker_id, true, t, ks, NULL, NULL, c_tenant, c_fkey, c_prio, c_run_at, c_id,
                                             after_tenant, after_fkey, '{}', '{}', 0) c;
     PERFORM gaffer.claim_promote(q);
-    kept := gaffer.claim_older_build(ids);
-    PERFORM gaffer.ready_back(ids, kept);
-    RETURN kept;
+    RETURN gaffer.claim_older_build(ids);
 END
 $fn$;
 

@@ -4,19 +4,23 @@
 --                 at a time)
 --   ready_follow  a job that becomes claimable enters it, one that stops
 --                 being claimable leaves it, one whose claim order
---                 changes moves in it; except a job the claim starts
---                 (pending or retrying to running), whose row the claim
---                 deletes itself (claim.sql: gaffer.claim; ready_leave)
+--                 changes moves in it; except a job a claim statement of
+--                 this release starts, whose row that statement deletes
+--                 (store/queries/jobs.sql: claim_jobs; ready_leave)
 --   ready_gone    a claimable job deleted leaves it (ready_cleared: all
 --                 of them, when gaffer.jobs is truncated)
 --   ready_rotate  the ring's turn: the slot written two steps ago is
 --                 emptied by TRUNCATE and becomes the slot rows enter
 -- A job is claimable when it is pending or retrying and due.
 
--- ready_leave deletes the ready rows at ats (ctids) in slots: those of
--- the jobs a claim is starting (claim.sql: claim_from_unit says where each
--- is). By ctid, in each slot's own table: no index is walked.
-CREATE FUNCTION gaffer.ready_leave(slots smallint[], ats tid[]) RETURNS void
+-- ready_leave deletes, of the ready rows at ats (ctids) in slots, those
+-- of jobs ids: the claim statement's (claim_jobs), with where claim_ready
+-- found each job's row and the ids of the jobs it started. Only those: a
+-- job the claim picked that its statement did not start (one committed
+-- after the statement's snapshot was taken, which its update does not
+-- see) keeps its row and stays claimable. By ctid, in each slot's own
+-- table: no index is walked.
+CREATE FUNCTION gaffer.ready_leave(slots smallint[], ats tid[], ids bigint[]) RETURNS void
 LANGUAGE plpgsql SET enable_seqscan = off AS $fn$
 DECLARE
     a0 tid[];
@@ -27,26 +31,15 @@ BEGIN
     INTO a0, a1, a2
     FROM unnest(slots, ats) AS x(s, a);
     IF a0 IS NOT NULL THEN
-        DELETE FROM gaffer.ready_0 r WHERE r.ctid = ANY (a0);
+        DELETE FROM gaffer.ready_0 r WHERE r.ctid = ANY (a0) AND r.id = ANY (ids);
     END IF;
     IF a1 IS NOT NULL THEN
-        DELETE FROM gaffer.ready_1 r WHERE r.ctid = ANY (a1);
+        DELETE FROM gaffer.ready_1 r WHERE r.ctid = ANY (a1) AND r.id = ANY (ids);
     END IF;
     IF a2 IS NOT NULL THEN
-        DELETE FROM gaffer.ready_2 r WHERE r.ctid = ANY (a2);
+        DELETE FROM gaffer.ready_2 r WHERE r.ctid = ANY (a2) AND r.id = ANY (ids);
     END IF;
 END
-$fn$;
-
--- ready_back puts back into the ready set the jobs of ids not in kept
--- that are still claimable: those a claim picked and then did not start
--- (an older build's claim, claim.sql: claim_older_build).
-CREATE FUNCTION gaffer.ready_back(ids bigint[], kept bigint[]) RETURNS void
-LANGUAGE sql AS $fn$
-    INSERT INTO gaffer.ready (slot, queue, tenant, fairness_key, priority, run_at, id, kind)
-    SELECT (SELECT g.cur FROM gaffer.ready_ring g), j.queue, j.tenant, j.fairness_key, j.priority, j.run_at, j.id, j.kind
-    FROM gaffer.jobs j
-    WHERE j.id = ANY (ids) AND NOT j.id = ANY (coalesce(kept, '{}')) AND j.state IN ('pending', 'retrying') AND j.due
 $fn$;
 
 CREATE FUNCTION gaffer.ready_enter() RETURNS trigger
@@ -68,14 +61,18 @@ CREATE TRIGGER ready_enter AFTER INSERT ON gaffer.jobs
 -- (ready_follow and ready_gone find a row by its index, never by a scan:
 -- a slot may have looked empty when the plan was made.)
 -- job_ready_turns is ready_follow's condition: a change that may move a
--- job into, out of or within the ready set, other than its start. SQL,
+-- job into, out of or within the ready set, other than its start by a
+-- claim statement that deletes the ready rows itself (claim_ready sets
+-- gaffer.claim_leaves_ready for its transaction; an older release's
+-- claim, through gaffer.claim, does not, and its starts fire it). SQL,
 -- so that it is inlined into the condition, where it costs the claim and
 -- the completion (which write 'running' and leave it) a comparison or
 -- two; a function, so that the condition every write of gaffer.jobs
 -- reads stays short (job_checks_test.go).
 CREATE FUNCTION gaffer.job_ready_turns(old_state text, new_state text) RETURNS boolean
-LANGUAGE sql IMMUTABLE AS $fn$
-    SELECT new_state <> 'running' AND (old_state IN ('pending', 'retrying') OR new_state IN ('pending', 'retrying'))
+LANGUAGE sql STABLE AS $fn$
+    SELECT (new_state <> 'running' OR current_setting('gaffer.claim_leaves_ready', true) IS DISTINCT FROM 'on')
+           AND (old_state IN ('pending', 'retrying') OR new_state IN ('pending', 'retrying'))
 $fn$;
 
 CREATE FUNCTION gaffer.ready_follow() RETURNS trigger
