@@ -45,12 +45,15 @@ $function$;
 CREATE OR REPLACE FUNCTION gaffer.claim_from_unit(q text, t text, k text, ks text[], cp smallint, cr timestamp with time zone, ci bigint, lim integer)
  RETURNS TABLE(id bigint, kind text, slot smallint, at tid)
  LANGUAGE plpgsql
- SET enable_seqscan TO 'off'
- SET enable_hashjoin TO 'off'
- SET enable_mergejoin TO 'off'
- SET enable_sort TO 'off'
 AS $function$
+DECLARE
+    was text[] := ARRAY[current_setting('enable_seqscan'), current_setting('enable_hashjoin'), current_setting('enable_mergejoin'),
+                        current_setting('enable_sort')];
 BEGIN
+    -- (set_config, not a SET clause on the function: a function with one
+    -- costs milliseconds a call)
+    PERFORM set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
+            set_config('enable_mergejoin', 'off', true), set_config('enable_sort', 'off', true);
     -- The unit's ready rows in order, each job's row locked as it comes
     -- (the LIMIT outside: a row passed over or found not claimable does
     -- not count), then held to what its job is once locked. Each job's
@@ -69,6 +72,8 @@ BEGIN
           FOR UPDATE OF j SKIP LOCKED) x
     WHERE x.state IN ('pending', 'retrying') AND x.due AND x.queue = q
     LIMIT lim;
+    PERFORM set_config('enable_seqscan', was[1], true), set_config('enable_hashjoin', was[2], true),
+            set_config('enable_mergejoin', was[3], true), set_config('enable_sort', was[4], true);
 END
 $function$;
 
@@ -108,7 +113,6 @@ $function$;
 CREATE OR REPLACE FUNCTION gaffer.claim_ready(q text, n integer, claimer text, worker boolean, t text, ks text[], s_tenant text[], s_fkey text[], c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamp with time zone[], c_id bigint[], after_tenant text, after_fkey text, k_tenant text[], k_fkey text[], grace_ms integer, OUT ids bigint[], OUT next_tenant text, OUT next_fkey text, OUT started_at timestamp with time zone, OUT busy boolean, OUT took_slot smallint[], OUT took_at tid[])
  RETURNS record
  LANGUAGE plpgsql
- SET enable_sort TO 'off'
 AS $function$
 DECLARE
     -- One claim looks at this many units, and weighs this many
@@ -171,6 +175,7 @@ DECLARE
     lim_kinds text[];
     limited boolean;
     stopped boolean;
+    sort_was text;
 BEGIN
     next_tenant := after_tenant;
     next_fkey := after_fkey;
@@ -210,6 +215,8 @@ BEGIN
         -- A side claim reads its units from their start.
         c_tenant := '{}';
     END IF;
+    sort_was := current_setting('enable_sort');
+    PERFORM set_config('enable_sort', 'off', true);
 
     LOOP
         take := n - coalesce(cardinality(ids), 0);
@@ -443,6 +450,7 @@ BEGIN
             EXIT;
         END IF;
     END LOOP;
+    PERFORM set_config('enable_sort', sort_was, true);
 END
 $function$;
 
@@ -535,7 +543,6 @@ $function$;
 CREATE OR REPLACE FUNCTION gaffer.ready_follow()
  RETURNS trigger
  LANGUAGE plpgsql
- SET enable_seqscan TO 'off'
 AS $function$
 DECLARE
     was_ready boolean := OLD.state IN ('pending', 'retrying') AND OLD.due;
@@ -562,7 +569,6 @@ $function$;
 CREATE OR REPLACE FUNCTION gaffer.ready_gone()
  RETURNS trigger
  LANGUAGE plpgsql
- SET enable_seqscan TO 'off'
 AS $function$
 BEGIN
     DELETE FROM gaffer.ready r
@@ -576,13 +582,14 @@ $function$;
 CREATE OR REPLACE FUNCTION gaffer.ready_leave(slots smallint[], ats tid[], ids bigint[])
  RETURNS void
  LANGUAGE plpgsql
- SET enable_seqscan TO 'off'
 AS $function$
 DECLARE
     a0 tid[];
     a1 tid[];
     a2 tid[];
+    was text := current_setting('enable_seqscan');
 BEGIN
+    PERFORM set_config('enable_seqscan', 'off', true);
     SELECT array_agg(x.a) FILTER (WHERE x.s = 0), array_agg(x.a) FILTER (WHERE x.s = 1), array_agg(x.a) FILTER (WHERE x.s = 2)
     INTO a0, a1, a2
     FROM unnest(slots, ats) AS x(s, a);
@@ -595,6 +602,7 @@ BEGIN
     IF a2 IS NOT NULL THEN
         DELETE FROM gaffer.ready_2 r WHERE r.ctid = ANY (a2) AND r.id = ANY (ids);
     END IF;
+    PERFORM set_config('enable_seqscan', was, true);
 END
 $function$;
 
@@ -602,8 +610,6 @@ $function$;
 CREATE OR REPLACE FUNCTION gaffer.ready_rotate(move_max integer, wait_ms integer, OUT turned boolean, OUT moved integer, OUT why text)
  RETURNS record
  LANGUAGE plpgsql
- SET enable_hashjoin TO 'off'
- SET enable_mergejoin TO 'off'
 AS $function$
 DECLARE
     c smallint;
@@ -618,6 +624,8 @@ BEGIN
         RETURN;
     END IF;
     old := (c + 1) % 3;
+    -- (for the move below; this transaction is the turn's own)
+    PERFORM set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true);
     PERFORM set_config('lock_timeout', greatest(wait_ms, 1)::text || 'ms', true);
     BEGIN
         EXECUTE format('LOCK TABLE gaffer.ready_%s IN ACCESS EXCLUSIVE MODE', old);
@@ -634,7 +642,8 @@ BEGIN
     IF n > 0 THEN
         EXECUTE format('INSERT INTO gaffer.ready (slot, queue, tenant, fairness_key, priority, run_at, id, kind)
                         SELECT DISTINCT ON (j.id) $1, j.queue, j.tenant, j.fairness_key, j.priority, j.run_at, j.id, j.kind
-                        FROM gaffer.ready_%s r JOIN gaffer.jobs j ON j.id = r.id
+                        FROM gaffer.ready_%s r
+                        CROSS JOIN LATERAL (SELECT * FROM gaffer.jobs s WHERE s.id = r.id LIMIT 1) j
                         WHERE j.state IN (''pending'', ''retrying'') AND j.due
                         ORDER BY j.id', old) USING c;
         GET DIAGNOSTICS moved = ROW_COUNT;

@@ -132,8 +132,15 @@ $fn$;
 -- starts the job: the row stays put while the job's row is locked.
 CREATE FUNCTION gaffer.claim_from_unit(q text, t text, k text, ks text[], cp smallint, cr timestamptz, ci bigint, lim integer)
 RETURNS TABLE (id bigint, kind text, slot smallint, at tid)
-LANGUAGE plpgsql SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off SET enable_sort = off AS $fn$
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    was text[] := ARRAY[current_setting('enable_seqscan'), current_setting('enable_hashjoin'), current_setting('enable_mergejoin'),
+                        current_setting('enable_sort')];
 BEGIN
+    -- (set_config, not a SET clause on the function: a function with one
+    -- costs milliseconds a call)
+    PERFORM set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
+            set_config('enable_mergejoin', 'off', true), set_config('enable_sort', 'off', true);
     -- The unit's ready rows in order, each job's row locked as it comes
     -- (the LIMIT outside: a row passed over or found not claimable does
     -- not count), then held to what its job is once locked. Each job's
@@ -152,6 +159,8 @@ BEGIN
           FOR UPDATE OF j SKIP LOCKED) x
     WHERE x.state IN ('pending', 'retrying') AND x.due AND x.queue = q
     LIMIT lim;
+    PERFORM set_config('enable_seqscan', was[1], true), set_config('enable_hashjoin', was[2], true),
+            set_config('enable_mergejoin', was[3], true), set_config('enable_sort', was[4], true);
 END
 $fn$;
 
@@ -216,18 +225,19 @@ $fn$;
 -- turn, or the claim looked at max_units units or weighed max_weighed
 -- candidates.
 -- The work is PL/pgSQL so that its plans are cached per connection, like
--- a prepared statement's. Without sorts (enable_sort, for the claim's
--- own statements): the ready set's slots are emptied every second, so
--- their statistics never say how many rows they hold, and a plan that
--- sorts a unit's rows instead of merging its slots' ordered index scans
--- would read all of them for a few.
+-- a prepared statement's. Its rounds are planned without sorts
+-- (enable_sort, set for the rounds and set back after them): the ready
+-- set's slots are emptied every second, so their statistics never say
+-- how many rows they hold, and a plan that sorts a unit's rows instead
+-- of merging its slots' ordered index scans would read all of them for
+-- a few.
 CREATE FUNCTION gaffer.claim_ready(q text, n integer, claimer text, worker boolean, t text, ks text[],
     s_tenant text[], s_fkey text[],
     c_tenant text[], c_fkey text[], c_prio smallint[], c_run_at timestamptz[], c_id bigint[],
     after_tenant text, after_fkey text, k_tenant text[], k_fkey text[], grace_ms integer,
     OUT ids bigint[], OUT next_tenant text, OUT next_fkey text, OUT started_at timestamptz, OUT busy boolean,
     OUT took_slot smallint[], OUT took_at tid[])
-LANGUAGE plpgsql SET enable_sort = off AS $fn$
+LANGUAGE plpgsql AS $fn$
 DECLARE
     -- One claim looks at this many units, and weighs this many
     -- candidates, at most; the next claim goes on from where it stopped.
@@ -289,6 +299,7 @@ DECLARE
     lim_kinds text[];
     limited boolean;
     stopped boolean;
+    sort_was text;
 BEGIN
     next_tenant := after_tenant;
     next_fkey := after_fkey;
@@ -328,6 +339,8 @@ BEGIN
         -- A side claim reads its units from their start.
         c_tenant := '{}';
     END IF;
+    sort_was := current_setting('enable_sort');
+    PERFORM set_config('enable_sort', 'off', true);
 
     LOOP
         take := n - coalesce(cardinality(ids), 0);
@@ -561,6 +574,7 @@ BEGIN
             EXIT;
         END IF;
     END LOOP;
+    PERFORM set_config('enable_sort', sort_was, true);
 END
 $fn$;
 

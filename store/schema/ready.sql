@@ -21,12 +21,14 @@
 -- see) keeps its row and stays claimable. By ctid, in each slot's own
 -- table: no index is walked.
 CREATE FUNCTION gaffer.ready_leave(slots smallint[], ats tid[], ids bigint[]) RETURNS void
-LANGUAGE plpgsql SET enable_seqscan = off AS $fn$
+LANGUAGE plpgsql AS $fn$
 DECLARE
     a0 tid[];
     a1 tid[];
     a2 tid[];
+    was text := current_setting('enable_seqscan');
 BEGIN
+    PERFORM set_config('enable_seqscan', 'off', true);
     SELECT array_agg(x.a) FILTER (WHERE x.s = 0), array_agg(x.a) FILTER (WHERE x.s = 1), array_agg(x.a) FILTER (WHERE x.s = 2)
     INTO a0, a1, a2
     FROM unnest(slots, ats) AS x(s, a);
@@ -39,6 +41,7 @@ BEGIN
     IF a2 IS NOT NULL THEN
         DELETE FROM gaffer.ready_2 r WHERE r.ctid = ANY (a2) AND r.id = ANY (ids);
     END IF;
+    PERFORM set_config('enable_seqscan', was, true);
 END
 $fn$;
 
@@ -58,8 +61,11 @@ CREATE TRIGGER ready_enter AFTER INSERT ON gaffer.jobs
     FOR EACH STATEMENT
     EXECUTE FUNCTION gaffer.ready_enter();
 
--- (ready_follow and ready_gone find a row by its index, never by a scan:
--- a slot may have looked empty when the plan was made.)
+-- (ready_follow and ready_gone find a row by all six columns of its
+-- slot's index, which the planner reads rather than the slot. They do
+-- not turn sequential scans off: their insert reads gaffer.ready_ring,
+-- which has no index to read instead, and a plan that cannot avoid a
+-- disabled scan was made anew at every call, 26 ms a row.)
 -- job_ready_turns is ready_follow's condition: a change that may move a
 -- job into, out of or within the ready set, other than its start by a
 -- claim statement that deletes the ready rows itself (claim_ready sets
@@ -76,7 +82,7 @@ LANGUAGE sql STABLE AS $fn$
 $fn$;
 
 CREATE FUNCTION gaffer.ready_follow() RETURNS trigger
-LANGUAGE plpgsql SET enable_seqscan = off AS $fn$
+LANGUAGE plpgsql AS $fn$
 DECLARE
     was_ready boolean := OLD.state IN ('pending', 'retrying') AND OLD.due;
     now_ready boolean := NEW.state IN ('pending', 'retrying') AND NEW.due;
@@ -104,7 +110,7 @@ CREATE TRIGGER ready_follow AFTER UPDATE ON gaffer.jobs
     EXECUTE FUNCTION gaffer.ready_follow();
 
 CREATE FUNCTION gaffer.ready_gone() RETURNS trigger
-LANGUAGE plpgsql SET enable_seqscan = off AS $fn$
+LANGUAGE plpgsql AS $fn$
 BEGIN
     DELETE FROM gaffer.ready r
     WHERE r.queue = OLD.queue AND r.tenant COLLATE "C" = OLD.tenant AND r.fairness_key COLLATE "C" = OLD.fairness_key
@@ -143,8 +149,9 @@ CREATE TRIGGER ready_cleared AFTER TRUNCATE ON gaffer.jobs
 -- than move_max rows: a backlog, left where it is; the ring waits until
 -- claims have taken it). The caller runs it in a transaction of its own.
 --
--- The rows moved find their jobs by id, one at a time (no join by hash or
--- merge, which would read the whole job table while every claim waits).
+-- The rows moved find their jobs by id, one at a time (LIMIT 1 keeps the
+-- planner from joining the other way round, or by hash or merge: any of
+-- those would read the whole job table while every claim waits).
 --
 -- Why this is safe: every transaction that reads or writes a slot holds
 -- a lock on it until it ends, so while the lock is held no claim, no
@@ -155,7 +162,7 @@ CREATE TRIGGER ready_cleared AFTER TRUNCATE ON gaffer.jobs
 -- moved ones: it misses them for that statement, and the next claim
 -- finds them.
 CREATE FUNCTION gaffer.ready_rotate(move_max integer, wait_ms integer, OUT turned boolean, OUT moved integer, OUT why text)
-LANGUAGE plpgsql SET enable_hashjoin = off SET enable_mergejoin = off AS $fn$
+LANGUAGE plpgsql AS $fn$
 DECLARE
     c smallint;
     old smallint;
@@ -169,6 +176,8 @@ BEGIN
         RETURN;
     END IF;
     old := (c + 1) % 3;
+    -- (for the move below; this transaction is the turn's own)
+    PERFORM set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true);
     PERFORM set_config('lock_timeout', greatest(wait_ms, 1)::text || 'ms', true);
     BEGIN
         EXECUTE format('LOCK TABLE gaffer.ready_%s IN ACCESS EXCLUSIVE MODE', old);
@@ -185,7 +194,8 @@ BEGIN
     IF n > 0 THEN
         EXECUTE format('INSERT INTO gaffer.ready (slot, queue, tenant, fairness_key, priority, run_at, id, kind)
                         SELECT DISTINCT ON (j.id) $1, j.queue, j.tenant, j.fairness_key, j.priority, j.run_at, j.id, j.kind
-                        FROM gaffer.ready_%s r JOIN gaffer.jobs j ON j.id = r.id
+                        FROM gaffer.ready_%s r
+                        CROSS JOIN LATERAL (SELECT * FROM gaffer.jobs s WHERE s.id = r.id LIMIT 1) j
                         WHERE j.state IN (''pending'', ''retrying'') AND j.due
                         ORDER BY j.id', old) USING c;
         GET DIAGNOSTICS moved = ROW_COUNT;
