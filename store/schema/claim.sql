@@ -1,19 +1,20 @@
 -- The claim: which due jobs a node or a remote worker starts next (G10,
 -- G12). One text for every claim path — a node's claim of a queue, its
--- side claim of a few units, a remote worker's claim — in gaffer.claim;
--- the statement that starts the picked jobs is store/queries/jobs.sql's
--- claim_jobs (store.Claim). Limits are decided by gaffer.limit_admit
--- (limits.sql). The routines here, top down:
---   claim          the claim: the gate, then rounds, then where the next
---                  claim starts
+-- side claim of a few units, a remote worker's claim — in
+-- gaffer.claim_ready; the statement that starts the picked jobs, and
+-- deletes their rows from the ready set the claim reads (ready.sql), is
+-- store/queries/jobs.sql's claim_jobs (store.Claim). Limits are decided
+-- by gaffer.limit_admit (limits.sql). The routines here, top down:
+--   claim_ready    the claim: the gate, then rounds, then where the next
+--                  claim starts, and where the picked jobs' ready rows are
 --   claim_units    the next units with due jobs, in rotation order
 --   claim_from_units a round's candidates from its units (two or more), in
 --                  claim order
 --   claim_from_unit one unit's part: its first due jobs past a position
 --   claim_promote  scheduled jobs whose time came made due (run first,
 --                  in the claim's transaction)
---   claim_pick, claim_pick_units, claim_pick_remote, queue_units: the
---                  signatures of earlier builds, for a rolling upgrade
+--   claim, claim_pick, claim_pick_units, claim_pick_remote, queue_units:
+--                  the signatures of earlier builds, for a rolling upgrade
 --   claim_older_build  what of those claims an earlier build can start
 --
 -- How a claim of n jobs goes:
@@ -42,7 +43,8 @@
 --   unit       a (tenant, fairness key) pair of a queue: the claim shares
 --              its slots among units by their tenants' weights.
 --   due        jobs.due: the job's run_at had come when it was last
---              written. Due jobs are in the claim index (jobs_due_idx),
+--              written. Due jobs (pending or retrying) are in the ready
+--              set (gaffer.ready, ready.sql), which the claim reads;
 --              scheduled ones (not due) in jobs_scheduled_idx, so that
 --              jobs waiting for their time cost a claim nothing. A job
 --              marked due whose run_at is still ahead (written by a node

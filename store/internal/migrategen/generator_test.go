@@ -278,7 +278,7 @@ func TestGenerateOnTheRealSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"changed   function gaffer.claim(text, integer, text, boolean, text, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer)"}
+	want := []string{"changed   function gaffer.claim_ready(text, integer, text, boolean, text, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer)"}
 	if res.Version != store.LatestVersion()+1 || !slices.Equal(res.Changes, want) {
 		t.Fatalf("migration %s changes %q, want version %d changing %q", res.Name, res.Changes, store.LatestVersion()+1, want)
 	}
