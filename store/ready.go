@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 var sqlReadyRotate = query("ready_rotate")
@@ -26,7 +28,17 @@ type ReadyTurn struct {
 func (s *Store) TurnReadyRing(ctx context.Context, moveMax int, wait time.Duration) (ReadyTurn, error) {
 	var t ReadyTurn
 	ms := max(int(wait/time.Millisecond), 1)
-	if err := s.pool.QueryRow(ctx, sqlReadyRotate, moveMax, ms).Scan(&t.Turned, &t.Moved, &t.Why); err != nil {
+	// READ COMMITTED whatever the database's default: the turn counts and
+	// moves what committed while it waited for the slot's lock.
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return ReadyTurn{}, fmt.Errorf("turn the ready ring: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	if err := tx.QueryRow(ctx, sqlReadyRotate, moveMax, ms).Scan(&t.Turned, &t.Moved, &t.Why); err != nil {
+		return ReadyTurn{}, fmt.Errorf("turn the ready ring: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
 		return ReadyTurn{}, fmt.Errorf("turn the ready ring: %w", err)
 	}
 	return t, nil

@@ -2,8 +2,11 @@ package store_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gafferhq/gaffer/internal/pgtest"
 	"github.com/gafferhq/gaffer/store"
@@ -137,5 +140,44 @@ func TestReadyRingLeavesABacklogAndWaitsNoLongerThanItSays(t *testing.T) {
 	}
 	if len(seen) != 20 {
 		t.Fatalf("claimed %d jobs after the turns, want 20", len(seen))
+	}
+}
+
+// A turn counts and moves what committed while it waited for the slot's
+// lock, which only READ COMMITTED's per-statement snapshots show: under
+// a transaction snapshot taken before the lock it could truncate a row
+// it never saw. It refuses to run under one.
+func TestReadyRingTurnsOnlyInReadCommitted(t *testing.T) {
+	t.Parallel()
+	st := pgtest.NewStore(t)
+	ctx := context.Background()
+	tx, err := st.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tx.Exec(ctx, `SELECT * FROM gaffer.ready_rotate(5000, 50)`)
+	if err == nil || !strings.Contains(err.Error(), "READ COMMITTED") {
+		t.Fatalf("a turn under REPEATABLE READ: %v, want it refused", err)
+	}
+	// The store's turn sets its own isolation, whatever the database's
+	// default: on a pool whose sessions default to REPEATABLE READ.
+	if _, err := st.Pool().Exec(ctx, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET default_transaction_isolation = %L', current_database(), 'repeatable read'); END $$`); err != nil {
+		t.Fatal(err)
+	}
+	rr, err := pgxpool.New(ctx, st.Pool().Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rr.Close()
+	var iso string
+	if err := rr.QueryRow(ctx, `SELECT current_setting('default_transaction_isolation')`).Scan(&iso); err != nil || iso != "repeatable read" {
+		t.Fatalf("the new pool's default isolation: %q, %v", iso, err)
+	}
+	if r, err := store.New(rr).TurnReadyRing(ctx, 5000, time.Second); err != nil || !r.Turned {
+		t.Fatalf("the store's turn on a REPEATABLE READ pool: %+v, %v", r, err)
 	}
 }

@@ -1,9 +1,9 @@
 -- gaffer:expand
 -- The ready set's tables (store/schema/tables.sql): gaffer.ready, a ring
 -- of three partitions of one row per claimable job, and gaffer.ready_ring,
--- the slot rows enter. Nothing reads or writes them until the next two
--- migrations: 0063 writes the triggers that keep the set and the claim
--- that reads it, 0064 fills it with the jobs claimable then.
+-- the slot rows enter. Nothing reads or writes them until the next
+-- migration, 0063, which writes the triggers that keep the set and the
+-- claim that reads it, and fills it with the jobs claimable then.
 CREATE TABLE gaffer.ready (
     slot smallint NOT NULL,
     queue text NOT NULL,

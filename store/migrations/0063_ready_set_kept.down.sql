@@ -1,4 +1,5 @@
--- gaffer:generated
+-- Written by migrategen with 0063's up file (the routines); the ready
+-- rows go with the tables, in 0062's down file.
 -- Back to the routines 0062_ready_set left, written by migrategen with
 -- 0063_ready_set_kept.up.sql.
 SET LOCAL check_function_bodies = off;

@@ -1,9 +1,15 @@
--- gaffer:generated
 -- gaffer:expand
--- The routines of store/schema that differ from those 0062_ready_set left,
--- written by `go run ./store/internal/migrategen`. Edit store/schema, not
--- this file, and write it again (-replace) while no release carries it.
+-- The ready set's routines (store/schema/ready.sql, claim.sql) and its
+-- first rows, in one transaction: from its commit every claim, of this
+-- release and of the one before, reads gaffer.ready, so the jobs
+-- claimable then must be in it by then. Written by migrategen from
+-- store/schema (the routines below), then finished by hand: the lock
+-- first, the fill last. Writes to gaffer.jobs wait while it runs; reads
+-- and claims' reads go on until the claim's functions are replaced.
 --
+-- To change a routine here: edit store/schema, write a new migration.
+--
+-- What it changes:
 --   changed   function gaffer.claim(text, integer, text, boolean, text, text[], text[], text[], text[], text[], smallint[], timestamp with time zone[], bigint[], text, text, text[], text[], integer)
 --   new       function gaffer.claim_from_unit(text, text, text, text[], smallint, timestamp with time zone, bigint, integer)
 --   new       function gaffer.claim_from_units(text, integer, text[], text[], text[], integer[], text[], text[], smallint[], timestamp with time zone[], bigint[])
@@ -25,6 +31,7 @@
 --   new       trigger gaffer.jobs.ready_gone
 --   changed   trigger gaffer.jobs.workflow_job_finished
 SET LOCAL check_function_bodies = off;
+LOCK TABLE gaffer.jobs IN SHARE ROW EXCLUSIVE MODE;
 
 DROP TRIGGER workflow_job_finished ON gaffer.jobs;
 
@@ -588,6 +595,8 @@ DECLARE
     a1 tid[];
     a2 tid[];
     was text := current_setting('enable_seqscan');
+    n integer;
+    gone integer := 0;
 BEGIN
     PERFORM set_config('enable_seqscan', 'off', true);
     SELECT array_agg(x.a) FILTER (WHERE x.s = 0), array_agg(x.a) FILTER (WHERE x.s = 1), array_agg(x.a) FILTER (WHERE x.s = 2)
@@ -595,12 +604,24 @@ BEGIN
     FROM unnest(slots, ats) AS x(s, a);
     IF a0 IS NOT NULL THEN
         DELETE FROM gaffer.ready_0 r WHERE r.ctid = ANY (a0) AND r.id = ANY (ids);
+        GET DIAGNOSTICS n = ROW_COUNT;
+        gone := gone + n;
     END IF;
     IF a1 IS NOT NULL THEN
         DELETE FROM gaffer.ready_1 r WHERE r.ctid = ANY (a1) AND r.id = ANY (ids);
+        GET DIAGNOSTICS n = ROW_COUNT;
+        gone := gone + n;
     END IF;
     IF a2 IS NOT NULL THEN
         DELETE FROM gaffer.ready_2 r WHERE r.ctid = ANY (a2) AND r.id = ANY (ids);
+        GET DIAGNOSTICS n = ROW_COUNT;
+        gone := gone + n;
+    END IF;
+    IF gone < coalesce(cardinality(ids), 0) THEN
+        -- A job started whose row was not where the claim read it: a
+        -- change committed between the claim's read and its lock moved it
+        -- (deleted and inserted it again). Its row goes by id.
+        DELETE FROM gaffer.ready r WHERE r.id = ANY (ids);
     END IF;
     PERFORM set_config('enable_seqscan', was, true);
 END
@@ -616,6 +637,11 @@ DECLARE
     old smallint;
     n integer;
 BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        -- Its count and move must see what committed while it waited for
+        -- the lock: a statement's own snapshot, taken after it.
+        RAISE EXCEPTION 'gaffer.ready_rotate needs a READ COMMITTED transaction, not %', current_setting('transaction_isolation');
+    END IF;
     turned := false;
     moved := 0;
     SELECT g.cur INTO c FROM gaffer.ready_ring g FOR UPDATE SKIP LOCKED;
@@ -668,3 +694,10 @@ CREATE TRIGGER ready_gone AFTER DELETE ON gaffer.jobs FOR EACH ROW WHEN (((old.s
 
 -- changed: gaffer.jobs.workflow_job_finished, as store/schema/workflow.sql has it
 CREATE TRIGGER workflow_job_finished AFTER UPDATE OF state ON gaffer.jobs FOR EACH ROW WHEN (((new.workflow_run IS NOT NULL) AND gaffer.job_finishes(old.state, new.state))) EXECUTE FUNCTION gaffer.workflow_job_finished();
+
+-- The jobs claimable now. (No other transaction writes gaffer.jobs
+-- until this one commits: the lock above.)
+INSERT INTO gaffer.ready (slot, queue, tenant, fairness_key, priority, run_at, id, kind)
+SELECT (SELECT g.cur FROM gaffer.ready_ring g), j.queue, j.tenant, j.fairness_key, j.priority, j.run_at, j.id, j.kind
+FROM gaffer.jobs j
+WHERE j.state IN ('pending', 'retrying') AND j.due;

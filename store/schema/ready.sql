@@ -19,7 +19,8 @@
 -- job the claim picked that its statement did not start (one committed
 -- after the statement's snapshot was taken, which its update does not
 -- see) keeps its row and stays claimable. By ctid, in each slot's own
--- table: no index is walked.
+-- table: no index is walked; by id, for a started job whose row a
+-- change committed between the claim's read and its lock put elsewhere.
 CREATE FUNCTION gaffer.ready_leave(slots smallint[], ats tid[], ids bigint[]) RETURNS void
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -27,6 +28,8 @@ DECLARE
     a1 tid[];
     a2 tid[];
     was text := current_setting('enable_seqscan');
+    n integer;
+    gone integer := 0;
 BEGIN
     PERFORM set_config('enable_seqscan', 'off', true);
     SELECT array_agg(x.a) FILTER (WHERE x.s = 0), array_agg(x.a) FILTER (WHERE x.s = 1), array_agg(x.a) FILTER (WHERE x.s = 2)
@@ -34,12 +37,24 @@ BEGIN
     FROM unnest(slots, ats) AS x(s, a);
     IF a0 IS NOT NULL THEN
         DELETE FROM gaffer.ready_0 r WHERE r.ctid = ANY (a0) AND r.id = ANY (ids);
+        GET DIAGNOSTICS n = ROW_COUNT;
+        gone := gone + n;
     END IF;
     IF a1 IS NOT NULL THEN
         DELETE FROM gaffer.ready_1 r WHERE r.ctid = ANY (a1) AND r.id = ANY (ids);
+        GET DIAGNOSTICS n = ROW_COUNT;
+        gone := gone + n;
     END IF;
     IF a2 IS NOT NULL THEN
         DELETE FROM gaffer.ready_2 r WHERE r.ctid = ANY (a2) AND r.id = ANY (ids);
+        GET DIAGNOSTICS n = ROW_COUNT;
+        gone := gone + n;
+    END IF;
+    IF gone < coalesce(cardinality(ids), 0) THEN
+        -- A job started whose row was not where the claim read it: a
+        -- change committed between the claim's read and its lock moved it
+        -- (deleted and inserted it again). Its row goes by id.
+        DELETE FROM gaffer.ready r WHERE r.id = ANY (ids);
     END IF;
     PERFORM set_config('enable_seqscan', was, true);
 END
@@ -147,7 +162,8 @@ CREATE TRIGGER ready_cleared AFTER TRUNCATE ON gaffer.jobs
 -- otherwise why not: 'busy' (another turn under way), 'locked' (a
 -- transaction kept the slot past wait_ms) or 'full' (the slot holds more
 -- than move_max rows: a backlog, left where it is; the ring waits until
--- claims have taken it). The caller runs it in a transaction of its own.
+-- claims have taken it). The caller runs it in a READ COMMITTED
+-- transaction of its own (it refuses any other).
 --
 -- The rows moved find their jobs by id, one at a time (LIMIT 1 keeps the
 -- planner from joining the other way round, or by hash or merge: any of
@@ -168,6 +184,11 @@ DECLARE
     old smallint;
     n integer;
 BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        -- Its count and move must see what committed while it waited for
+        -- the lock: a statement's own snapshot, taken after it.
+        RAISE EXCEPTION 'gaffer.ready_rotate needs a READ COMMITTED transaction, not %', current_setting('transaction_isolation');
+    END IF;
     turned := false;
     moved := 0;
     SELECT g.cur INTO c FROM gaffer.ready_ring g FOR UPDATE SKIP LOCKED;
