@@ -254,7 +254,10 @@ func newSentBody(r io.Reader, size int64) *sentBody {
 func (b *sentBody) Read(p []byte) (int, error) {
 	b.touched.Store(true)
 	n, err := b.r.Read(p)
-	if !b.over {
+	// Nothing written once the reads are over: a transport that drains a
+	// body the node answered early reads again after EOF (n = 0), while
+	// again() reads kept.
+	if n > 0 && !b.over {
 		if len(b.kept)+n > maxReplayBody {
 			b.over, b.kept = true, nil
 		} else {
